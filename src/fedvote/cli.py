@@ -1,0 +1,199 @@
+"""The ``fedvote`` command line.
+
+Errors from bad input are one line on stderr (``fedvote: error: ...``) with exit
+status 2; nothing is written when a run fails.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from fedvote import __version__
+from fedvote.config import DEFAULT_EPSILON, FederationConfig, PrivacyConfig, RunConfig
+from fedvote.data.datasets import available_datasets
+from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
+from fedvote.errors import ConfigError
+from fedvote.methods import METHODS
+from fedvote.models.training import TrainingConfig
+from fedvote.models.zoo import MODEL_NAMES
+from fedvote.privacy.accountant import ACCOUNTANTS
+from fedvote.results import RunResult, write_result
+
+# Python argument names that differ from their CLI flags.
+_FLAG_NAMES = {"num_agents": "--agents", "model": "--teacher-model"}
+
+
+def flag_for(argument: str) -> str:
+    """The CLI flag for a config argument name (``min_responders`` -> ``--min-responders``)."""
+    return _FLAG_NAMES.get(argument, "--" + argument.replace("_", "-"))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="fedvote")
+def cli() -> None:
+    """Differentially private federated learning by noisy voting."""
+
+
+@cli.command()
+@click.option("--method", type=click.Choice(sorted(METHODS)), default="pate-fl", show_default=True)
+@click.option("--dataset", type=click.Choice(available_datasets()), default="digits", show_default=True)
+@click.option("--data-dir", envvar="FEDVOTE_DATA", type=click.Path(file_okay=False), default=None,
+              help="Where file-based datasets live [env: FEDVOTE_DATA].")
+@click.option("--agents", type=int, default=50, show_default=True, help="Number of agents N.")
+@click.option("--partition", type=click.Choice(PARTITION_SCHEMES), default="iid", show_default=True)
+@click.option("--alpha", type=float, default=0.5, show_default=True,
+              help="Dirichlet concentration β for --partition dirichlet.")
+@click.option("--classes-per-agent", type=int, default=2, show_default=True,
+              help="Classes each agent sees, for --partition classes.")
+@click.option("--shards-per-agent", type=int, default=2, show_default=True,
+              help="Shards per agent, for --partition shards.")
+@click.option("--public-fraction", type=float, default=0.15, show_default=True,
+              help="Fraction of the data forming the server's public unlabelled pool.")
+@click.option("--test-fraction", type=float, default=0.15, show_default=True)
+@click.option("--sigma", type=float, default=None,
+              help="Std σ of the total noise on each vote sum; 0 = non-private reference.")
+@click.option("--epsilon", type=float, default=None,
+              help=f"Target agent-level ε; σ is calibrated to it [default: {DEFAULT_EPSILON:g} "
+                   "when --sigma is not given].")
+@click.option("--delta", type=float, default=1e-3, show_default=True)
+@click.option("--accountant", type=click.Choice(ACCOUNTANTS), default="pld", show_default=True)
+@click.option("--queries", type=int, default=None,
+              help="Public queries Q to label [default: the pool, at most 100].")
+@click.option("--min-responders", type=int, default=None,
+              help="t: minimum honest responders; each agent adds N(0, σ²/t) [default: N].")
+@click.option("--teacher-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True)
+@click.option("--student-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True)
+@click.option("--epochs", type=int, default=40, show_default=True,
+              help="Training epochs (teachers and student).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seeds data split, training and query choice (not the privacy noise).")
+@click.option("--noise-seed", type=int, default=None,
+              help="Seed the privacy noise for a reproducible simulation; never in deployment "
+                   "[default: OS entropy].")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Write DIR/result.json.")
+@click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout instead of the summary.")
+def run(
+    method: str,
+    dataset: str,
+    data_dir: str | None,
+    agents: int,
+    partition: str,
+    alpha: float,
+    classes_per_agent: int,
+    shards_per_agent: int,
+    public_fraction: float,
+    test_fraction: float,
+    sigma: float | None,
+    epsilon: float | None,
+    delta: float,
+    accountant: str,
+    queries: int | None,
+    min_responders: int | None,
+    teacher_model: str,
+    student_model: str,
+    epochs: int,
+    seed: int,
+    noise_seed: int | None,
+    out: str | None,
+    as_json: bool,
+) -> None:
+    """Run a federated method and report accuracy and (ε, δ) at agent and instance level.
+
+    Example: fedvote run --agents 50 --epsilon 4 --delta 1e-3
+    """
+    from fedvote.progress import RichProgress
+    from fedvote.runner import run as run_config
+
+    config = RunConfig(
+        method=method,
+        federation=FederationConfig(
+            dataset=dataset,
+            data_dir=data_dir,
+            agents=agents,
+            partition=PartitionSpec(
+                scheme=partition,
+                alpha=alpha,
+                classes_per_agent=classes_per_agent,
+                shards_per_agent=shards_per_agent,
+            ),
+            public_fraction=public_fraction,
+            test_fraction=test_fraction,
+        ),
+        privacy=PrivacyConfig(
+            sigma=sigma,
+            epsilon=epsilon,
+            delta=delta,
+            accountant=accountant,
+            min_responders=min_responders,
+            noise_seed=noise_seed,
+        ),
+        teacher=TrainingConfig(model=teacher_model, epochs=epochs),
+        student=TrainingConfig(model=student_model, epochs=epochs),
+        queries=queries,
+        seed=seed,
+    )
+    result = run_config(config, progress=RichProgress())
+    if out is not None:
+        path = write_result(result, out)
+        click.echo(f"wrote {path}", err=True)
+    if as_json:
+        click.echo(result.to_json())
+    else:
+        click.echo(summary(result))
+
+
+def summary(result: RunResult) -> str:
+    """A readable few lines: accuracy, ε per level, queries, communication, time."""
+    privacy = result.privacy
+    lines = [
+        f"fedvote {result.method} on {result.dataset}: {result.agents} agents, "
+        f"{result.queries} queries, σ = {result.sigma:.4g}",
+        f"  student accuracy      {result.accuracy:.3f}   (test set)",
+        f"  pseudo-label accuracy {result.label_accuracy:.3f}",
+        f"  mean teacher accuracy {result.teacher_accuracy:.3f}",
+    ]
+    if privacy.private:
+        for level in ("agent", "instance"):
+            entry = getattr(privacy, level)
+            lines.append(
+                f"  ε ({level + '-level'})  {entry.epsilon:8.4f} at δ = {privacy.delta:g} "
+                f"[{privacy.accountant}, sensitivity {entry.sensitivity:.4g}]"
+            )
+    else:
+        lines.append("  NOT PRIVATE: σ = 0, no noise was added; ε is unbounded (reported as null)")
+    comm = result.communication
+    lines.append(
+        f"  communication         {comm['upload_floats']} floats up, "
+        f"{comm['download_floats']} down, {comm['rounds']} round(s)"
+    )
+    lines.append(f"  time                  {result.timings['total_s']:.1f} s")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI, turning bad input into a one-line error and exit status 2."""
+    try:
+        cli.main(args=argv, prog_name="fedvote", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("fedvote: aborted", err=True)
+        sys.exit(130)
+    except click.UsageError as error:
+        click.echo(f"fedvote: error: {_one_line(error.format_message())}", err=True)
+        sys.exit(2)
+    except click.ClickException as error:
+        click.echo(f"fedvote: error: {_one_line(error.format_message())}", err=True)
+        sys.exit(error.exit_code)
+    except ConfigError as error:
+        click.echo(f"fedvote: error: {flag_for(error.argument)}: {error.detail}", err=True)
+        sys.exit(2)
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1:])

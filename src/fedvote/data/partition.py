@@ -1,0 +1,166 @@
+"""Partitioners: split labelled records among agents, deterministically under a seed.
+
+Each partitioner maps ``labels`` (n,) to a list of ``num_agents`` index arrays that
+together hold every record exactly once (the ``classes`` scheme may leave records of
+a class out only if no agent holds that class, which it refuses instead).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from fedvote.errors import ConfigError
+
+PartitionScheme = Literal["iid", "shards", "classes", "dirichlet"]
+PARTITION_SCHEMES: tuple[str, ...] = ("iid", "shards", "classes", "dirichlet")
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    """How records are split among agents.
+
+    Parameters
+    ----------
+    scheme : {"iid", "shards", "classes", "dirichlet"}
+        ``iid``: a uniform random split into near-equal parts. ``shards``: McMahan et
+        al. (2017) — sort by label, cut into ``agents * shards_per_agent`` shards, deal
+        ``shards_per_agent`` to each agent. ``classes``: each agent sees exactly
+        ``classes_per_agent`` classes (the voting paper's "6 digits per agent").
+        ``dirichlet``: per class, shares over agents ~ Dirichlet(alpha) (Hsu et al. 2019).
+    alpha : float
+        Dirichlet concentration β; small is more skewed. Default 0.5.
+    classes_per_agent : int
+        Classes per agent for ``classes``. Default 2.
+    shards_per_agent : int
+        Shards per agent for ``shards``. Default 2.
+
+    """
+
+    scheme: str = "iid"
+    alpha: float = 0.5
+    classes_per_agent: int = 2
+    shards_per_agent: int = 2
+
+    def __post_init__(self) -> None:
+        if self.scheme not in PARTITION_SCHEMES:
+            raise ConfigError(
+                "partition", f"unknown scheme {self.scheme!r}; choose from {', '.join(PARTITION_SCHEMES)}"
+            )
+        if not self.alpha > 0:
+            raise ConfigError("alpha", f"the Dirichlet concentration must be > 0, got {self.alpha}")
+        if self.classes_per_agent < 1:
+            raise ConfigError(
+                "classes_per_agent", f"must be at least 1, got {self.classes_per_agent}"
+            )
+        if self.shards_per_agent < 1:
+            raise ConfigError("shards_per_agent", f"must be at least 1, got {self.shards_per_agent}")
+
+
+def partition_indices(
+    labels: np.ndarray, num_agents: int, spec: PartitionSpec, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Split record indices ``0..len(labels)-1`` among ``num_agents`` agents by ``spec``.
+
+    Every agent receives at least one record; requests that cannot meet that raise
+    :class:`~fedvote.errors.ConfigError` naming the argument.
+    """
+    labels = np.asarray(labels)
+    if num_agents < 1:
+        raise ConfigError("agents", f"must be at least 1, got {num_agents}")
+    if num_agents > labels.shape[0]:
+        raise ConfigError(
+            "agents",
+            f"{num_agents} agents but only {labels.shape[0]} records to share among them",
+        )
+    if spec.scheme == "iid":
+        parts = _iid(labels.shape[0], num_agents, rng)
+    elif spec.scheme == "shards":
+        parts = _shards(labels, num_agents, spec.shards_per_agent, rng)
+    elif spec.scheme == "classes":
+        parts = _classes(labels, num_agents, spec.classes_per_agent, rng)
+    else:
+        parts = _dirichlet(labels, num_agents, spec.alpha, rng)
+    return [np.sort(p).astype(np.int64) for p in parts]
+
+
+def _iid(num_records: int, num_agents: int, rng: np.random.Generator) -> list[np.ndarray]:
+    return list(np.array_split(rng.permutation(num_records), num_agents))
+
+
+def _shards(
+    labels: np.ndarray, num_agents: int, shards_per_agent: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    num_shards = num_agents * shards_per_agent
+    if num_shards > labels.shape[0]:
+        raise ConfigError(
+            "shards_per_agent",
+            f"{num_agents} agents x {shards_per_agent} shards = {num_shards} shards "
+            f"exceeds the {labels.shape[0]} records",
+        )
+    # Shuffle first so that records of equal label are ordered at random, then sort stably.
+    shuffled = rng.permutation(labels.shape[0])
+    by_label = shuffled[np.argsort(labels[shuffled], kind="stable")]
+    shards = np.array_split(by_label, num_shards)
+    dealt = rng.permutation(num_shards).reshape(num_agents, shards_per_agent)
+    return [np.concatenate([shards[s] for s in row]) for row in dealt]
+
+
+def _classes(
+    labels: np.ndarray, num_agents: int, classes_per_agent: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    present = np.unique(labels)
+    num_classes = present.shape[0]
+    if classes_per_agent > num_classes:
+        raise ConfigError(
+            "classes_per_agent",
+            f"{classes_per_agent} classes per agent but the data has only {num_classes} classes",
+        )
+    if num_agents * classes_per_agent < num_classes:
+        raise ConfigError(
+            "classes_per_agent",
+            f"{num_agents} agents x {classes_per_agent} classes cannot cover all "
+            f"{num_classes} classes; records of uncovered classes would belong to nobody",
+        )
+    # Agent i holds classes order[(i*c + j) mod C], j < c: every class is held by
+    # floor or ceil of N*c/C agents, and an agent's c classes are distinct.
+    order = rng.permutation(present)
+    holders: dict[int, list[int]] = {int(c): [] for c in present}
+    for agent in range(num_agents):
+        for j in range(classes_per_agent):
+            holders[int(order[(agent * classes_per_agent + j) % num_classes])].append(agent)
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_agents)]
+    for cls, agents in holders.items():
+        members = rng.permutation(np.flatnonzero(labels == cls))
+        if members.shape[0] < len(agents):
+            raise ConfigError(
+                "classes_per_agent",
+                f"class {cls} has {members.shape[0]} records but {len(agents)} agents must share it",
+            )
+        for agent, chunk in zip(agents, np.array_split(members, len(agents)), strict=True):
+            parts[agent].append(chunk)
+    return [np.concatenate(p) for p in parts]
+
+
+def _dirichlet(
+    labels: np.ndarray, num_agents: int, alpha: float, rng: np.random.Generator, attempts: int = 100
+) -> list[np.ndarray]:
+    classes = np.unique(labels)
+    for _ in range(attempts):
+        parts: list[list[np.ndarray]] = [[] for _ in range(num_agents)]
+        for cls in classes:
+            members = rng.permutation(np.flatnonzero(labels == cls))
+            shares = rng.dirichlet(np.full(num_agents, alpha))
+            cuts = (np.cumsum(shares)[:-1] * members.shape[0]).astype(np.int64)
+            for agent, chunk in enumerate(np.split(members, cuts)):
+                parts[agent].append(chunk)
+        sizes = [sum(c.shape[0] for c in p) for p in parts]
+        if min(sizes) >= 1:
+            return [np.concatenate(p) for p in parts]
+    raise ConfigError(
+        "alpha",
+        f"Dirichlet({alpha}) left some of the {num_agents} agents without records in "
+        f"{attempts} draws; use fewer agents or a larger alpha",
+    )

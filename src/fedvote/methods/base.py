@@ -1,0 +1,71 @@
+"""The method template: what happens in a run, written only against Transport and ledger."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from torch import nn
+
+from fedvote.data.federation import ServerData
+from fedvote.privacy.events import LevelEvents
+from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.transport.base import Transport
+
+if TYPE_CHECKING:
+    from fedvote.config import RunConfig
+
+
+@dataclass(frozen=True, eq=False)
+class MethodOutcome:
+    """What a method hands back: the student and the pseudo-labels it released.
+
+    ``query_indices`` (Q,) index the public pool; ``pseudo_labels`` (Q,) are the
+    released labels for them; ``details`` holds method-specific result keys.
+    """
+
+    student: nn.Module
+    query_indices: np.ndarray
+    pseudo_labels: np.ndarray
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Method(ABC):
+    """A federated algorithm. Subclasses set ``name`` and implement the two hooks.
+
+    ``planned_events`` describes, before anything runs, every release the method
+    will make (used to calibrate noise to a target ε); ``run`` carries the method
+    out, charging each release to the ledger *before* its result is used.
+    """
+
+    name: ClassVar[str]
+    sigma: float  # the aggregate noise std σ of the method's releases
+
+    @classmethod
+    @abstractmethod
+    def from_config(
+        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
+    ) -> Method:
+        """The method as ``config`` describes it, with the run's resolved σ, Q and t."""
+
+    @abstractmethod
+    def with_sigma(self, sigma: float) -> Method:
+        """The same method with noise std ``sigma``."""
+
+    @abstractmethod
+    def planned_events(self) -> LevelEvents:
+        """Events of every release the method will make, at both levels."""
+
+    @abstractmethod
+    def run(
+        self,
+        server: ServerData,
+        transport: Transport,
+        ledger: PrivacyLedger,
+        progress: Progress = NO_PROGRESS,
+    ) -> MethodOutcome:
+        """Carry out the method; agents act only through ``transport``."""

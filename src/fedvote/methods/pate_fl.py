@@ -1,0 +1,166 @@
+"""PATE-FL: Algorithm 1 of the voting paper (../shared/papers/voting-based-dpfl.txt).
+
+Each agent trains a teacher on its own data; for each query x_t from the public pool
+every agent releases its one-hot vote plus N(0, σ²/t); the argmax of the sum is the
+pseudo-label; a student is trained on the pseudo-labelled queries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fedvote.aggregation.voting import noise_share_std, noisy_argmax, top_two_gap
+from fedvote.data.federation import ServerData
+from fedvote.errors import ConfigError
+from fedvote.methods.base import Method, MethodOutcome
+from fedvote.models.training import TrainingConfig
+from fedvote.privacy.events import LevelEvents, pate_fl_events
+from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.student import train_student
+from fedvote.transport.base import Transport
+
+if TYPE_CHECKING:
+    from fedvote.config import RunConfig
+
+
+@dataclass(frozen=True)
+class PateFL(Method):
+    """PATE-FL with aggregate noise std ``sigma`` over ``queries`` public queries.
+
+    Parameters
+    ----------
+    sigma : float
+        Std of the total noise on each vote sum (σ); 0 runs the non-private reference.
+    queries : int
+        Number of public-pool queries Q to label.
+    min_responders : int
+        t, the minimum number of honest responders; each agent adds N(0, σ²/t). A
+        query batch with fewer responders is neither released nor charged.
+    teacher, student : TrainingConfig
+        How teachers and the student are trained.
+    query_batch_size : int
+        Queries per voting round (one round = one message each way per agent).
+    self_training_rounds : int
+        Rounds of self-training of the student on the rest of the public pool (0: none).
+    student_min_margin : float
+        The student learns only from queries whose *noisy* top-two gap is at least this
+        many σ (post-processing of the released sums; the rest join the unlabelled pool).
+    seed : int
+        Seeds the choice of queries and the student's training.
+
+    """
+
+    name = "pate-fl"
+
+    sigma: float
+    queries: int
+    min_responders: int
+    teacher: TrainingConfig = TrainingConfig()
+    student: TrainingConfig = TrainingConfig()
+    query_batch_size: int = 1000
+    self_training_rounds: int = 2
+    student_min_margin: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sigma < 0:
+            raise ConfigError("sigma", f"must be >= 0, got {self.sigma}")
+        if self.queries < 1:
+            raise ConfigError("queries", f"must be at least 1, got {self.queries}")
+        if self.min_responders < 1:
+            raise ConfigError("min_responders", f"must be at least 1, got {self.min_responders}")
+        if self.query_batch_size < 1:
+            raise ConfigError("query_batch_size", f"must be at least 1, got {self.query_batch_size}")
+
+    @classmethod
+    def from_config(
+        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
+    ) -> PateFL:
+        """PATE-FL with the run's teacher/student settings and seed."""
+        return cls(
+            sigma=sigma,
+            queries=queries,
+            min_responders=min_responders,
+            teacher=config.teacher,
+            student=config.student,
+            seed=config.seed,
+        )
+
+    def with_sigma(self, sigma: float) -> PateFL:
+        """The same run with noise std ``sigma``."""
+        return dataclasses.replace(self, sigma=sigma)
+
+    def planned_events(self) -> LevelEvents:
+        """All ``queries`` releases: Gaussian, s = 1 (agent) and √2 (instance); Theorem 3."""
+        return pate_fl_events(self.sigma, self.queries)
+
+    def run(
+        self,
+        server: ServerData,
+        transport: Transport,
+        ledger: PrivacyLedger,
+        progress: Progress = NO_PROGRESS,
+    ) -> MethodOutcome:
+        """Train teachers, label ``queries`` public points by noisy vote, train the student."""
+        pool_size = server.public_features.shape[0]
+        if self.queries > pool_size:
+            raise ConfigError(
+                "queries", f"{self.queries} queries asked but the public pool holds {pool_size}"
+            )
+        if self.min_responders > transport.num_agents:
+            raise ConfigError(
+                "min_responders",
+                f"t = {self.min_responders} exceeds the {transport.num_agents} agents",
+            )
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x9A7E]))
+        transport.train_teachers(self.teacher, progress)
+
+        chosen = rng.choice(pool_size, size=self.queries, replace=False)  # (Q,)
+        noise_std = noise_share_std(self.sigma, self.min_responders)
+        released: list[np.ndarray] = []
+        labels: list[np.ndarray] = []
+        margins: list[np.ndarray] = []
+        with progress.step("voting on public queries", total=self.queries) as bar:
+            for start in range(0, self.queries, self.query_batch_size):
+                batch = chosen[start : start + self.query_batch_size]
+                charge = ledger.charge(pate_fl_events(self.sigma, batch.shape[0]))
+                vote = transport.vote_sum(batch, noise_std, self.min_responders)
+                if vote is None:  # fewer than t responders: nothing released, nothing spent
+                    ledger.void(charge)
+                else:
+                    released.append(batch)
+                    labels.append(noisy_argmax(vote.sums))  # vote.sums: (batch, C)
+                    margins.append(top_two_gap(vote.sums))
+                bar.advance(batch.shape[0])
+        if not released:
+            raise RuntimeError("no query batch reached the minimum number of responders")
+        query_indices = np.concatenate(released)
+        pseudo_labels = np.concatenate(labels)
+        confident = np.concatenate(margins) >= self.student_min_margin * self.sigma  # (Q,)
+        unlabeled = np.setdiff1d(np.arange(pool_size), query_indices[confident])
+        with progress.step("training the student", total=1) as bar:
+            student = train_student(
+                server.public_features[query_indices[confident]],
+                pseudo_labels[confident],
+                num_classes=server.num_classes,
+                config=self.student,
+                seed=self.seed,
+                unlabeled=server.public_features[unlabeled],
+                self_training_rounds=self.self_training_rounds,
+            )
+            bar.advance()
+        return MethodOutcome(
+            student=student,
+            query_indices=query_indices,
+            pseudo_labels=pseudo_labels,
+            details={
+                "min_responders": self.min_responders,
+                "queries_requested": self.queries,
+                "student_queries": int(confident.sum()),
+            },
+        )

@@ -1,0 +1,81 @@
+"""Models chosen by name: logistic regression, a one-hidden-layer MLP, a small CNN."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from fedvote.errors import ConfigError
+
+MODEL_NAMES: tuple[str, ...] = ("logistic", "mlp", "cnn")
+
+
+def build_model(
+    name: str,
+    example_shape: tuple[int, ...],
+    num_classes: int,
+    *,
+    hidden: int = 128,
+    generator: torch.Generator | None = None,
+) -> nn.Module:
+    """A fresh classifier mapping (batch, *example_shape) to (batch, num_classes) logits.
+
+    ``generator`` seeds the initial weights so that teachers are reproducible.
+    """
+    if name not in MODEL_NAMES:
+        raise ConfigError("model", f"unknown model {name!r}; choose from {', '.join(MODEL_NAMES)}")
+    in_features = math.prod(example_shape)
+    if name == "logistic":
+        model: nn.Module = nn.Sequential(nn.Flatten(), nn.Linear(in_features, num_classes))
+    elif name == "mlp":
+        model = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(in_features, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, num_classes),
+        )
+    else:
+        if len(example_shape) != 3:
+            raise ConfigError(
+                "model", f"'cnn' needs image-shaped examples (channels, h, w), got {example_shape}"
+            )
+        model = SmallCNN(example_shape, num_classes)
+    if generator is not None:
+        _reset_parameters(model, generator)
+    return model
+
+
+class SmallCNN(nn.Module):
+    """Two 3x3 conv blocks (16, 32 channels) with 2x2 pooling, then a linear head."""
+
+    def __init__(self, example_shape: tuple[int, ...], num_classes: int) -> None:
+        super().__init__()
+        channels, height, width = example_shape
+        self.features = nn.Sequential(
+            nn.Conv2d(channels, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        flat = 32 * (height // 4) * (width // 4)
+        self.head = nn.Linear(flat, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits (batch, classes) for images (batch, channels, h, w)."""
+        return self.head(torch.flatten(self.features(x), 1))
+
+
+def _reset_parameters(model: nn.Module, generator: torch.Generator) -> None:
+    """Kaiming-uniform weights and uniform biases (PyTorch's defaults) drawn from ``generator``."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear | nn.Conv2d):
+                fan_in = module.weight[0].numel()
+                bound = 1.0 / math.sqrt(fan_in)
+                module.weight.uniform_(-bound, bound, generator=generator)
+                if module.bias is not None:
+                    module.bias.uniform_(-bound, bound, generator=generator)

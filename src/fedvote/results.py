@@ -1,0 +1,99 @@
+"""The result of a run: what the CLI prints as JSON and what reports draw."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LevelPrivacy:
+    """ε at one level (None when the run is not private) and what it was computed from."""
+
+    epsilon: float | None
+    sensitivity: float | None
+    adjacency: str
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    """Privacy of a run at both levels; data-independent, at the run's δ."""
+
+    private: bool
+    delta: float
+    accountant: str
+    agent: LevelPrivacy
+    instance: LevelPrivacy
+    noise_source: str
+    calibrated_to_epsilon: float | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Accuracy, privacy, communication and timings of one run, with its full config."""
+
+    method: str
+    dataset: str
+    agents: int
+    seed: int
+    accuracy: float
+    label_accuracy: float
+    teacher_accuracy: float
+    queries: int
+    sigma: float
+    privacy: PrivacyReport
+    communication: dict[str, int]
+    timings: dict[str, float]
+    config: dict[str, Any]
+    details: dict[str, Any] = field(default_factory=dict)
+    version: str = ""
+
+    @property
+    def private(self) -> bool:
+        """Whether any noise protected the releases."""
+        return self.privacy.private
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: result.json's schema (``private`` is repeated at the top)."""
+        data = asdict(self)
+        details = data.pop("details")
+        ordered = {"method": data.pop("method"), "private": self.private}
+        ordered.update(data)
+        ordered.update(details)
+        return _finite(ordered)
+
+    def to_json(self) -> str:
+        """result.json's text."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+
+def write_result(result: RunResult, out_dir: str | Path) -> Path:
+    """Write ``out_dir/result.json`` atomically (a temporary file renamed into place)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / "result.json"
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".result-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(result.to_json() + "\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _finite(value: Any) -> Any:
+    """Replace non-finite floats by None so that the JSON is standard."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
