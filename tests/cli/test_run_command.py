@@ -1,0 +1,100 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fedvote.cli import main
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.events import pate_fl_events
+
+REQUIRED_KEYS = {
+    "method", "dataset", "agents", "seed", "accuracy", "label_accuracy", "teacher_accuracy",
+    "queries", "sigma", "privacy", "communication", "timings", "config", "private",
+}
+SMALL = ["--agents", "10", "--queries", "40", "--epochs", "5", "--teacher-model", "logistic",
+         "--student-model", "logistic", "--noise-seed", "1"]
+
+
+def invoke(args, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+def test_run_json_has_the_documented_schema(tmp_path, capsys):
+    code, out, _ = invoke(["run", *SMALL, "--epsilon", "4", "--delta", "1e-3", "--json", "--out", str(tmp_path)], capsys)
+    assert code == 0
+    result = json.loads(out)
+    assert REQUIRED_KEYS <= set(result)
+    assert result["private"] is True
+    privacy = result["privacy"]
+    assert set(privacy) >= {"delta", "accountant", "agent", "instance"}
+    assert privacy["agent"]["epsilon"] <= 4.0
+    assert privacy["agent"]["sensitivity"] == 1.0
+    assert set(result["communication"]) == {"upload_floats", "download_floats", "rounds"}
+    assert "total_s" in result["timings"]
+    # the reported ε is what dp-accounting's PLD gives for the reported σ, Q, sensitivity
+    event = pate_fl_events(result["sigma"] / privacy["agent"]["sensitivity"], result["queries"]).agent
+    assert privacy["agent"]["epsilon"] == pytest.approx(epsilon_for(event, privacy["delta"], "pld"), rel=1e-6)
+    on_disk = json.loads((tmp_path / "result.json").read_text())
+    assert on_disk == result
+    assert on_disk["config"]["federation"]["agents"] == 10
+
+
+def test_sigma_zero_is_a_labelled_non_private_reference(capsys):
+    code, out, _ = invoke(["run", *SMALL, "--sigma", "0", "--json"], capsys)
+    assert code == 0
+    result = json.loads(out)
+    assert result["private"] is False
+    assert result["privacy"]["agent"]["epsilon"] is None
+    assert result["privacy"]["instance"]["epsilon"] is None
+    code, out, _ = invoke(["run", *SMALL, "--sigma", "0"], capsys)
+    assert "NOT PRIVATE" in out
+
+
+def test_summary_is_readable(capsys):
+    code, out, _ = invoke(["run", *SMALL, "--sigma", "5"], capsys)
+    assert code == 0
+    assert "student accuracy" in out and "agent-level" in out and "instance-level" in out
+    assert "communication" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--agents", "0"], "--agents"),
+        (["--agents", "5000"], "--agents"),
+        (["--sigma", "1", "--epsilon", "1"], "--sigma"),
+        (["--epsilon", "-1"], "--epsilon"),
+        (["--delta", "1.5"], "--delta"),
+        (["--queries", "100000"], "--queries"),
+        (["--alpha", "0", "--partition", "dirichlet"], "--alpha"),
+        (["--classes-per-agent", "11", "--partition", "classes"], "--classes-per-agent"),
+        (["--min-responders", "11"], "--min-responders"),
+        (["--public-fraction", "0.7", "--test-fraction", "0.4"], "--agent-fraction"),
+        (["--partition", "bogus"], "--partition"),
+        (["--agents", "many"], "--agents"),
+        (["--nonsense"], "--nonsense"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_flag_and_writes_nothing(tmp_path, capsys, args, flag):
+    out_dir = tmp_path / "out"
+    code, out, err = invoke(["run", *SMALL, *args, "--out", str(out_dir)], capsys)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("fedvote: error:")
+    assert flag in err
+    assert "Traceback" not in err
+    assert not out_dir.exists()
+
+
+def test_console_script_runs_as_a_process(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, "-m", "fedvote.cli", "run", *SMALL, "--sigma", "3", "--json"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout)["sigma"] == 3.0

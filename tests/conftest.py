@@ -1,0 +1,31 @@
+import numpy as np
+import pytest
+
+from fedvote.data.datasets import Dataset, load_digits
+from fedvote.data.federation import build_federation
+from fedvote.data.partition import PartitionSpec
+
+
+@pytest.fixture(scope="session")
+def digits() -> Dataset:
+    return load_digits()
+
+
+@pytest.fixture(scope="session")
+def small_federation(digits):
+    """10 agents on digits, iid; small enough for quick end-to-end checks."""
+    return build_federation(digits, num_agents=10, partition=PartitionSpec("iid"), seed=0)
+
+
+def synthetic_dataset(n: int = 200, num_classes: int = 4, seed: int = 0) -> Dataset:
+    """Gaussian blobs in 2-D, one per class: a tiny, well-separated problem."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, num_classes, size=n)
+    centres = 4.0 * np.stack([np.cos(np.arange(num_classes)), np.sin(np.arange(num_classes))], axis=1)
+    features = (centres[labels] + rng.normal(size=(n, 2))).astype(np.float32)
+    return Dataset(
+        name="blobs",
+        features=features,
+        labels=labels.astype(np.int64),
+        class_names=tuple(str(c) for c in range(num_classes)),
+    )
