@@ -158,8 +158,9 @@ def summary(result: RunResult) -> str:
     if privacy.private:
         for level in ("agent", "instance"):
             entry = getattr(privacy, level)
+            label = f"ε ({level}-level)"
             lines.append(
-                f"  ε ({level + '-level'})  {entry.epsilon:8.4f} at δ = {privacy.delta:g} "
+                f"  {label:<22}{entry.epsilon:.4f} at δ = {privacy.delta:g} "
                 f"[{privacy.accountant}, sensitivity {entry.sensitivity:.4g}]"
             )
     else:

@@ -10,7 +10,7 @@ from fedvote.errors import ConfigError
 @st.composite
 def labelled_problem(draw):
     num_classes = draw(st.integers(2, 8))
-    n = draw(st.integers(num_classes * 4, 300))
+    n = draw(st.integers(max(num_classes * 4, 12), 300))  # at least as many records as agents
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     # every class present at least 4 times, the rest random

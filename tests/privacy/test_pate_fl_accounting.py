@@ -56,6 +56,8 @@ def test_pinned_values_from_the_accounting_issue():
     assert epsilon_for(event, 1e-3, "pld") == pytest.approx(2.7354, abs=5e-4)
     assert epsilon_for(event, 1e-3, "rdp") == pytest.approx(3.0902, abs=5e-4)
     assert epsilon_for(event, 1e-3, "exact") == pytest.approx(2.7354, abs=5e-4)
+    # instance level (docs/privacy.md's worked example): μ = √1000/25
+    assert epsilon_for(pate_fl_events(25.0, 500).instance, 1e-3, "pld") == pytest.approx(4.2077, abs=5e-4)
 
 
 def test_instance_level_is_agent_level_with_sigma_over_root_two():
