@@ -6,7 +6,9 @@ status 2; nothing is written when a run fails.
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -37,6 +39,9 @@ def cli() -> None:
 
 
 @cli.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="Rerun the config recorded in FILE (a result.json, or its 'config' object); "
+                   "only --out and --json may be given with it.")
 @click.option("--method", type=click.Choice(sorted(METHODS)), default="pate-fl", show_default=True)
 @click.option("--dataset", type=click.Choice(available_datasets()), default="digits", show_default=True)
 @click.option("--data-dir", envvar="FEDVOTE_DATA", type=click.Path(file_okay=False), default=None,
@@ -75,7 +80,10 @@ def cli() -> None:
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Write DIR/result.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout instead of the summary.")
+@click.pass_context
 def run(
+    context: click.Context,
+    config_file: str | None,
     method: str,
     dataset: str,
     data_dir: str | None,
@@ -107,34 +115,37 @@ def run(
     from fedvote.progress import RichProgress
     from fedvote.runner import run as run_config
 
-    config = RunConfig(
-        method=method,
-        federation=FederationConfig(
-            dataset=dataset,
-            data_dir=data_dir,
-            agents=agents,
-            partition=PartitionSpec(
-                scheme=partition,
-                alpha=alpha,
-                classes_per_agent=classes_per_agent,
-                shards_per_agent=shards_per_agent,
+    if config_file is not None:
+        config = _config_from_file(context, config_file)
+    else:
+        config = RunConfig(
+            method=method,
+            federation=FederationConfig(
+                dataset=dataset,
+                data_dir=data_dir,
+                agents=agents,
+                partition=PartitionSpec(
+                    scheme=partition,
+                    alpha=alpha,
+                    classes_per_agent=classes_per_agent,
+                    shards_per_agent=shards_per_agent,
+                ),
+                public_fraction=public_fraction,
+                test_fraction=test_fraction,
             ),
-            public_fraction=public_fraction,
-            test_fraction=test_fraction,
-        ),
-        privacy=PrivacyConfig(
-            sigma=sigma,
-            epsilon=epsilon,
-            delta=delta,
-            accountant=accountant,
-            min_responders=min_responders,
-            noise_seed=noise_seed,
-        ),
-        teacher=TrainingConfig(model=teacher_model, epochs=epochs),
-        student=TrainingConfig(model=student_model, epochs=epochs),
-        queries=queries,
-        seed=seed,
-    )
+            privacy=PrivacyConfig(
+                sigma=sigma,
+                epsilon=epsilon,
+                delta=delta,
+                accountant=accountant,
+                min_responders=min_responders,
+                noise_seed=noise_seed,
+            ),
+            teacher=TrainingConfig(model=teacher_model, epochs=epochs),
+            student=TrainingConfig(model=student_model, epochs=epochs),
+            queries=queries,
+            seed=seed,
+        )
     result = run_config(config, progress=RichProgress())
     if out is not None:
         path = write_result(result, out)
@@ -143,6 +154,29 @@ def run(
         click.echo(result.to_json())
     else:
         click.echo(summary(result))
+
+
+def _config_from_file(context: click.Context, path: str) -> RunConfig:
+    """The RunConfig stored in ``path``; refuses other run flags given alongside."""
+    allowed = {"config_file", "out", "as_json"}
+    clashing = [
+        flag_for(name)
+        for name in context.params
+        if name not in allowed
+        and context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    ]
+    if clashing:
+        raise click.UsageError(f"--config cannot be combined with {', '.join(clashing)}")
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ConfigError("config", f"cannot read {path}: {error}") from error
+    if not isinstance(data, dict):
+        raise ConfigError("config", f"{path} does not hold a JSON object")
+    try:
+        return RunConfig.from_dict(data.get("config", data))
+    except TypeError as error:
+        raise ConfigError("config", f"{path} is not a fedvote config: {error}") from error
 
 
 def summary(result: RunResult) -> str:

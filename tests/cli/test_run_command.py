@@ -98,3 +98,23 @@ def test_console_script_runs_as_a_process(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout)["sigma"] == 3.0
+
+
+def test_config_recorded_in_result_json_reruns_identically(tmp_path, capsys):
+    code, first, _ = invoke(["run", *SMALL, "--sigma", "3", "--json", "--out", str(tmp_path)], capsys)
+    assert code == 0
+    code, second, _ = invoke(["run", "--config", str(tmp_path / "result.json"), "--json"], capsys)
+    assert code == 0
+    first, second = json.loads(first), json.loads(second)
+    assert second["config"] == first["config"]
+    assert second["accuracy"] == first["accuracy"]  # same seed and noise seed
+
+
+def test_config_refuses_other_run_flags_and_bad_files(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    for args in (["--config", str(bad)], ["--config", str(tmp_path / "missing.json")],
+                 ["--config", str(bad), "--agents", "3"]):
+        code, out, err = invoke(["run", *args], capsys)
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert "--config" in err
