@@ -4,15 +4,15 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+from fedvote.data.datasets import Dataset, load_digits
+from fedvote.data.federation import build_federation
+from fedvote.data.partition import PartitionSpec
+
 # CI runs the same examples every time (a red CI must be reproducible); locally
 # hypothesis explores new ones.
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-
-from fedvote.data.datasets import Dataset, load_digits
-from fedvote.data.federation import build_federation
-from fedvote.data.partition import PartitionSpec
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from fedvote import __version__
+from fedvote.account_cli import account
 from fedvote.config import DEFAULT_EPSILON, FederationConfig, PrivacyConfig, RunConfig
 from fedvote.data.datasets import available_datasets
 from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
@@ -206,6 +207,9 @@ def summary(result: RunResult) -> str:
     )
     lines.append(f"  time                  {result.timings['total_s']:.1f} s")
     return "\n".join(lines)
+
+
+cli.add_command(account)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,7 +17,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from dp_accounting import dp_event
+
+from fedvote.errors import ConfigError
 
 LEVELS: tuple[str, ...] = ("agent", "instance")
 
@@ -76,3 +79,183 @@ def pate_fl_events(sigma: float, queries: int) -> LevelEvents:
         agent_sensitivity=PATE_FL_AGENT_SENSITIVITY,
         instance_sensitivity=PATE_FL_INSTANCE_SENSITIVITY,
     )
+
+
+# --- Private-kNN-FL ------------------------------------------------------------------------
+
+KNN_BOUNDS: tuple[str, ...] = ("tight", "paper")
+
+
+def private_knn_fl_sensitivity(k: int, level: str, bound: str = "tight") -> float:
+    """Per-query L2 sensitivity of a Private-kNN-FL vote (the mean of ``k`` neighbour labels).
+
+    * agent level (zero-out): the vote is a probability vector, ‖v‖₂ ≤ ‖v‖₁ = 1, so s = 1.
+    * instance level (replace-one): ``bound="tight"`` gives s = √2/k — replacing one record
+      swaps at most one of the k neighbours, so one label 1/k moves from one class to
+      another (proof in ``docs/privacy-bounds.md``); ``bound="paper"`` gives the voting
+      paper's √(2/k) (appendix, proof of Theorem 11), which is looser for every k ≥ 2.
+
+    The vote must divide by k (every agent holds at least k records, or the vote keeps
+    dividing by k when it has fewer).
+    """
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ConfigError("k", f"must be an integer >= 1, got {k!r}")
+    if bound not in KNN_BOUNDS:
+        raise ConfigError("bound", f"must be one of {', '.join(KNN_BOUNDS)}, got {bound!r}")
+    if level == "agent":
+        return 1.0
+    if level == "instance":
+        return math.sqrt(2.0) / k if bound == "tight" else math.sqrt(2.0 / k)
+    raise ConfigError("level", f"must be one of {', '.join(LEVELS)}, got {level!r}")
+
+
+def private_knn_fl_events(sigma: float, queries: int, k: int, bound: str = "tight") -> LevelEvents:
+    """Private-kNN-FL answering ``queries`` queries with aggregate noise std ``sigma``.
+
+    Theorem 3 of the voting paper: agent level (α, Qα/(2σ²))-RDP (s = 1); instance level
+    with s = √2/k (``bound="tight"``, RDP Qα/(k²σ²)) or the paper's s = √(2/k)
+    (``bound="paper"``, RDP Qα/(kσ²)).
+    """
+    agent_s = private_knn_fl_sensitivity(k, "agent", bound)
+    instance_s = private_knn_fl_sensitivity(k, "instance", bound)
+    return LevelEvents(
+        agent=gaussian_release_event(sigma, agent_s, queries),
+        instance=gaussian_release_event(sigma, instance_s, queries),
+        agent_sensitivity=agent_s,
+        instance_sensitivity=instance_s,
+    )
+
+
+# --- Weighted (reputation) voting and multi-label votes --------------------------------------
+
+
+def weighted_voting_events(sigma: float, queries: int, max_weight: float) -> LevelEvents:
+    """Weighted voting, each agent's one-hot vote scaled by a weight w ∈ [w_min, w_max].
+
+    Agent level (zero-out): ‖w·e_y‖₂ ≤ w_max. Instance level (replace-one): the record can
+    change both the vote and the agent's weight, ‖w·e_a − w'·e_b‖₂ ≤ √(w² + w'²) ≤ √2·w_max
+    (and |w − w'| ≤ w_max when a = b). Weights must be clipped to w_max *before* voting.
+    """
+    if not max_weight > 0 or not math.isfinite(max_weight):
+        raise ConfigError("max_weight", f"must be a finite number > 0, got {max_weight}")
+    agent_s = float(max_weight)
+    instance_s = math.sqrt(2.0) * float(max_weight)
+    return LevelEvents(
+        agent=gaussian_release_event(sigma, agent_s, queries),
+        instance=gaussian_release_event(sigma, instance_s, queries),
+        agent_sensitivity=agent_s,
+        instance_sensitivity=instance_s,
+    )
+
+
+def multilabel_events(sigma: float, queries: int, tau: int) -> LevelEvents:
+    """Multi-label votes in {0, 1}^C clipped to at most ``tau`` positive labels per agent.
+
+    Agent level: ‖v‖₂ ≤ √τ. Instance level: two such votes differ in at most 2τ
+    coordinates by at most 1, ‖v − v'‖₂ ≤ √(2τ). The voting paper uses τ = 4 on CelebA
+    (appendix F, clipping after Zhu et al. 2020).
+    """
+    if isinstance(tau, bool) or not isinstance(tau, int | np.integer) or tau < 1:
+        raise ConfigError("tau", f"must be an integer >= 1, got {tau!r}")
+    agent_s = math.sqrt(tau)
+    instance_s = math.sqrt(2.0 * tau)
+    return LevelEvents(
+        agent=gaussian_release_event(sigma, agent_s, queries),
+        instance=gaussian_release_event(sigma, instance_s, queries),
+        agent_sensitivity=agent_s,
+        instance_sensitivity=instance_s,
+    )
+
+
+# --- Gradient-based baselines ---------------------------------------------------------------
+
+
+def _check_probability(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(name, f"must lie in [0, 1], got {value}")
+
+
+def _check_count(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ConfigError(name, f"must be an integer >= 0, got {value!r}")
+
+
+def _check_multiplier(name: str, value: float) -> None:
+    if not value >= 0 or math.isnan(value):
+        raise ConfigError(name, f"must be >= 0, got {value}")
+
+
+def poisson_gaussian_event(sampling_rate: float, noise_multiplier: float, steps: int) -> dp_event.DpEvent:
+    """``steps`` rounds of the Poisson-subsampled Gaussian mechanism (add/remove-one).
+
+    ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(z)), steps)``: each unit
+    is included with probability ``q``, its contribution clipped to norm S and the sum
+    noised with N(0, z²S²). A zero multiplier is non-private; zero steps or q = 0 release
+    nothing about any unit.
+    """
+    _check_probability("sampling_rate", sampling_rate)
+    _check_multiplier("noise_multiplier", noise_multiplier)
+    _check_count("steps", steps)
+    if steps == 0 or sampling_rate == 0:
+        return dp_event.NoOpDpEvent()
+    if noise_multiplier == 0:
+        return dp_event.NonPrivateDpEvent()
+    inner: dp_event.DpEvent = dp_event.GaussianDpEvent(noise_multiplier)
+    if sampling_rate < 1:
+        inner = dp_event.PoissonSampledDpEvent(sampling_rate, inner)
+    return dp_event.SelfComposedDpEvent(inner, steps)
+
+
+def dp_sgd_event(sampling_rate: float, noise_multiplier: float, steps: int) -> dp_event.DpEvent:
+    """DP-SGD (Abadi et al. 2016): Poisson sampling rate B/n, noise multiplier z, ``steps``.
+
+    The guarantee is for add/remove-one *record* (the adjacency DP-SGD, Opacus and the
+    papers use). For replace-one see :func:`fedvote.privacy.fdp.replace_one_dp_sgd_epsilon`.
+    """
+    return poisson_gaussian_event(sampling_rate, noise_multiplier, steps)
+
+
+def dp_fedsgd_events(sampling_rate: float, noise_multiplier: float, steps: int) -> LevelEvents:
+    """DP-FedSGD: every agent runs DP-SGD on its own records (voting paper, appendix F).
+
+    Instance level: the DP-SGD event of the agent holding the record (add/remove-one
+    record; each record lives in exactly one agent, so the other agents add nothing).
+    Agent level: per-record clipping bounds nothing about a whole agent's data (a Poisson
+    batch is unbounded), so the agent-level event is non-private (ε = ∞).
+    """
+    instance = dp_sgd_event(sampling_rate, noise_multiplier, steps)
+    return LevelEvents(
+        agent=dp_event.NonPrivateDpEvent(),
+        instance=instance,
+        agent_sensitivity=math.inf,
+        instance_sensitivity=1.0,
+    )
+
+
+def dp_fedavg_events(sampling_rate: float, noise_multiplier: float, rounds: int) -> LevelEvents:
+    """DP-FedAvg (Algorithms 3 and 5 of the voting paper's appendix; Geyer et al. 2017).
+
+    Each round samples agents with probability q, clips each update to norm S, and the
+    sum carries N(0, σ²S²) (Algorithm 5: each of the m_t agents adds N(0, σ²S²/m_t)).
+
+    * agent level: ``T`` rounds of PoissonSampled(q, Gaussian(σ)). Zero-out of an agent
+      and add/remove of an agent give the same pair of mixtures here, so add/remove
+      accounting is exact for zero-out.
+    * instance level (replace-one record): the agent's clipped update can move anywhere
+      in the S-ball, by up to 2S. We claim no amplification by sampling for this
+      relation: each round is bounded by Gaussian(σ/2) (joint convexity of the
+      hockey-stick divergence over the data-independent sampling), so ``T`` rounds of
+      Gaussian(σ/2) — sound but loose (q = 0.05, σ = 1, T = 200, δ = 1e-3: ε ≈ 486).
+      The tight replace-one figure needs dp-accounting's PLD REPLACE_ONE pair, which no
+      event here carries: :func:`fedvote.privacy.fdp.replace_one_poisson_gaussian_epsilon`
+      (same setting: ε ≈ 5.14).
+    """
+    _check_probability("sampling_rate", sampling_rate)
+    _check_multiplier("noise_multiplier", noise_multiplier)
+    _check_count("rounds", rounds)
+    agent = poisson_gaussian_event(sampling_rate, noise_multiplier, rounds)
+    if rounds == 0 or sampling_rate == 0:
+        instance: dp_event.DpEvent = dp_event.NoOpDpEvent()
+    else:
+        instance = gaussian_release_event(noise_multiplier, 2.0, rounds)
+    return LevelEvents(agent=agent, instance=instance, agent_sensitivity=1.0, instance_sensitivity=2.0)

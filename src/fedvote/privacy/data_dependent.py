@@ -1,0 +1,304 @@
+"""Data-dependent privacy of noisy-argmax voting, from the *clean* vote histograms.
+
+Everything here reads the private, noiseless vote counts, so its output is itself
+**data-dependent (not itself private)**: report it separately from the run's ε and
+never as the headline figure (releasing it privately needs smooth sensitivity,
+Papernot et al. 2018, §B, which is not done here).
+
+Inputs: ``histogram`` of shape (queries, classes) — the clean vote sums Σᵢ fᵢ(x) per
+query (one-hot counts for PATE-FL, sums of mean-of-k votes for Private-kNN-FL), and
+``sigma`` — the standard deviation of the Gaussian noise actually added to each sum
+(with distributed noise: the total over the agents that responded, ≥ the accounted σ).
+
+Bounds (per query, then composed over queries by adding RDP at each order, converted
+to (ε, δ) and capped by the data-independent ε of the same run):
+
+* ``gnmax`` — Papernot, Song, Mironov, Raghunathan, Talwar, Erlingsson (2018), *Scalable
+  private learning with PATE*: Proposition 7 (q ≤ Σ_{j≠j*} Φ̄((n* − n_j)/(√2·σ)),
+  :func:`gnmax_logq`) and Theorem 6 with the two higher orders of its Proposition 10
+  (μ₂ = √(−log q / ρ), μ₁ = μ₂ + 1; :func:`gnmax_rdp`) — the bound the authors' own
+  code computes (``rdp_gaussian``). Their data-independent curve is Proposition 8,
+  λ/σ² (ρ = 1/σ²: replace-one of one teacher's vote, L2 sensitivity √2). Theorem 6 is
+  stated for *any* mechanism with (μ₁, ε₁)- and (μ₂, ε₂)-RDP under a neighbouring
+  relation and any bound q̃ ≥ Pr[M(D) ≠ j*]; q depends on D only. So it holds for
+  every adjacency under which the Gaussian sum is (λ, ρλ)-RDP in both directions:
+  here ρ = s²/(2σ²) with the level's sensitivity s (agent/zero-out s = 1, PATE-FL
+  instance s = √2, ...). See ``docs/privacy-bounds.md``.
+* ``theorem5`` — Lemma 4 / Theorem 5 of the voting paper (Lemma 12-14 and Theorem 14 of
+  its appendix). Lemma 4: with margin γ·N = n* − n₂ in vote-sum units, the noisy argmax
+  differs from the clean one with probability ≤ q = C·exp(−(Nγ)²/(8σ²)). Theorem 5 is
+  Lemma 13 with that q and ε(2α) = 2α·s²/(2σ²); we use Lemma 13 *before* the paper's
+  simplification (whose printed exponent (2α−1)σ²/(2s²) is a typo of (2α−1)·α·s²/(2σ²)):
+  ε(α) ≤ −log(1−q) + log(1 + √q·(1−q)^{α−1}·e^{(2α−1)·α·s²/(2σ²)})/(α−1).
+  Lemma 13 bounds D_α(M(D')‖M(D)) with the actual data D in the *second* argument
+  (its proof needs Pr_{M(D)}[j*] ≥ 1 − q); GNMax's Theorem 6 bounds D_λ(M(D)‖M(D')).
+
+Each per-query curve is capped at the data-independent Gaussian RDP ρ·α before
+composing, and the final ε is min(data-dependent, data-independent) so it can never
+exceed the data-independent ε.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from dp_accounting.rdp import rdp_privacy_accountant
+from scipy import special
+
+from fedvote.errors import ConfigError
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.events import gaussian_release_event
+
+LABEL = "data-dependent (not itself private)"
+BOUNDS: tuple[str, ...] = ("gnmax", "theorem5")
+
+# Orders for data-dependent RDP: every order is a valid bound, so a moderate grid keeps
+# the (queries × orders) arrays small. Theorem 6 needs λ > 1.
+DATA_DEPENDENT_ORDERS: tuple[float, ...] = tuple(
+    np.concatenate(
+        [
+            1.0 + np.geomspace(0.02, 1.0, 12)[:-1],
+            np.arange(2.0, 10.0, 0.5),
+            np.arange(10.0, 64.0, 2.0),
+            np.geomspace(64.0, 1e5, 40),
+        ]
+    ).tolist()
+)
+
+_CHUNK = 8192  # queries per vectorised block (bounds memory at ~chunk × orders floats)
+
+
+def _check_histogram(histogram: np.ndarray) -> np.ndarray:
+    counts = np.asarray(histogram, dtype=float)
+    if counts.ndim == 1:
+        counts = counts[None, :]
+    if counts.ndim != 2:
+        raise ConfigError("histogram", f"must be (queries × classes), got shape {counts.shape}")
+    if counts.shape[0] == 0:
+        raise ConfigError("histogram", "holds no queries")
+    if counts.shape[1] < 2:
+        raise ConfigError("histogram", f"needs at least 2 classes, got {counts.shape[1]}")
+    if not np.all(np.isfinite(counts)) or np.any(counts < 0):
+        raise ConfigError("histogram", "vote counts must be finite and >= 0")
+    return counts
+
+
+def _check_sigma(sigma: float) -> None:
+    if not sigma > 0 or not math.isfinite(sigma):
+        raise ConfigError("sigma", f"must be a finite number > 0, got {sigma}")
+
+
+def vote_margins(histogram: np.ndarray) -> np.ndarray:
+    """n* − n₂ per query: the gap between the largest and second-largest vote sums (= N·γ(x))."""
+    counts = _check_histogram(histogram)
+    top2 = -np.partition(-counts, 1, axis=1)[:, :2]
+    return np.asarray(top2[:, 0] - top2[:, 1])
+
+
+def lemma4_mismatch_probability(histogram: np.ndarray, sigma: float) -> np.ndarray:
+    """Lemma 4 (voting paper): Pr[noisy argmax ≠ clean argmax] ≤ min(1, C·e^{−(Nγ)²/(8σ²)})."""
+    _check_sigma(sigma)
+    counts = _check_histogram(histogram)
+    margins = vote_margins(counts)
+    log_q = math.log(counts.shape[1]) - margins**2 / (8.0 * sigma**2)
+    return np.asarray(np.exp(np.minimum(log_q, 0.0)))
+
+
+def gnmax_logq(histogram: np.ndarray, sigma: float) -> np.ndarray:
+    """Proposition 7 of Papernot et al. (2018): log of a bound on Pr[GNMax ≠ clean argmax].
+
+    log q = log Σ_{j ≠ j*} Φ̄((n* − n_j)/(√2·σ)), capped at log(1 − 1/C) (a tie, or worse,
+    cannot be more likely than picking any other class), vectorised over queries.
+    """
+    _check_sigma(sigma)
+    counts = _check_histogram(histogram)
+    rows = np.arange(counts.shape[0])
+    top = np.argmax(counts, axis=1)
+    gaps = counts[rows, top][:, None] - counts
+    log_tail = special.log_ndtr(-gaps / (math.sqrt(2.0) * sigma))
+    log_tail[rows, top] = -np.inf  # exclude exactly one argmax index
+    log_q = special.logsumexp(log_tail, axis=1)
+    return np.asarray(np.minimum(log_q, math.log1p(-1.0 / counts.shape[1])))
+
+
+def _log1mexp(x: np.ndarray) -> np.ndarray:
+    """log(1 − e^x) for x < 0, stable at both ends."""
+    x = np.asarray(x, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x > -math.log(2.0), np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
+
+
+def gnmax_rdp(log_q: np.ndarray, rho: float, orders: np.ndarray) -> np.ndarray:
+    """Data-dependent RDP of a Gaussian noisy argmax, Theorem 6 of Papernot et al. (2018).
+
+    ``rho`` is the data-independent RDP slope (the mechanism is (λ, ρλ)-RDP; ρ = s²/(2σ²)).
+    Returns an array (queries × orders), each entry the minimum of the Theorem 6 bound
+    (where its conditions hold, with μ₂ = √(−log q/ρ), μ₁ = μ₂ + 1) and ρλ.
+    """
+    log_q = np.atleast_1d(np.asarray(log_q, dtype=float))
+    orders = np.asarray(orders, dtype=float)
+    if np.any(orders <= 1):
+        raise ValueError("Theorem 6 needs orders > 1")
+    if np.any(log_q > 0):
+        raise ValueError("log q must be <= 0")
+    result = np.broadcast_to(rho * orders, (log_q.shape[0], orders.shape[0])).copy()
+    result[np.isneginf(log_q)] = 0.0  # the output is fixed: no privacy loss at all
+    finite = np.isfinite(log_q)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        mu2 = np.sqrt(np.where(finite, -log_q, 0.0) / rho)
+        mu1 = mu2 + 1.0
+        eps1 = rho * mu1
+        eps2 = rho * mu2
+        log_a2 = (mu2 - 1.0) * eps2
+        applicable = (
+            finite
+            & (mu2 > 1.0)
+            & (log_q <= log_a2 - mu2 * (np.log1p(1.0 / (mu1 - 1.0)) + np.log1p(1.0 / (mu2 - 1.0))))
+            & (-log_q > eps2)
+        )
+        if not np.any(applicable):
+            return result
+        rows = np.flatnonzero(applicable)
+        lq = log_q[rows]
+        log1q = _log1mexp(lq)
+        # Per-query constants, so that each (query, order) entry costs a few flops.
+        slope_a = (log1q - _log1mexp((lq + eps2[rows]) * (1.0 - 1.0 / mu2[rows])))[:, None]
+        slope_b = (eps1[rows] - lq / (mu1[rows] - 1.0))[:, None]
+        lam_minus_1 = orders[None, :] - 1.0
+        log_s = np.logaddexp((log1q[:, None] + lam_minus_1 * slope_a), lq[:, None] + lam_minus_1 * slope_b)
+        bound = log_s / lam_minus_1
+        valid = (mu1[rows][:, None] > orders[None, :]) & np.isfinite(bound)
+        current = result[rows]
+        result[rows] = np.where(valid, np.minimum(current, bound), current)
+    return np.asarray(np.maximum(result, 0.0))
+
+
+def theorem5_rdp(histogram: np.ndarray, sigma: float, sensitivity: float, orders: np.ndarray) -> np.ndarray:
+    """Per-query data-dependent RDP by Lemma 13 / Theorem 5 of the voting paper (queries × orders).
+
+    q from Lemma 4; ε(2α) = α·s²/σ² (Gaussian sum, L2 sensitivity s); capped at the
+    data-independent α·s²/(2σ²). Where q ≥ 1 the bound says nothing (data-independent).
+    """
+    _check_sigma(sigma)
+    counts = _check_histogram(histogram)
+    orders = np.asarray(orders, dtype=float)
+    rho = sensitivity**2 / (2.0 * sigma**2)
+    margins = vote_margins(counts)
+    log_q = np.minimum(math.log(counts.shape[1]) - margins**2 / (8.0 * sigma**2), 0.0)[:, None]
+    lam = orders[None, :]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log1q = _log1mexp(np.minimum(log_q, -1e-300))
+        exponent = 0.5 * log_q + (lam - 1.0) * log1q + (2.0 * lam - 1.0) * lam * rho
+        bound = -log1q + np.logaddexp(0.0, exponent) / (lam - 1.0)
+    bound = np.where(np.isfinite(bound) & (log_q < 0), bound, np.inf)
+    return np.asarray(np.minimum(bound, rho * lam))
+
+
+@dataclass(frozen=True)
+class DataDependentResult:
+    """Data-dependent ε of a run's votes — **not itself private**; see :data:`LABEL`."""
+
+    epsilon: float
+    epsilon_data_dependent: float
+    epsilon_data_independent: float
+    delta: float
+    bound: str
+    sensitivity: float
+    sigma: float
+    queries: int
+    order: float
+    margins: np.ndarray = field(repr=False)
+    log_q: np.ndarray = field(repr=False)
+    per_query_epsilon: np.ndarray = field(repr=False)
+    label: str = LABEL
+
+    def to_dict(self, per_query: bool = True) -> dict[str, object]:
+        """A JSON-ready dict (per-query arrays as lists when ``per_query``)."""
+        out: dict[str, object] = {
+            "epsilon": self.epsilon,
+            "epsilon_data_dependent": self.epsilon_data_dependent,
+            "epsilon_data_independent": self.epsilon_data_independent,
+            "delta": self.delta,
+            "bound": self.bound,
+            "sensitivity": self.sensitivity,
+            "sigma": self.sigma,
+            "queries": self.queries,
+            "order": self.order,
+            "label": self.label,
+        }
+        if per_query:
+            out["per_query"] = {
+                "margin": self.margins.tolist(),
+                "q": np.exp(self.log_q).tolist(),
+                "epsilon": self.per_query_epsilon.tolist(),
+            }
+        return out
+
+
+def data_dependent_epsilon(
+    histogram: np.ndarray,
+    sigma: float,
+    delta: float,
+    sensitivity: float = 1.0,
+    bound: str = "gnmax",
+    accountant: str = "exact",
+    orders: tuple[float, ...] = DATA_DEPENDENT_ORDERS,
+) -> DataDependentResult:
+    """Data-dependent ε at ``delta`` of releasing the noisy argmax of every row of ``histogram``.
+
+    Per-query RDP by ``bound`` ("gnmax" or "theorem5"), composed over queries, converted
+    with dp-accounting's RDP → DP conversion; the reported ``epsilon`` is the minimum of
+    that and the data-independent ε of the same Gaussian releases (``accountant``; the
+    default "exact" closed form equals the tight PLD value for these pure Gaussian
+    compositions and costs microseconds), so it never exceeds the data-independent ε.
+    ``per_query_epsilon`` is each query alone at δ (classic conversion).
+    """
+    _check_sigma(sigma)
+    if not 0.0 < delta < 1.0:
+        raise ConfigError("delta", f"must lie in (0, 1), got {delta}")
+    if not sensitivity > 0 or not math.isfinite(sensitivity):
+        raise ConfigError("sensitivity", f"must be a finite number > 0, got {sensitivity}")
+    if bound not in BOUNDS:
+        raise ConfigError("bound", f"must be one of {', '.join(BOUNDS)}, got {bound!r}")
+    counts = _check_histogram(histogram)
+    order_array = np.asarray(orders, dtype=float)
+    rho = sensitivity**2 / (2.0 * sigma**2)
+    queries = counts.shape[0]
+
+    total = np.zeros_like(order_array)
+    per_query = np.empty(queries)
+    log_q = np.empty(queries)
+    log_inv_delta = math.log(1.0 / delta)
+    for start in range(0, queries, _CHUNK):
+        block = counts[start : start + _CHUNK]
+        if bound == "gnmax":
+            block_log_q = gnmax_logq(block, sigma)
+            rdp = gnmax_rdp(block_log_q, rho, order_array)
+        else:
+            block_log_q = np.log(lemma4_mismatch_probability(block, sigma))
+            rdp = theorem5_rdp(block, sigma, sensitivity, order_array)
+        log_q[start : start + _CHUNK] = block_log_q
+        total += rdp.sum(axis=0)
+        # Each query alone, classic conversion (a readable per-query figure).
+        per_query[start : start + _CHUNK] = np.min(
+            rdp + log_inv_delta / (order_array - 1.0), axis=1
+        )
+
+    dependent, order = rdp_privacy_accountant.compute_epsilon(order_array, total, delta)
+    independent = epsilon_for(gaussian_release_event(sigma, sensitivity, queries), delta, accountant)
+    return DataDependentResult(
+        epsilon=float(min(dependent, independent)),
+        epsilon_data_dependent=float(dependent),
+        epsilon_data_independent=float(independent),
+        delta=delta,
+        bound=bound,
+        sensitivity=sensitivity,
+        sigma=sigma,
+        queries=queries,
+        order=float(order),
+        margins=vote_margins(counts),
+        log_q=log_q,
+        per_query_epsilon=per_query,
+    )
