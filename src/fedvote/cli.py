@@ -78,6 +78,12 @@ def cli() -> None:
 @click.option("--noise-seed", type=int, default=None,
               help="Seed the privacy noise for a reproducible simulation; never in deployment "
                    "[default: OS entropy].")
+@click.option("--ledger", type=click.Path(dir_okay=False), default=None,
+              help="SQLite privacy ledger: every release is charged here before it happens, "
+                   "accumulating across runs on the same federation.")
+@click.option("--budget-epsilon", type=float, default=None,
+              help="Agent-level ε budget of the federation in --ledger; a run that would exceed "
+                   "it stops before releasing anything.")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Write DIR/result.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout instead of the summary.")
@@ -106,6 +112,8 @@ def run(
     epochs: int,
     seed: int,
     noise_seed: int | None,
+    ledger: str | None,
+    budget_epsilon: float | None,
     out: str | None,
     as_json: bool,
 ) -> None:
@@ -141,6 +149,8 @@ def run(
                 accountant=accountant,
                 min_responders=min_responders,
                 noise_seed=noise_seed,
+                ledger=ledger,
+                budget_epsilon=budget_epsilon,
             ),
             teacher=TrainingConfig(model=teacher_model, epochs=epochs),
             student=TrainingConfig(model=student_model, epochs=epochs),
@@ -205,6 +215,13 @@ def summary(result: RunResult) -> str:
         f"  communication         {comm['upload_floats']} floats up, "
         f"{comm['download_floats']} down, {comm['rounds']} round(s)"
     )
+    ledger = result.details.get("ledger")
+    if ledger:
+        budget = ledger["budget_epsilon"]
+        lines.append(
+            f"  ledger                federation {ledger['federation']} has spent agent-level "
+            f"ε = {ledger['spent_agent_epsilon']:.4f}" + (f" of {budget:g}" if budget else "")
+        )
     lines.append(f"  time                  {result.timings['total_s']:.1f} s")
     return "\n".join(lines)
 

@@ -47,6 +47,10 @@ class PrivacyConfig:
 
     ``min_responders`` is t (default: all agents). ``noise_seed`` seeds the privacy
     noise for a reproducible simulation; ``None`` draws it from OS entropy.
+
+    ``ledger`` is a SQLite file where every release is charged before it happens,
+    accumulating across runs on the same federation; ``budget_epsilon`` caps that
+    federation's agent-level ε there (a run that would exceed it stops before releasing).
     """
 
     sigma: float | None = None
@@ -55,8 +59,14 @@ class PrivacyConfig:
     accountant: str = "pld"
     min_responders: int | None = None
     noise_seed: int | None = None
+    ledger: str | None = None
+    budget_epsilon: float | None = None
 
     def __post_init__(self) -> None:
+        if self.budget_epsilon is not None and self.ledger is None:
+            raise ConfigError("budget_epsilon", "a budget needs a ledger to keep it: add --ledger PATH")
+        if self.budget_epsilon is not None and not self.budget_epsilon > 0:
+            raise ConfigError("budget_epsilon", f"must be > 0, got {self.budget_epsilon}")
         if self.sigma is not None and self.epsilon is not None:
             raise ConfigError("sigma", "give either sigma or epsilon, not both")
         if self.sigma is not None and not self.sigma >= 0:

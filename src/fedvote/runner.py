@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import time
 
@@ -16,7 +18,7 @@ from fedvote.methods import METHODS, Method
 from fedvote.models.training import predict_labels
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.calibrate import calibrate_sigma
-from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.privacy.ledger import PersistentLedger, PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import LevelPrivacy, PrivacyReport, RunResult
 from fedvote.transport.local import LocalTransport
@@ -90,10 +92,17 @@ def run(config: RunConfig, progress: Progress = NO_PROGRESS) -> RunResult:
     timings["calibration_s"] = time.perf_counter() - mark
 
     transport = LocalTransport(federation, seed=config.seed, noise_seed=config.privacy.noise_seed)
-    ledger = PrivacyLedger()
-    mark = time.perf_counter()
-    outcome = method.run(federation.server_data(), transport, ledger, progress)
-    timings["method_s"] = time.perf_counter() - mark
+    ledger = open_ledger(config)
+    try:
+        if isinstance(ledger, PersistentLedger):
+            ledger.check(method.planned_events())  # refuse before any training or release
+        mark = time.perf_counter()
+        outcome = method.run(federation.server_data(), transport, ledger, progress)
+        timings["method_s"] = time.perf_counter() - mark
+        ledger_details = _ledger_details(ledger)
+    finally:
+        if isinstance(ledger, PersistentLedger):
+            ledger.close()
 
     mark = time.perf_counter()
     test = federation.test
@@ -121,12 +130,57 @@ def run(config: RunConfig, progress: Progress = NO_PROGRESS) -> RunResult:
         config=config.to_dict(),
         details={
             **outcome.details,
+            **ledger_details,
             "public_pool": len(federation.public),
             "test_size": len(federation.test),
             "agent_records": federation.agent_sizes().tolist(),
         },
         version=__version__,
     )
+
+
+def federation_fingerprint(config: RunConfig) -> str:
+    """A stable name for the federation: a hash of everything that fixes the agents' data."""
+    fed = config.federation
+    identity = {
+        "dataset": fed.dataset,
+        "agents": fed.agents,
+        "partition": config.to_dict()["federation"]["partition"],
+        "public_fraction": fed.public_fraction,
+        "test_fraction": fed.test_fraction,
+        "seed": config.seed,
+    }
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{fed.dataset}-{fed.agents}-{digest}"
+
+
+def open_ledger(config: RunConfig) -> PrivacyLedger:
+    """The run's ledger: persisted in ``config.privacy.ledger`` when given, else in memory."""
+    privacy = config.privacy
+    if privacy.ledger is None:
+        return PrivacyLedger()
+    return PersistentLedger(
+        privacy.ledger,
+        federation=federation_fingerprint(config),
+        budget_epsilon=privacy.budget_epsilon,
+        delta=privacy.delta,
+        level="agent",
+        accountant=privacy.accountant,
+    )
+
+
+def _ledger_details(ledger: PrivacyLedger) -> dict[str, object]:
+    if not isinstance(ledger, PersistentLedger):
+        return {}
+    spent = ledger.spent()
+    return {
+        "ledger": {
+            "path": str(ledger.path),
+            "federation": ledger.federation,
+            "spent_agent_epsilon": spent if math.isfinite(spent) else None,
+            "budget_epsilon": ledger.budget_epsilon,
+        }
+    }
 
 
 def privacy_report(config: RunConfig, ledger: PrivacyLedger) -> PrivacyReport:

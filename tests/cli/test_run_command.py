@@ -118,3 +118,23 @@ def test_config_refuses_other_run_flags_and_bad_files(tmp_path, capsys):
         code, out, err = invoke(["run", *args], capsys)
         assert code == 2 and out == "" and err.count("\n") == 1
         assert "--config" in err
+
+
+def test_budget_in_a_ledger_is_enforced_across_runs_before_release(tmp_path, capsys):
+    import sqlite3
+
+    ledger = tmp_path / "ledger.db"
+    args = ["run", *SMALL, "--sigma", "8", "--ledger", str(ledger), "--budget-epsilon", "4", "--json"]
+    spent = []
+    for _ in range(2):
+        code, out, _ = invoke(args, capsys)
+        assert code == 0
+        spent.append(json.loads(out)["ledger"]["spent_agent_epsilon"])
+    assert spent[0] < spent[1] <= 4.0
+    rows_before = sqlite3.connect(ledger).execute("SELECT COUNT(*) FROM records").fetchone()[0]
+    code, out, err = invoke([*args, "--out", str(tmp_path / "third")], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("fedvote: error: --budget-epsilon: privacy budget exceeded")
+    assert err.count("\n") == 1
+    assert sqlite3.connect(ledger).execute("SELECT COUNT(*) FROM records").fetchone()[0] == rows_before
+    assert not (tmp_path / "third").exists()

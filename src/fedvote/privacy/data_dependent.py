@@ -23,7 +23,7 @@ to (ε, δ) and capped by the data-independent ε of the same run):
   relation and any bound q̃ ≥ Pr[M(D) ≠ j*]; q depends on D only. So it holds for
   every adjacency under which the Gaussian sum is (λ, ρλ)-RDP in both directions:
   here ρ = s²/(2σ²) with the level's sensitivity s (agent/zero-out s = 1, PATE-FL
-  instance s = √2, ...). See ``docs/privacy-bounds.md``.
+  instance s = √2, ...). See ``docs/privacy.md``.
 * ``theorem5`` — Lemma 4 / Theorem 5 of the voting paper (Lemma 12-14 and Theorem 14 of
   its appendix). Lemma 4: with margin γ·N = n* − n₂ in vote-sum units, the noisy argmax
   differs from the clean one with probability ≤ q = C·exp(−(Nγ)²/(8σ²)). Theorem 5 is

@@ -92,7 +92,7 @@ def private_knn_fl_sensitivity(k: int, level: str, bound: str = "tight") -> floa
     * agent level (zero-out): the vote is a probability vector, ‖v‖₂ ≤ ‖v‖₁ = 1, so s = 1.
     * instance level (replace-one): ``bound="tight"`` gives s = √2/k — replacing one record
       swaps at most one of the k neighbours, so one label 1/k moves from one class to
-      another (proof in ``docs/privacy-bounds.md``); ``bound="paper"`` gives the voting
+      another (proof in ``docs/privacy.md``); ``bound="paper"`` gives the voting
       paper's √(2/k) (appendix, proof of Theorem 11), which is looser for every k ≥ 2.
 
     The vote must divide by k (every agent holds at least k records, or the vote keeps
