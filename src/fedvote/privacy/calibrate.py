@@ -1,10 +1,16 @@
-"""Calibration: the smallest noise meeting a target ε (never above the target)."""
+"""Calibration: the smallest noise meeting a target ε (never above the target).
+
+Also the output-perturbation pieces FedAUXfdp needs: the sensitivity of L2-regularised
+logistic regression (Theorem 1 of ``fedaux-fdp.txt``) and single-release Gaussian
+calibration, classic (ε < 1 only) and analytic (any ε).
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
-from dp_accounting import dp_event, mechanism_calibration
+from dp_accounting import dp_event, gaussian_mechanism, mechanism_calibration
 
 from fedvote.errors import ConfigError
 from fedvote.privacy.accountant import epsilon_for, gaussian_mu, make_accountant
@@ -79,3 +85,63 @@ def _bracket(
     while epsilon_for(make_event(low), delta, accountant) <= target_epsilon:
         low, high = low * 0.9, low
     return low, high
+
+
+# -- Output perturbation (FedAUXfdp) ---------------------------------------------------
+
+
+def multinomial_logistic_sensitivity(num_classes: int, regularization: float, num_records: int) -> float:
+    """L2 sensitivity 2√C/(λ·|D|) of L2-regularised multinomial logistic regression.
+
+    Theorem 1 of ``fedaux-fdp.txt``, for the objective J(β) = mean cross-entropy +
+    λ/2·‖β‖² over |D| records whose features satisfy ‖h(x)‖ ≤ 1, under replace-one
+    adjacency. ``regularization`` is that λ. Solvers spell it differently: scikit-learn's
+    ``LogisticRegression`` minimises ½‖β‖² + C·Σ loss, which is the same optimum when
+    ``C = 1/(λ·n)`` — passing ``C = 1/λ`` instead silently multiplies the privacy loss by n.
+    """
+    _check_positive("num_classes", num_classes)
+    _check_positive("regularization", regularization)
+    _check_positive("num_records", num_records)
+    return 2.0 * math.sqrt(num_classes) / (regularization * num_records)
+
+
+def binary_logistic_sensitivity(regularization: float, num_records: int) -> float:
+    """L2 sensitivity 2/(λ·|D|) of one L2-regularised binary logistic head (Chaudhuri et al. 2011).
+
+    The binary case of Theorem 1 in ``fedaux-fdp.txt`` (one parameter vector); same
+    objective and same λ ↔ solver mapping as :func:`multinomial_logistic_sensitivity`.
+    """
+    _check_positive("regularization", regularization)
+    _check_positive("num_records", num_records)
+    return 2.0 / (regularization * num_records)
+
+
+def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """σ = √(2 ln(1.25/δ))·Δ/ε, the classic Gaussian mechanism (Dwork & Roth 2014, Thm A.1).
+
+    Proven only for ε < 1, so larger ε is refused (use :func:`analytic_gaussian_sigma`).
+    """
+    if not 0.0 < epsilon < 1.0:
+        raise ConfigError("epsilon", f"the classic Gaussian mechanism needs 0 < ε < 1, got {epsilon}")
+    if not 0.0 < delta < 1.0:
+        raise ConfigError("delta", f"must lie in (0, 1), got {delta}")
+    _check_positive("sensitivity", sensitivity)
+    return math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """Smallest σ making one Gaussian release (ε, δ)-DP, any ε > 0 (Balle & Wang 2018, Alg. 1).
+
+    dp-accounting's ``get_sigma_gaussian`` for unit sensitivity, scaled by Δ.
+    """
+    if not epsilon > 0:
+        raise ConfigError("epsilon", f"must be > 0, got {epsilon}")
+    if not 0.0 < delta < 1.0:
+        raise ConfigError("delta", f"must lie in (0, 1), got {delta}")
+    _check_positive("sensitivity", sensitivity)
+    return float(gaussian_mechanism.get_sigma_gaussian(epsilon, delta)) * sensitivity
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ConfigError(name, f"must be > 0, got {value}")
