@@ -70,7 +70,8 @@ def cli() -> None:
 @click.option("--min-responders", type=int, default=None,
               help="t: minimum honest responders; each agent adds N(0, σ²/t) [default: N].")
 @click.option("--teacher-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True)
-@click.option("--student-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True)
+@click.option("--student-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
+              help="'auto': a small CNN for image data, else an MLP.")
 @click.option("--epochs", type=int, default=40, show_default=True,
               help="Training epochs (teachers and student).")
 @click.option("--seed", type=int, default=0, show_default=True,

@@ -99,7 +99,7 @@ class RunConfig:
     federation: FederationConfig = field(default_factory=FederationConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     teacher: TrainingConfig = field(default_factory=TrainingConfig)
-    student: TrainingConfig = field(default_factory=TrainingConfig)
+    student: TrainingConfig = field(default_factory=lambda: TrainingConfig(model="auto"))
     queries: int | None = None
     seed: int = 0
 

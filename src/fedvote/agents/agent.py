@@ -74,15 +74,35 @@ class Agent:
             model, self._data.features, self._data.labels, config, generator
         )
 
+    def install_teacher(self, teacher: nn.Module) -> None:
+        """Take ``teacher`` as f_i: a model trained for this agent on its own private data.
+
+        For in-process transports that train every agent's teacher at once (the batched
+        ensemble of :class:`fedvote.transport.LocalTransport`); the result is the teacher
+        :meth:`train_teacher` would have produced, up to floating-point rounding.
+        """
+        self._teacher = teacher.eval()
+
     def noisy_votes(self, query_indices: np.ndarray, noise_std: float) -> np.ndarray:
         """The agent's release for these queries: one-hot votes + N(0, noise_std²), (Q, C).
 
         Algorithm 1, line 5, with noise_std = σ/√t (the agent's share of the noise).
         """
-        votes = one_hot_votes(self._predict(query_indices), self._num_classes)
+        votes = one_hot_votes(self._predict(query_indices), self._num_classes)  # (Q, C)
+        return self.add_noise_share(votes, noise_std)
+
+    def add_noise_share(self, votes: np.ndarray, noise_std: float) -> np.ndarray:
+        """Release votes its teacher cast in a batch: ``votes`` + N(0, noise_std²), (Q, C).
+
+        A transport that evaluates every teacher in one tensor operation (LocalTransport's
+        ensemble) hands each agent its own clean votes (Q, C); the agent adds its noise
+        share from its own generator, drawing exactly what :meth:`noisy_votes` would.
+        Returns a new array; ``votes`` is left as it was.
+        """
+        noised = np.array(votes, dtype=np.float64)  # (Q, C), a copy
         if noise_std > 0:
-            votes += self._noise_rng.normal(0.0, noise_std, size=votes.shape)
-        return votes
+            noised += self._noise_rng.normal(0.0, noise_std, size=noised.shape)
+        return noised
 
     def teacher_accuracy(self, test: LabeledData) -> float:
         """Simulation-only diagnostic: the teacher's accuracy on the test set (not a release)."""

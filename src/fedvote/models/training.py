@@ -19,7 +19,7 @@ class TrainingConfig:
     Parameters
     ----------
     model : str
-        ``"logistic"``, ``"mlp"`` or ``"cnn"``.
+        ``"logistic"``, ``"mlp"``, ``"cnn"``, or ``"auto"`` (a CNN for images, else an MLP).
     epochs : int
         Passes over the training data.
     batch_size : int

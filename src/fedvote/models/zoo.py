@@ -9,7 +9,15 @@ from torch import nn
 
 from fedvote.errors import ConfigError
 
-MODEL_NAMES: tuple[str, ...] = ("logistic", "mlp", "cnn")
+MODEL_NAMES: tuple[str, ...] = ("auto", "logistic", "mlp", "cnn")
+
+
+def resolve_model_name(name: str, example_shape: tuple[int, ...]) -> str:
+    """``"auto"`` becomes ``"cnn"`` for images (channels, h, w) of at least 8x8, else ``"mlp"``."""
+    if name != "auto":
+        return name
+    is_image = len(example_shape) == 3 and min(example_shape[1:]) >= 8
+    return "cnn" if is_image else "mlp"
 
 
 def build_model(
@@ -22,10 +30,14 @@ def build_model(
 ) -> nn.Module:
     """A fresh classifier mapping (batch, *example_shape) to (batch, num_classes) logits.
 
+    ``name`` is one of :data:`MODEL_NAMES`; ``"auto"`` picks by example shape
+    (:func:`resolve_model_name`).
+
     ``generator`` seeds the initial weights so that teachers are reproducible.
     """
     if name not in MODEL_NAMES:
         raise ConfigError("model", f"unknown model {name!r}; choose from {', '.join(MODEL_NAMES)}")
+    name = resolve_model_name(name, example_shape)
     in_features = math.prod(example_shape)
     if name == "logistic":
         model: nn.Module = nn.Sequential(nn.Flatten(), nn.Linear(in_features, num_classes))

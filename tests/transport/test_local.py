@@ -1,0 +1,98 @@
+"""LocalTransport: the batched ensemble and the per-agent loop give the same teachers and votes."""
+
+import numpy as np
+import pytest
+
+from fedvote.data.federation import build_federation
+from fedvote.data.partition import PartitionSpec
+from fedvote.models.training import TrainingConfig
+from fedvote.transport.local import LocalTransport
+
+CONFIG = TrainingConfig(model="mlp", epochs=3, batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def skewed_federation(digits):
+    """8 agents of unequal sizes (Dirichlet), so the ensemble has to mask padded steps."""
+    federation = build_federation(digits, num_agents=8, partition=PartitionSpec("dirichlet", alpha=0.5), seed=3)
+    assert len(set(federation.agent_sizes().tolist())) > 1
+    return federation
+
+
+@pytest.fixture(scope="module")
+def trained_pair(skewed_federation):
+    """The same federation, seeds and noise seed: batched and looped."""
+    batched = LocalTransport(skewed_federation, seed=5, noise_seed=11)
+    looped = LocalTransport(skewed_federation, seed=5, noise_seed=11, batched=False)
+    batched.train_teachers(CONFIG)
+    looped.train_teachers(CONFIG)
+    return batched, looped
+
+
+def test_batched_is_the_default_and_the_loop_remains(trained_pair):
+    batched, looped = trained_pair
+    assert batched.batched and not looped.batched
+
+
+def test_batched_and_looped_give_the_same_votes_with_the_same_noise_seed(trained_pair, skewed_federation):
+    batched, looped = trained_pair
+    queries = np.arange(0, skewed_federation.public.features.shape[0], 3)[:120]
+    for noise_std in (0.0, 2.5):  # noise drawn from each agent's own generator, in the same order
+        a = batched.vote_sum(queries, noise_std, min_responders=8)
+        b = looped.vote_sum(queries, noise_std, min_responders=8)
+        assert a is not None and b is not None
+        assert a.sums.shape == (queries.shape[0], skewed_federation.num_classes)
+        assert a.responders == b.responders == 8
+        np.testing.assert_allclose(a.sums, b.sums, rtol=0, atol=1e-9)
+
+
+def test_clean_vote_sums_count_every_agent_once(trained_pair):
+    batched, _ = trained_pair
+    queries = np.arange(25)
+    vote = batched.vote_sum(queries, 0.0, min_responders=1)
+    assert vote is not None
+    np.testing.assert_array_equal(vote.sums.sum(axis=1), np.full(25, 8.0))
+    assert np.all(vote.sums == np.round(vote.sums))
+
+
+def test_each_agent_adds_its_own_noise_share(skewed_federation):
+    # Noisy sum minus clean sum is the sum of 8 independent N(0, s^2) shares per cell:
+    # its sample std over 10 x 300 cells is within 10% of s*sqrt(8) with overwhelming probability.
+    transport = LocalTransport(skewed_federation, seed=5, noise_seed=4)
+    transport.train_teachers(TrainingConfig(model="logistic", epochs=1, batch_size=64))
+    queries = np.arange(300)
+    clean = transport.vote_sum(queries, 0.0, min_responders=8)
+    noisy = transport.vote_sum(queries, 3.0, min_responders=8)
+    assert clean is not None and noisy is not None
+    noise = noisy.sums - clean.sums
+    assert abs(noise.std() / (3.0 * np.sqrt(8)) - 1) < 0.1
+    again = LocalTransport(skewed_federation, seed=5, noise_seed=5)
+    again.train_teachers(TrainingConfig(model="logistic", epochs=1, batch_size=64))
+    again.vote_sum(queries, 0.0, min_responders=8)
+    other = again.vote_sum(queries, 3.0, min_responders=8)
+    assert other is not None and not np.allclose(other.sums, noisy.sums)
+
+
+def test_teacher_accuracies_agree(trained_pair, skewed_federation):
+    batched, looped = trained_pair
+    accuracies = batched.teacher_accuracies(skewed_federation.test)
+    assert accuracies.shape == (8,)
+    np.testing.assert_allclose(accuracies, looped.teacher_accuracies(skewed_federation.test), atol=1e-9)
+
+
+def test_too_few_responders_release_nothing(trained_pair):
+    batched, _ = trained_pair
+    rounds = batched.communication.rounds
+    assert batched.vote_sum(np.arange(5), 1.0, min_responders=9) is None
+    assert batched.communication.rounds == rounds + 1
+
+
+def test_communication_is_counted_the_same_way(skewed_federation):
+    counters = []
+    for batched in (True, False):
+        transport = LocalTransport(skewed_federation, seed=1, noise_seed=2, batched=batched)
+        transport.train_teachers(TrainingConfig(model="logistic", epochs=1, batch_size=64))
+        transport.vote_sum(np.arange(30), 1.0, min_responders=8)
+        counters.append(transport.communication.as_dict())
+    assert counters[0] == counters[1]
+    assert counters[0]["upload_floats"] == 8 * 30 * skewed_federation.num_classes
