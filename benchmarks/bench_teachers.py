@@ -214,7 +214,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--models", default="mlp-small,mlp-mnist,cnn", help=f"from {', '.join(MODELS)}")
     parser.add_argument("--epochs", type=int, default=5, help="epochs for the MLPs")
     parser.add_argument("--cnn-epochs", type=int, default=1, help="epochs for the CNN (compute-bound)")
-    parser.add_argument("--cnn-max-agents", type=int, default=800, help="largest N for the CNN")
+    parser.add_argument("--cnn-max-agents", type=int, default=100, help="largest N for the CNN (800 CNNs take tens of minutes on 2 CPU cores)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--loop-max-agents", type=int, default=20, help="agents timed in the loop")
     parser.add_argument("--repeats", type=int, default=1, help="best of this many timings")

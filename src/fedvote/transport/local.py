@@ -11,6 +11,7 @@ from fedvote.agents.agent import Agent
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.models.ensemble import ModelEnsemble, fit_ensemble
 from fedvote.models.training import TrainingConfig
+from fedvote.models.zoo import resolve_model_name
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport, VoteSum
 
@@ -85,7 +86,7 @@ class LocalTransport(Transport):
     def train_teachers(self, config: TrainingConfig, progress: Progress = NO_PROGRESS) -> None:
         """Train every agent's teacher: all at once (batched) or one after another."""
         self._ensemble = None
-        if not self.batched:
+        if not self._batch_pays_off(config):
             with progress.step("training teachers", total=self.num_agents) as bar:
                 for agent in self._agents:
                     agent.train_teacher(config)
@@ -104,6 +105,17 @@ class LocalTransport(Transport):
                 agent.install_teacher(ensemble.module(i, device="cpu"))
             bar.advance(self.num_agents)
         self._ensemble = ensemble
+
+    def _batch_pays_off(self, config: TrainingConfig) -> bool:
+        """Batch when allowed, except CNNs on the CPU.
+
+        There vmap over convolutions is slower than the per-agent loop
+        (benchmarks/bench_teachers.py measured 0.2-0.5x).
+        """
+        if not self.batched:
+            return False
+        shape = tuple(self._private[0].features.shape[1:])
+        return self._device.type != "cpu" or resolve_model_name(config.model, shape) != "cnn"
 
     def vote_sum(self, query_indices: np.ndarray, noise_std: float, min_responders: int) -> VoteSum | None:
         """Sum of all agents' noisy votes; in-process every agent responds."""
