@@ -3,17 +3,53 @@
 A :class:`Dataset` is a labelled array of examples with a known example shape. The
 embedded default, ``digits``, is scikit-learn's bundled handwritten digits (8x8, 10
 classes, 1797 images), so fedvote runs on a fresh machine with no download.
+
+File-based datasets are read from a data directory (the ``data_dir`` argument, or the
+``FEDVOTE_DATA`` environment variable), in their standard formats:
+
+* ``mnist``: the four official IDX files (``train-images-idx3-ubyte[.gz]`` ...), looked
+  for in ``<dir>/mnist/`` and ``<dir>``; its official 60000/10000 train/test split is kept.
+* ``usps``: the ESL "zip code" text files ``zip.train[.gz]`` / ``zip.test[.gz]`` (one image
+  per line: the label, then 256 values in [-1, 1]), in ``<dir>/usps/`` and ``<dir>``.
+* ``npz:PATH``: a NumPy archive with arrays ``x`` and ``y`` (and optionally ``x_test`` and
+  ``y_test``, an official test split).
+* ``csv:PATH``: a CSV file with a header row; the label column is named by ``label_column``
+  (default ``"label"``), every other column is a feature.
+
+Images are (channels, height, width) float32 in [0, 1]; ``resize_to=(H, W)`` resamples
+them so that domains of different sizes mix (USPS 16x16, MNIST 28x28, digits 8x8). A
+missing or corrupt file raises :class:`~fedvote.errors.ConfigError` with a one-line
+message that names the file and says where to get it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gzip
+import io
+import os
+import struct
+import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from fedvote.errors import ConfigError
+
+#: Environment variable naming the default data directory.
+DATA_ENV = "FEDVOTE_DATA"
+#: Values of ``split``: the official training part (everything when a dataset has no
+#: official split), the official test part, or both together.
+SPLITS: tuple[str, ...] = ("train", "test", "all")
+#: Dataset names given by a prefix and a path rather than a registry entry.
+PATH_PREFIXES: tuple[str, ...] = ("npz:", "csv:")
+
+MNIST_URL = "http://yann.lecun.com/exdb/mnist/"
+USPS_URL = "https://hastie.su.domains/ElemStatLearn/"
+
+_DIGIT_CLASSES = tuple(str(c) for c in range(10))
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +95,11 @@ class Dataset:
         """Shape of one example, e.g. (1, 8, 8) for digits."""
         return tuple(int(d) for d in self.features.shape[1:])
 
+    @property
+    def is_image(self) -> bool:
+        """Whether examples are images (channels, height, width)."""
+        return self.features.ndim == 4
+
     def __len__(self) -> int:
         return int(self.labels.shape[0])
 
@@ -72,6 +113,265 @@ class Dataset:
             description=self.description,
         )
 
+    def resized(self, size: tuple[int, int], mode: str = "auto") -> Dataset:
+        """The same images resampled to ``size`` = (height, width); see :func:`resize_images`."""
+        size = _check_size(size, "resize_to")
+        if not self.is_image:
+            raise ConfigError(
+                "resize_to", f"{self.name} holds vectors of shape {self.example_shape}, not images"
+            )
+        if self.example_shape[1:] == size:
+            return self
+        return Dataset(
+            name=self.name,
+            features=resize_images(self.features, size, mode),
+            labels=self.labels,
+            class_names=self.class_names,
+            description=f"{self.description} (resized to {size[0]}x{size[1]})",
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class DatasetSplits:
+    """A dataset's official training part and, when it has one, its official test part."""
+
+    train: Dataset
+    test: Dataset | None
+
+
+# --------------------------------------------------------------------------- resizing
+
+
+def _check_size(size: Sequence[int], argument: str) -> tuple[int, int]:
+    values = tuple(size)
+    if len(values) != 2 or not all(isinstance(v, int | np.integer) and v >= 1 for v in values):
+        raise ConfigError(argument, f"must be two positive integers (height, width), got {size!r}")
+    return int(values[0]), int(values[1])
+
+
+def resize_images(
+    features: np.ndarray, size: tuple[int, int], mode: str = "auto", chunk: int = 8192
+) -> np.ndarray:
+    """Resample images (n, C, H, W) to (n, C, *size) with ``torch.nn.functional.interpolate``.
+
+    ``mode`` is ``"area"`` (averaging; right for shrinking), ``"bilinear"`` (right for
+    enlarging), or ``"auto"``: area when neither side grows, bilinear otherwise. Values
+    stay in [0, 1]: both modes take convex combinations of the input pixels.
+    """
+    import torch
+    import torch.nn.functional as functional
+
+    height, width = _check_size(size, "resize_to")
+    if features.ndim != 4:
+        raise ConfigError("resize_to", f"images must be (n, C, H, W), got shape {features.shape}")
+    if mode == "auto":
+        grows = height > features.shape[2] or width > features.shape[3]
+        mode = "bilinear" if grows else "area"
+    if mode not in ("area", "bilinear"):
+        raise ConfigError("resize_to", f"unknown resize mode {mode!r}; choose from auto, area, bilinear")
+    out = np.empty((features.shape[0], features.shape[1], height, width), dtype=np.float32)
+    with torch.no_grad():
+        for start in range(0, features.shape[0], chunk):
+            block = torch.from_numpy(np.ascontiguousarray(features[start : start + chunk], dtype=np.float32))
+            if mode == "bilinear":
+                resized = functional.interpolate(
+                    block, size=(height, width), mode="bilinear", align_corners=False
+                )
+            else:
+                resized = functional.interpolate(block, size=(height, width), mode="area")
+            out[start : start + chunk] = resized.clamp_(0.0, 1.0).numpy()
+    return out
+
+
+# --------------------------------------------------------------------------- files
+
+
+def resolve_data_dir(data_dir: str | Path | None) -> Path | None:
+    """``data_dir`` if given, else ``$FEDVOTE_DATA`` if set, else None."""
+    if data_dir is None or str(data_dir) == "":
+        env = os.environ.get(DATA_ENV, "")
+        if not env:
+            return None
+        data_dir = env
+    return Path(data_dir).expanduser()
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _file_error(path: Path, problem: str, where: str) -> ConfigError:
+    return ConfigError("data_dir", _one_line(f"{path}: {problem}; {where}"))
+
+
+def _read_bytes(path: Path, where: str) -> bytes:
+    """The file's bytes, gunzipped when it is gzip-compressed (by its magic, not its name)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise _file_error(path, f"cannot read it ({error.strerror or error})", where) from error
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as error:
+            raise _file_error(path, f"corrupt gzip data ({error})", where) from error
+    if path.suffix == ".gz":
+        raise _file_error(path, "named .gz but not gzip-compressed", where)
+    return raw
+
+
+def _search_dirs(root: Path, subdir: str) -> tuple[Path, ...]:
+    return (root / subdir, root)
+
+
+def _find(root: Path | None, subdir: str, names: Sequence[str], dataset: str, where: str) -> Path:
+    """The first of ``names`` found in ``root/subdir`` or ``root``."""
+    if root is None:
+        raise ConfigError(
+            "data_dir",
+            f"{dataset} reads {names[0]} from a data directory, and none was given "
+            f"(use --data-dir DIR or set {DATA_ENV}); {where}",
+        )
+    dirs = _search_dirs(root, subdir)
+    for directory in dirs:
+        for name in names:
+            candidate = directory / name
+            if candidate.is_file():
+                return candidate
+    looked = " or ".join(str(d) for d in dirs)
+    raise ConfigError("data_dir", f"{dataset}: {names[0]} not found in {looked}; {where}")
+
+
+def _gz_variants(base: str) -> tuple[str, ...]:
+    return (f"{base}.gz", base)
+
+
+# --------------------------------------------------------------------------- MNIST (IDX)
+
+_MNIST_FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+_MNIST_WHERE = (
+    "get the official MNIST IDX files (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+    f"t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz) from {MNIST_URL} "
+    "and put them in DATA_DIR/mnist/"
+)
+
+
+def _idx_names(base: str) -> tuple[str, ...]:
+    # Some mirrors spell "train-images.idx3-ubyte" (the name inside the official .gz).
+    dotted = base.replace("-idx", ".idx")
+    return (*_gz_variants(base), *_gz_variants(dotted))
+
+
+def parse_idx(data: bytes, path: Path, ndim: int, where: str = "") -> np.ndarray:
+    """An IDX array of unsigned bytes with ``ndim`` dimensions, validated against its header.
+
+    The header is the magic ``0x0000 08 ndim`` (big-endian) and ``ndim`` 32-bit sizes; the
+    data must hold exactly their product of bytes.
+    """
+    header = 4 + 4 * ndim
+    if len(data) < header:
+        raise _file_error(path, f"{len(data)} bytes, too short for an IDX header of {header} bytes", where)
+    magic = int.from_bytes(data[:4], "big")
+    expected = 0x0800 + ndim
+    if magic != expected:
+        raise _file_error(
+            path, f"bad magic number 0x{magic:08x}, expected 0x{expected:08x} (IDX, uint8, {ndim}-D)", where
+        )
+    dims = struct.unpack(f">{ndim}I", data[4:header])
+    size = int(np.prod(dims, dtype=np.int64))
+    if len(data) - header != size:
+        state = "truncated" if len(data) - header < size else "has trailing bytes"
+        raise _file_error(
+            path,
+            f"{state}: the header announces {'x'.join(map(str, dims))} = {size} bytes of data, "
+            f"the file holds {len(data) - header}",
+            where,
+        )
+    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
+
+
+def _load_mnist(root: Path | None, split: str) -> Dataset:
+    image_base, label_base = _MNIST_FILES[split]
+    image_path = _find(root, "mnist", _idx_names(image_base), "mnist", _MNIST_WHERE)
+    label_path = _find(root, "mnist", _idx_names(label_base), "mnist", _MNIST_WHERE)
+    images = parse_idx(_read_bytes(image_path, _MNIST_WHERE), image_path, 3, _MNIST_WHERE)
+    labels = parse_idx(_read_bytes(label_path, _MNIST_WHERE), label_path, 1, _MNIST_WHERE)
+    if images.shape[0] != labels.shape[0]:
+        raise _file_error(
+            image_path,
+            f"{images.shape[0]} images but {label_path} holds {labels.shape[0]} labels",
+            _MNIST_WHERE,
+        )
+    if labels.size and labels.max() > 9:
+        raise _file_error(label_path, f"label {int(labels.max())} outside the digits 0..9", _MNIST_WHERE)
+    features = images.astype(np.float32)[:, None, :, :]
+    features /= 255.0
+    return Dataset(
+        name="mnist",
+        features=features,
+        labels=labels.astype(np.int64),
+        class_names=_DIGIT_CLASSES,
+        description=f"MNIST {split} ({images.shape[0]} images of {images.shape[1]}x{images.shape[2]}) "
+        f"from {image_path.parent}",
+    )
+
+
+# --------------------------------------------------------------------------- USPS (ESL text)
+
+_USPS_FILES = {"train": "zip.train", "test": "zip.test"}
+_USPS_WHERE = (
+    "get zip.train.gz and zip.test.gz (the ESL 'zip code' USPS data) from "
+    f"{USPS_URL} and put them in DATA_DIR/usps/"
+)
+
+
+def _load_text_table(path: Path, where: str) -> np.ndarray:
+    """A whitespace-separated numeric table (n, columns) from a text file, gzipped or not."""
+    try:
+        text = _read_bytes(path, where).decode("ascii")
+    except UnicodeDecodeError as error:
+        raise _file_error(path, f"not a text file (byte {error.start} is not ASCII)", where) from error
+    if not text.strip():
+        raise _file_error(path, "empty file", where)
+    try:
+        table = np.loadtxt(io.StringIO(text), dtype=np.float64, ndmin=2)
+    except ValueError as error:
+        raise _file_error(path, f"not a numeric table ({error})", where) from error
+    if not np.isfinite(table).all():
+        raise _file_error(path, "holds non-finite values", where)
+    return table
+
+
+def _load_usps(root: Path | None, split: str) -> Dataset:
+    path = _find(root, "usps", _gz_variants(_USPS_FILES[split]), "usps", _USPS_WHERE)
+    table = _load_text_table(path, _USPS_WHERE)
+    if table.shape[1] != 257:
+        raise _file_error(
+            path, f"{table.shape[1]} values per line, expected 257 (a label and 16x16 pixels)", _USPS_WHERE
+        )
+    raw_labels = table[:, 0]
+    if not (np.all(raw_labels == np.round(raw_labels)) and raw_labels.min() >= 0 and raw_labels.max() <= 9):
+        raise _file_error(path, "the first column must hold the digit labels 0..9", _USPS_WHERE)
+    pixels = table[:, 1:]
+    if pixels.min() < -1.0 - 1e-6 or pixels.max() > 1.0 + 1e-6:
+        raise _file_error(
+            path, f"pixel values in [{pixels.min():g}, {pixels.max():g}], expected [-1, 1]", _USPS_WHERE
+        )
+    features = np.clip((pixels + 1.0) / 2.0, 0.0, 1.0).astype(np.float32).reshape(-1, 1, 16, 16)
+    return Dataset(
+        name="usps",
+        features=features,
+        labels=raw_labels.astype(np.int64),
+        class_names=_DIGIT_CLASSES,
+        description=f"USPS {split} ({table.shape[0]} images of 16x16, ESL zip code data) from {path.parent}",
+    )
+
+
+# --------------------------------------------------------------------------- digits (bundled)
+
 
 def load_digits() -> Dataset:
     """Scikit-learn's bundled handwritten digits as (1, 8, 8) images in [0, 1]."""
@@ -84,26 +384,408 @@ def load_digits() -> Dataset:
         name="digits",
         features=features,
         labels=bunch.target.astype(np.int64),
-        class_names=tuple(str(c) for c in range(10)),
+        class_names=_DIGIT_CLASSES,
         description="scikit-learn handwritten digits, 1797 images of 8x8, bundled (no download)",
     )
 
 
-# name -> loader taking the data directory (None for embedded datasets).
-_LOADERS: dict[str, Callable[[Path | None], Dataset]] = {
-    "digits": lambda data_dir: load_digits(),
+# --------------------------------------------------------------------------- npz / csv
+
+_NPZ_WHERE = "give a NumPy .npz archive holding arrays x (examples) and y (labels)"
+_CSV_WHERE = "give a CSV file with a header row, numeric feature columns and a label column"
+
+
+def _encode_labels(raw: np.ndarray, path: Path, where: str) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Class ids and names: non-negative integers are their own ids; anything else is sorted."""
+    raw = np.asarray(raw).reshape(-1)
+    numeric: np.ndarray | None = None
+    if raw.dtype.kind in "biuf":
+        numeric = raw.astype(np.float64)
+    elif raw.dtype.kind in "US":
+        try:
+            numeric = raw.astype(np.float64)
+        except ValueError:
+            numeric = None
+    else:
+        raise _file_error(path, f"labels of dtype {raw.dtype} are neither numbers nor strings", where)
+    if numeric is not None:
+        if not np.isfinite(numeric).all():
+            raise _file_error(path, "labels hold non-finite values", where)
+        integral = bool(np.all(numeric == np.round(numeric)))
+        if raw.size and integral and numeric.min() >= 0 and numeric.max() < 10_000:
+            num_classes = int(numeric.max()) + 1
+            return numeric.astype(np.int64), tuple(str(c) for c in range(num_classes))
+    names, ids = np.unique(raw.astype(str), return_inverse=True)
+    return ids.astype(np.int64).reshape(-1), tuple(str(n) for n in names)
+
+
+def _as_features(
+    x: np.ndarray, path: Path, where: str, image_shape: Sequence[int] | None
+) -> np.ndarray:
+    """Examples as float32: (n, C, H, W) images in [0, 1], or (n, d) vectors."""
+    if x.dtype.kind not in "biuf":
+        raise _file_error(path, f"features of dtype {x.dtype} are not numeric", where)
+    if x.ndim < 2:
+        raise _file_error(
+            path, f"features of shape {x.shape}; expected (n, ...) with one row per example", where
+        )
+    if image_shape is not None:
+        shape = tuple(int(d) for d in image_shape)
+        if len(shape) == 2:
+            shape = (1, *shape)
+        if len(shape) != 3 or min(shape) < 1:
+            raise ConfigError("image_shape", f"must be (H, W) or (C, H, W), got {tuple(image_shape)}")
+        per_example = int(np.prod(x.shape[1:]))
+        if per_example != int(np.prod(shape)):
+            raise ConfigError(
+                "image_shape",
+                f"{shape} holds {int(np.prod(shape))} values but {path} has {per_example} per example",
+            )
+        x = x.reshape(x.shape[0], *shape)
+    elif x.ndim == 3:
+        x = x[:, None, :, :]
+    elif x.ndim == 4 and x.shape[-1] in (1, 3, 4) and x.shape[1] not in (1, 3, 4):
+        x = np.moveaxis(x, -1, 1)  # channels-last (n, H, W, C) -> (n, C, H, W)
+    elif x.ndim > 4:
+        raise _file_error(
+            path, f"features of shape {x.shape}; expected (n, d), (n, H, W) or (n, C, H, W)", where
+        )
+    if x.dtype == np.uint8 and x.ndim == 4:
+        return x.astype(np.float32) / np.float32(255.0)
+    values = x.astype(np.float32)
+    if not np.isfinite(values).all():
+        raise _file_error(path, "features hold non-finite values", where)
+    if values.ndim == 4 and values.size:
+        low, high = float(values.min()), float(values.max())
+        if low >= 0.0 and high <= 1.0:
+            return values
+        if low >= 0.0 and high <= 255.0 and np.all(values == np.round(values)):
+            return values / np.float32(255.0)
+        raise _file_error(
+            path, f"pixel values in [{low:g}, {high:g}]; images must be in [0, 1] or integers 0..255", where
+        )
+    return values
+
+
+def _load_npz(spec: str, root: Path | None, image_shape: Sequence[int] | None) -> DatasetSplits:
+    path = _user_path(spec[len("npz:") :], root, "npz")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except Exception as error:  # noqa: BLE001 - zipfile, pickle and format errors alike
+        problem = f"not a readable .npz archive ({type(error).__name__}: {error})"
+        raise _file_error(path, problem, _NPZ_WHERE) from error
+    missing = [key for key in ("x", "y") if key not in arrays]
+    if missing:
+        held = ", ".join(sorted(arrays)) or "nothing"
+        raise _file_error(path, f"no array {' or '.join(missing)} (it holds {held})", _NPZ_WHERE)
+    has_test = "x_test" in arrays or "y_test" in arrays
+    if has_test and not ("x_test" in arrays and "y_test" in arrays):
+        raise _file_error(path, "holds only one of x_test and y_test", _NPZ_WHERE)
+    parts = [("x", "y")] + ([("x_test", "y_test")] if has_test else [])
+    features = [_as_features(arrays[xk], path, _NPZ_WHERE, image_shape) for xk, _ in parts]
+    raw_labels = [np.asarray(arrays[yk]).reshape(-1) for _, yk in parts]
+    for (xk, yk), f, y in zip(parts, features, raw_labels, strict=True):
+        if f.shape[0] != y.shape[0]:
+            problem = f"{xk} has {f.shape[0]} examples but {yk} has {y.shape[0]} labels"
+            raise _file_error(path, problem, _NPZ_WHERE)
+    if has_test and features[0].shape[1:] != features[1].shape[1:]:
+        problem = f"x {features[0].shape[1:]} and x_test {features[1].shape[1:]} differ in shape"
+        raise _file_error(path, problem, _NPZ_WHERE)
+    # Encode train and test labels together so that both use the same class ids.
+    labels, class_names = _encode_labels(np.concatenate(raw_labels), path, _NPZ_WHERE)
+    label_parts = np.split(labels, [features[0].shape[0]])
+    datasets = [
+        Dataset(
+            name=spec,
+            features=f,
+            labels=label_parts[i],
+            class_names=class_names,
+            description=f"{path} ({xk}, {yk})",
+        )
+        for i, (f, (xk, yk)) in enumerate(zip(features, parts, strict=True))
+    ]
+    return DatasetSplits(train=datasets[0], test=datasets[1] if has_test else None)
+
+
+def _load_csv(
+    spec: str, root: Path | None, label_column: str, image_shape: Sequence[int] | None
+) -> DatasetSplits:
+    path = _user_path(spec[len("csv:") :], root, "csv")
+    try:
+        text = _read_bytes(path, _CSV_WHERE).decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise _file_error(path, f"not UTF-8 text (byte {error.start})", _CSV_WHERE) from error
+    lines = text.splitlines()
+    if not lines or not lines[0].strip():
+        raise _file_error(path, "empty file; expected a header row", _CSV_WHERE)
+    header = [name.strip().strip('"') for name in lines[0].split(",")]
+    if label_column not in header:
+        shown = ", ".join(header[:8]) + (", ..." if len(header) > 8 else "")
+        raise ConfigError("label_column", f"{path} has no column {label_column!r}; its columns are {shown}")
+    label_index = header.index(label_column)
+    feature_columns = [i for i in range(len(header)) if i != label_index]
+    if not feature_columns:
+        raise _file_error(path, "no feature column beside the label column", _CSV_WHERE)
+    if len(lines) < 2:
+        raise _file_error(path, "a header but no data rows", _CSV_WHERE)
+    try:
+        x = np.loadtxt(io.StringIO(text), delimiter=",", skiprows=1, usecols=feature_columns, ndmin=2)
+        y = np.loadtxt(io.StringIO(text), delimiter=",", skiprows=1, usecols=label_index, dtype=str, ndmin=1)
+    except ValueError as error:
+        raise _file_error(path, f"not a numeric table ({error})", _CSV_WHERE) from error
+    y = np.char.strip(np.char.strip(y), '"')
+    labels, class_names = _encode_labels(y, path, _CSV_WHERE)
+    features = _as_features(x, path, _CSV_WHERE, image_shape)
+    train = Dataset(
+        name=spec,
+        features=features,
+        labels=labels,
+        class_names=class_names,
+        description=f"{path} (label column {label_column!r})",
+    )
+    return DatasetSplits(train=train, test=None)
+
+
+def _user_path(raw: str, root: Path | None, kind: str) -> Path:
+    if not raw:
+        raise ConfigError("dataset", f"{kind}:PATH needs a path, e.g. {kind}:data/my.{kind}")
+    path = Path(raw).expanduser()
+    if path.is_file():
+        return path
+    if not path.is_absolute() and root is not None and (root / path).is_file():
+        return root / path
+    where = f" or {root / path}" if not path.is_absolute() and root is not None else ""
+    what = _NPZ_WHERE if kind == "npz" else _CSV_WHERE
+    raise ConfigError("dataset", f"{kind} file {path}{where} not found; {what}")
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A named dataset: how to load each official split, and where its files live."""
+
+    load: Callable[[Path | None, str], Dataset]
+    splits: tuple[str, ...]  # official splits; ("train",) when there is none
+    subdir: str | None  # folder under the data directory; None for bundled data
+    locate: Callable[[Path | None, str], list[Path]]  # the files a split is read from
+    where_to_get: str
+
+
+_SOURCES: dict[str, _Source] = {
+    "digits": _Source(
+        load=lambda root, split: load_digits(),
+        splits=("train",),
+        subdir=None,
+        locate=lambda root, split: [],
+        where_to_get="bundled with scikit-learn",
+    ),
+    "mnist": _Source(
+        load=_load_mnist,
+        splits=("train", "test"),
+        subdir="mnist",
+        locate=lambda root, split: [
+            _find(root, "mnist", _idx_names(base), "mnist", _MNIST_WHERE) for base in _MNIST_FILES[split]
+        ],
+        where_to_get=_MNIST_WHERE,
+    ),
+    "usps": _Source(
+        load=_load_usps,
+        splits=("train", "test"),
+        subdir="usps",
+        locate=lambda root, split: [
+            _find(root, "usps", _gz_variants(_USPS_FILES[split]), "usps", _USPS_WHERE)
+        ],
+        where_to_get=_USPS_WHERE,
+    ),
 }
 
 
 def available_datasets() -> tuple[str, ...]:
-    """Names accepted by :func:`load_dataset`."""
-    return tuple(sorted(_LOADERS))
+    """Registered names accepted by :func:`load_dataset` (besides ``npz:PATH`` and ``csv:PATH``)."""
+    return tuple(sorted(_SOURCES))
 
 
-def load_dataset(name: str, data_dir: str | Path | None = None) -> Dataset:
-    """Load a dataset by name; ``data_dir`` is where file-based datasets are looked for."""
-    if name not in _LOADERS:
+def is_dataset_name(name: str) -> bool:
+    """Whether ``name`` is a registered dataset or an ``npz:PATH`` / ``csv:PATH`` spec."""
+    return name in _SOURCES or any(name.startswith(p) and len(name) > len(p) for p in PATH_PREFIXES)
+
+
+def has_official_test_split(name: str) -> bool:
+    """Whether the registered dataset ``name`` ships an official test split (mnist, usps)."""
+    return name in _SOURCES and "test" in _SOURCES[name].splits
+
+
+def _check_name(name: str) -> None:
+    if not is_dataset_name(name):
         raise ConfigError(
-            "dataset", f"unknown dataset {name!r}; choose from {', '.join(available_datasets())}"
+            "dataset",
+            f"unknown dataset {name!r}; choose from {', '.join(available_datasets())}, npz:PATH or csv:PATH",
         )
-    return _LOADERS[name](Path(data_dir) if data_dir is not None else None)
+
+
+def load_splits(
+    name: str,
+    data_dir: str | Path | None = None,
+    *,
+    resize_to: tuple[int, int] | None = None,
+    label_column: str = "label",
+    image_shape: Sequence[int] | None = None,
+) -> DatasetSplits:
+    """A dataset's official train part and its official test part (None when it has none).
+
+    Parameters
+    ----------
+    name : str
+        ``digits``, ``mnist``, ``usps``, ``npz:PATH`` or ``csv:PATH``.
+    data_dir : str or Path, optional
+        Where file-based datasets are looked for; default ``$FEDVOTE_DATA``. Relative
+        ``npz:``/``csv:`` paths are tried against the working directory, then this.
+    resize_to : (int, int), optional
+        Resample images to (height, width).
+    label_column : str
+        The CSV column holding the labels; default ``"label"``.
+    image_shape : sequence of int, optional
+        Reshape each flat npz/csv example to (H, W) or (C, H, W), e.g. (28, 28).
+
+    """
+    _check_name(name)
+    root = resolve_data_dir(data_dir)
+    if name.startswith("npz:"):
+        splits = _load_npz(name, root, image_shape)
+    elif name.startswith("csv:"):
+        splits = _load_csv(name, root, label_column, image_shape)
+    else:
+        source = _SOURCES[name]
+        train = source.load(root, "train")
+        test = source.load(root, "test") if "test" in source.splits else None
+        splits = DatasetSplits(train=train, test=test)
+    if resize_to is not None:
+        splits = DatasetSplits(
+            train=splits.train.resized(resize_to),
+            test=splits.test.resized(resize_to) if splits.test is not None else None,
+        )
+    return splits
+
+
+def load_dataset(
+    name: str,
+    data_dir: str | Path | None = None,
+    *,
+    split: str = "train",
+    resize_to: tuple[int, int] | None = None,
+    label_column: str = "label",
+    image_shape: Sequence[int] | None = None,
+) -> Dataset:
+    """Load a dataset by name; ``data_dir`` is where file-based datasets are looked for.
+
+    ``split`` is ``"train"`` (the official training part; everything for datasets
+    without an official split, such as digits), ``"test"`` (the official test part) or
+    ``"all"`` (both). Other arguments as in :func:`load_splits`.
+    """
+    _check_name(name)
+    if split not in SPLITS:
+        raise ConfigError("split", f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
+    if name in _SOURCES and not (split == "all" and "test" in _SOURCES[name].splits):
+        source = _SOURCES[name]
+        if split == "test" and "test" not in source.splits:
+            raise ConfigError("split", f"{name} has no official test split; use split='train' or 'all'")
+        dataset = source.load(resolve_data_dir(data_dir), split if split == "test" else "train")
+        return dataset.resized(resize_to) if resize_to is not None else dataset
+    splits = load_splits(
+        name, data_dir, resize_to=resize_to, label_column=label_column, image_shape=image_shape
+    )
+    if split == "train":
+        return splits.train
+    if splits.test is None:
+        if split == "test":
+            raise ConfigError(
+                "split", f"{name} has no official test split (no x_test, y_test); use 'train' or 'all'"
+            )
+        return splits.train
+    if split == "test":
+        return splits.test
+    return concatenate(splits.train, splits.test)
+
+
+def concatenate(first: Dataset, second: Dataset) -> Dataset:
+    """Two parts of one dataset (same classes and example shape) as one."""
+    if first.class_names != second.class_names or first.example_shape != second.example_shape:
+        raise ConfigError("dataset", f"cannot join {first.name} and {second.name}: classes or shapes differ")
+    return Dataset(
+        name=first.name,
+        features=np.concatenate([first.features, second.features]),
+        labels=np.concatenate([first.labels, second.labels]),
+        class_names=first.class_names,
+        description=f"{first.description} + {second.description}",
+    )
+
+
+# --------------------------------------------------------------------------- listing
+
+
+@dataclass(frozen=True)
+class DatasetStatus:
+    """Whether a registered dataset can be loaded, where fedvote looked, and what it holds."""
+
+    name: str
+    available: bool
+    searched: tuple[str, ...]
+    splits: dict[str, dict[str, Any]]
+    error: str | None
+    where_to_get: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "name": self.name,
+            "available": self.available,
+            "searched": list(self.searched),
+            "splits": self.splits,
+            "error": self.error,
+            "where_to_get": self.where_to_get,
+        }
+
+
+def dataset_status(name: str, data_dir: str | Path | None = None) -> DatasetStatus:
+    """Try to load every official split of the registered dataset ``name`` and describe it.
+
+    Never raises for missing or corrupt files: they make ``available`` False and ``error``
+    the one-line message :func:`load_dataset` would raise.
+    """
+    if name not in _SOURCES:
+        choices = ", ".join(available_datasets())
+        raise ConfigError("dataset", f"unknown dataset {name!r}; choose from {choices}")
+    source = _SOURCES[name]
+    root = resolve_data_dir(data_dir)
+    if source.subdir is None:
+        searched: tuple[str, ...] = ("(bundled)",)
+    elif root is None:
+        searched = ()
+    else:
+        searched = tuple(str(d) for d in _search_dirs(root, source.subdir))
+    splits: dict[str, dict[str, Any]] = {}
+    error: str | None = None
+    for split in source.splits:
+        try:
+            dataset = source.load(root, split)
+        except ConfigError as exc:
+            error = exc.detail
+            break
+        label = split if len(source.splits) > 1 else "all"
+        splits[label] = {
+            "count": len(dataset),
+            "shape": list(dataset.example_shape),
+            "classes": dataset.num_classes,
+            "files": [str(path) for path in source.locate(root, split)],
+        }
+    return DatasetStatus(
+        name=name,
+        available=error is None,
+        searched=searched,
+        splits=splits if error is None else {},
+        error=error,
+        where_to_get=source.where_to_get,
+    )

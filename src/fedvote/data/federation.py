@@ -6,11 +6,13 @@ method ever receives them (methods see a :class:`ServerData`, see ``server_data`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from fedvote.data.datasets import Dataset
+from fedvote.data.datasets import Dataset, load_splits
 from fedvote.data.partition import PartitionSpec, partition_indices
 from fedvote.errors import ConfigError
 
@@ -42,7 +44,13 @@ class ServerData:
 
 @dataclass(frozen=True, eq=False)
 class Federation:
-    """Private splits of ``num_agents`` agents plus the server's public pool and test set."""
+    """Private splits of ``num_agents`` agents plus the server's public pool and test set.
+
+    ``agent_domains[i]`` names the dataset(s) agent i's records come from (``"mnist"``,
+    or ``"digits+mnist"`` for a mixed agent); empty when not recorded.
+    ``agent_public_access`` says whether agents may read the unlabeled public pool
+    beyond the queries they are asked about (the voting paper assumes they may).
+    """
 
     dataset_name: str
     agents: tuple[LabeledData, ...]
@@ -50,6 +58,8 @@ class Federation:
     test: LabeledData
     num_classes: int
     example_shape: tuple[int, ...]
+    agent_domains: tuple[str, ...] = ()
+    agent_public_access: bool = True
 
     @property
     def num_agents(self) -> int:
@@ -132,3 +142,288 @@ def build_federation(
         num_classes=dataset.num_classes,
         example_shape=dataset.example_shape,
     )
+
+
+MIXING_MODES: tuple[str, ...] = ("by_source", "mixed")
+
+
+def _common_shape(datasets: Sequence[Dataset], image_size: tuple[int, int] | None) -> tuple[int, ...]:
+    """The example shape every part is brought to: (C, *image_size) for images."""
+    shapes = {d.example_shape for d in datasets}
+    if not all(d.is_image for d in datasets):
+        if image_size is not None:
+            raise ConfigError("image_size", "only images can be resized; some datasets hold vectors")
+        if len(shapes) > 1:
+            raise ConfigError(
+                "target", f"examples of different shapes cannot mix: {', '.join(map(str, sorted(shapes)))}"
+            )
+        return shapes.pop()
+    channels = {s[0] for s in shapes}
+    if len(channels) > 1:
+        raise ConfigError(
+            "target",
+            f"images with different channel counts cannot mix: {', '.join(map(str, sorted(shapes)))}",
+        )
+    if image_size is not None:
+        size = tuple(image_size)
+        if len(size) != 2 or not all(isinstance(v, int | np.integer) and v >= 1 for v in size):
+            raise ConfigError(
+                "image_size", f"must be two positive integers (height, width), got {image_size!r}"
+            )
+    else:
+        size = datasets[0].example_shape[1:]  # the target comes first
+    return (channels.pop(), int(size[0]), int(size[1]))
+
+
+def _take(dataset: Dataset, indices: np.ndarray, shape: tuple[int, ...]) -> LabeledData:
+    """The records at ``indices``, resampled to ``shape`` when their images differ."""
+    part = dataset.subset(indices)
+    if part.example_shape != shape:
+        part = part.resized((shape[1], shape[2]))
+    return LabeledData(part.features, part.labels)
+
+
+def _agents_per_source(
+    sizes: Sequence[int], num_agents: int, agents_per_source: Sequence[int] | None
+) -> list[int]:
+    """How many agents each source gets: as given, or in proportion to its size (each >= 1)."""
+    if agents_per_source is not None:
+        counts = [int(c) for c in agents_per_source]
+        if len(counts) != len(sizes):
+            raise ConfigError(
+                "agents_per_source",
+                f"{len(counts)} counts for {len(sizes)} source datasets; give one per source",
+            )
+        if min(counts) < 1 or sum(counts) != num_agents:
+            raise ConfigError(
+                "agents_per_source",
+                f"counts {counts} must each be >= 1 and sum to the {num_agents} agents",
+            )
+        return counts
+    if num_agents < len(sizes):
+        raise ConfigError(
+            "num_agents",
+            f"{num_agents} agents cannot cover {len(sizes)} source domains, one agent each at least",
+        )
+    # Largest remainder on the agents beyond the one each source gets.
+    weights = np.asarray(sizes, dtype=np.float64)
+    quota = 1.0 + (num_agents - len(sizes)) * weights / weights.sum()
+    counts_arr = np.floor(quota).astype(np.int64)
+    for index in np.argsort(-(quota - counts_arr), kind="stable")[: num_agents - int(counts_arr.sum())]:
+        counts_arr[index] += 1
+    return [int(c) for c in counts_arr]
+
+
+def build_domain_federation(
+    sources: Sequence[Dataset],
+    target: Dataset,
+    *,
+    num_agents: int,
+    partition: PartitionSpec | None = None,
+    mixing: str = "by_source",
+    agents_per_source: Sequence[int] | None = None,
+    target_test: Dataset | None = None,
+    public_fraction: float = 1.0,
+    test_fraction: float | None = None,
+    records_per_agent: int | None = None,
+    image_size: tuple[int, int] | None = None,
+    agent_public_access: bool = True,
+    seed: int = 0,
+) -> Federation:
+    """A federation under domain shift: agents hold source data, the server's pool is the target's.
+
+    Parameters
+    ----------
+    sources : sequence of Dataset
+        The agents' domains (e.g. ``[mnist_train]``, or ``[mnist_train, digits]``). Their
+        records are split among the agents; none goes to the pool or the test set.
+    target : Dataset
+        The target domain (e.g. USPS train). The public unlabeled pool is drawn from it;
+        so is the test set unless ``target_test`` is given.
+    num_agents : int
+        Number of agents N.
+    partition : PartitionSpec, optional
+        How each source's records (``by_source``), or all of them (``mixed``), are split
+        among agents; default iid.
+    mixing : {"by_source", "mixed"}
+        ``by_source``: each agent holds one domain; agents are spread over the sources in
+        proportion to their sizes, or as ``agents_per_source`` says. ``mixed``: the
+        sources are pooled and partitioned, so an agent may hold several domains.
+    agents_per_source : sequence of int, optional
+        Agents per source for ``by_source``; must sum to ``num_agents``.
+    target_test : Dataset, optional
+        The target's official test split; when given it is the test set, whole, and the
+        pool is drawn from ``target``.
+    public_fraction : float
+        Fraction in (0, 1] of the target's records (those not in the test set) that form
+        the public pool; default all of them.
+    test_fraction : float, optional
+        Without ``target_test``: fraction in (0, 1) of ``target`` held out as the test
+        set, default 0.3. Must not be given with ``target_test``.
+    records_per_agent : int, optional
+        Use only ``agents x records_per_agent`` records of each source (of the pooled
+        sources for ``mixed``), drawn at random; default all.
+    image_size : (int, int), optional
+        The common image (height, width) everything is resampled to; default the
+        target's. Records are resized only when their shape differs.
+    agent_public_access : bool
+        Recorded on the federation: whether agents may read the unlabeled public pool.
+    seed : int
+        Every random choice is deterministic under it.
+
+    Returns
+    -------
+    Federation
+        ``dataset_name`` is ``"source+...->target"`` (just the name when all are one
+        dataset), ``agent_domains`` names each agent's domain(s).
+
+    """
+    sources = list(sources)
+    if not sources:
+        raise ConfigError("dataset", "at least one source dataset is needed for the agents")
+    if any(s is target or s is target_test for s in sources):
+        raise ConfigError(
+            "target", "a source dataset is also the target; split one dataset with build_federation instead"
+        )
+    if mixing not in MIXING_MODES:
+        raise ConfigError("mixing", f"unknown mixing {mixing!r}; choose from {', '.join(MIXING_MODES)}")
+    if mixing == "mixed" and agents_per_source is not None:
+        raise ConfigError("agents_per_source", "only meaningful with mixing='by_source'")
+    for dataset in [*sources, *([target_test] if target_test is not None else [])]:
+        if dataset.class_names != target.class_names:
+            raise ConfigError(
+                "target",
+                f"{dataset.name} has classes {', '.join(dataset.class_names)} but the target "
+                f"{target.name} has {', '.join(target.class_names)}",
+            )
+    if target_test is not None and target_test.example_shape != target.example_shape:
+        raise ConfigError(
+            "target", f"target test shape {target_test.example_shape} differs from {target.example_shape}"
+        )
+    if not 0.0 < public_fraction <= 1.0:
+        raise ConfigError("public_fraction", f"must lie in (0, 1], got {public_fraction}")
+    if target_test is not None and test_fraction is not None:
+        raise ConfigError(
+            "test_fraction",
+            "the target's official test split is the test set; do not give a test fraction too",
+        )
+    if target_test is None:
+        test_fraction = 0.3 if test_fraction is None else test_fraction
+        if not 0.0 < test_fraction < 1.0:
+            raise ConfigError("test_fraction", f"must lie in (0, 1), got {test_fraction}")
+    if records_per_agent is not None and records_per_agent < 1:
+        raise ConfigError("records_per_agent", f"must be at least 1, got {records_per_agent}")
+    if num_agents < 1:
+        raise ConfigError("num_agents", f"must be at least 1, got {num_agents}")
+    partition = partition if partition is not None else PartitionSpec()
+    shape = _common_shape([target, *sources], image_size)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xD0A]))
+
+    # The target: test set (official, or held out) and the public pool.
+    order = rng.permutation(len(target))
+    if target_test is None:
+        assert test_fraction is not None
+        num_test = int(round(test_fraction * len(target)))
+        test_idx, rest = order[:num_test], order[num_test:]
+    else:
+        num_test, test_idx, rest = len(target_test), np.arange(len(target_test)), order
+    num_public = int(round(public_fraction * rest.shape[0]))
+    if min(num_test, num_public) < 1:
+        raise ConfigError(
+            "public_fraction",
+            f"the target {target.name} ({len(target)} records) gives {num_public} public and {num_test} "
+            f"test records; each needs at least one",
+        )
+    public = _take(target, np.sort(rest[:num_public]), shape)
+    test = _take(target_test if target_test is not None else target, np.sort(test_idx), shape)
+
+    # The sources: each agent's private records.
+    def chosen(size: int, agents: int, what: str) -> np.ndarray:
+        if records_per_agent is None:
+            return np.arange(size)
+        wanted = agents * records_per_agent
+        if wanted > size:
+            raise ConfigError(
+                "records_per_agent",
+                f"{agents} agents x {records_per_agent} records = {wanted} "
+                f"exceeds the {size} records of {what}",
+            )
+        return np.sort(rng.permutation(size)[:wanted])
+
+    agents: list[LabeledData] = []
+    domains: list[str] = []
+    if mixing == "by_source":
+        counts = _agents_per_source([len(s) for s in sources], num_agents, agents_per_source)
+        for source, count in zip(sources, counts, strict=True):
+            pool = chosen(len(source), count, source.name)
+            for part in partition_indices(source.labels[pool], count, partition, rng):
+                agents.append(_take(source, pool[part], shape))
+                domains.append(source.name)
+    else:
+        offsets = np.cumsum([0] + [len(s) for s in sources])
+        all_labels = np.concatenate([s.labels for s in sources])
+        pool = chosen(int(offsets[-1]), num_agents, "the pooled sources")
+        for part in partition_indices(all_labels[pool], num_agents, partition, rng):
+            members = pool[part]
+            which = np.searchsorted(offsets, members, side="right") - 1
+            pieces = [
+                _take(source, members[which == i] - offsets[i], shape)
+                for i, source in enumerate(sources)
+                if np.any(which == i)
+            ]
+            agents.append(
+                LabeledData(
+                    np.concatenate([p.features for p in pieces]), np.concatenate([p.labels for p in pieces])
+                )
+            )
+            domains.append("+".join(sorted({sources[i].name for i in np.unique(which)})))
+
+    names = sorted({s.name for s in sources})
+    name = target.name if names == [target.name] else f"{'+'.join(names)}->{target.name}"
+    return Federation(
+        dataset_name=name,
+        agents=tuple(agents),
+        public=public,
+        test=test,
+        num_classes=target.num_classes,
+        example_shape=shape,
+        agent_domains=tuple(domains),
+        agent_public_access=agent_public_access,
+    )
+
+
+def build_noniid_federation(
+    train: Dataset,
+    test: Dataset,
+    *,
+    num_agents: int = 100,
+    classes_per_agent: int = 6,
+    public_fraction_of_test: float = 0.3,
+    seed: int = 0,
+) -> Federation:
+    """The voting paper's non-iid setting: agents split ``train``, each seeing few classes.
+
+    ``train`` is split among ``num_agents`` agents by ``PartitionSpec("classes",
+    classes_per_agent)``; ``public_fraction_of_test`` of ``test`` (drawn at random) is the
+    public pool and the rest is the test set. On MNIST with the defaults this is the
+    paper's Table 1 last row: 100 agents of 600 records on average from 6 digits each,
+    3000 public and 7000 test images.
+    """
+    if not 0.0 < public_fraction_of_test < 1.0:
+        raise ConfigError("public_fraction_of_test", f"must lie in (0, 1), got {public_fraction_of_test}")
+    return build_domain_federation(
+        [train],
+        test,
+        num_agents=num_agents,
+        partition=PartitionSpec("classes", classes_per_agent=classes_per_agent),
+        test_fraction=1.0 - public_fraction_of_test,
+        public_fraction=1.0,
+        seed=seed,
+    )
+
+
+def mnist_noniid_federation(data_dir: str | Path | None = None, *, seed: int = 0) -> Federation:
+    """:func:`build_noniid_federation` on MNIST's official train and test files in ``data_dir``."""
+    splits = load_splits("mnist", data_dir)
+    assert splits.test is not None
+    return build_noniid_federation(splits.train, splits.test, seed=seed)

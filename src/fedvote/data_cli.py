@@ -1,0 +1,78 @@
+"""``fedvote data``: which datasets fedvote can load, and where it looked for them.
+
+Register with ``cli.add_command(data)``. ``fedvote data list`` tries every registered
+dataset in the data directory (``--data-dir``, default ``$FEDVOTE_DATA``) and prints,
+for each, whether it is available, where fedvote looked, and its splits' sizes and
+shapes; ``--json`` prints the same as a JSON object. Missing or corrupt files are
+reported, not raised: the command always exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from fedvote.data.datasets import (
+    DATA_ENV,
+    DatasetStatus,
+    available_datasets,
+    dataset_status,
+    resolve_data_dir,
+)
+
+_PATTERNS = {
+    "npz:PATH": "a NumPy archive with arrays x, y (and optionally x_test, y_test)",
+    "csv:PATH": "a CSV file with a header row; the label column is named by the user (default 'label')",
+}
+
+
+@click.group()
+def data() -> None:
+    """Datasets: what is available and where fedvote looks for it."""
+
+
+@data.command("list")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    envvar=DATA_ENV,
+    default=None,
+    help=f"Directory holding mnist/ and usps/ (default: ${DATA_ENV}).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+def list_command(data_dir: str | None, as_json: bool) -> None:
+    """List the datasets, whether each is available, and where fedvote looked."""
+    root = resolve_data_dir(data_dir)
+    statuses = [dataset_status(name, root) for name in available_datasets()]
+    if as_json:
+        payload = {
+            "data_dir": str(root) if root is not None else None,
+            "datasets": [s.as_dict() for s in statuses],
+            "patterns": _PATTERNS,
+        }
+        click.echo(json.dumps(payload, indent=2))
+        return
+    if root is None:
+        click.echo(f"data directory: none (give --data-dir DIR or set {DATA_ENV})")
+    else:
+        missing = "" if root.is_dir() else "  (does not exist)"
+        click.echo(f"data directory: {root}{missing}")
+    for status in statuses:
+        click.echo(_describe(status))
+    click.echo("also accepted as --dataset:")
+    for pattern, text in _PATTERNS.items():
+        click.echo(f"  {pattern:<9} {text}")
+
+
+def _describe(status: DatasetStatus) -> str:
+    head = f"{status.name:<7} {'available' if status.available else 'missing':<9}"
+    if not status.available:
+        looked = " or ".join(status.searched) if status.searched else "nowhere (no data directory)"
+        return f"{head} looked in {looked}\n          {status.error}"
+    parts = [f"{split} {info['count']} x {tuple(info['shape'])}" for split, info in status.splits.items()]
+    classes = next(iter(status.splits.values()))["classes"]
+    files = [f for info in status.splits.values() for f in info["files"]]
+    where = f"files in {Path(files[0]).parent}" if files else "bundled with scikit-learn"
+    return f"{head} {', '.join(parts)}, {classes} classes\n          {where}"
