@@ -13,19 +13,27 @@ from pathlib import Path
 import click
 
 from fedvote import __version__
-from fedvote.account_cli import account
-from fedvote.config import DEFAULT_EPSILON, FederationConfig, PrivacyConfig, RunConfig
+from fedvote.config import DEFAULT_EPSILON, FederationConfig, KnnOptions, PrivacyConfig, RunConfig
 from fedvote.data.datasets import available_datasets
 from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
+from fedvote.methods.gradient import NOISE_PLACEMENTS, GradientOptions
+from fedvote.models.features import FEATURE_KINDS
 from fedvote.models.training import TrainingConfig
 from fedvote.models.zoo import MODEL_NAMES
 from fedvote.privacy.accountant import ACCOUNTANTS
+from fedvote.privacy.events import KNN_BOUNDS
 from fedvote.results import RunResult, write_result
 
 # Python argument names that differ from their CLI flags.
-_FLAG_NAMES = {"num_agents": "--agents", "model": "--teacher-model"}
+_FLAG_NAMES = {
+    "num_agents": "--agents",
+    "model": "--teacher-model",
+    "k": "--k",
+    "bound": "--knn-bound",
+    "normalize": "--normalize-features",
+}
 
 
 def flag_for(argument: str) -> str:
@@ -44,7 +52,17 @@ def cli() -> None:
               help="Rerun the config recorded in FILE (a result.json, or its 'config' object); "
                    "only --out and --json may be given with it.")
 @click.option("--method", type=click.Choice(sorted(METHODS)), default="pate-fl", show_default=True)
-@click.option("--dataset", type=click.Choice(available_datasets()), default="digits", show_default=True)
+@click.option("--dataset", default="digits", show_default=True,
+              help=f"The agents' data: {', '.join(available_datasets())}, npz:PATH or csv:PATH; "
+                   "several, comma-separated, with --target.")
+@click.option("--target", default=None,
+              help="Domain of the public pool and test set (domain shift, e.g. --dataset mnist "
+                   "--target usps) [default: the same dataset].")
+@click.option("--image-size", type=int, default=None,
+              help="Resample all images to this square side (domains must share a shape) "
+                   "[default: the target's].")
+@click.option("--label-column", default="label", show_default=True,
+              help="Label column of a csv: dataset.")
 @click.option("--data-dir", envvar="FEDVOTE_DATA", type=click.Path(file_okay=False), default=None,
               help="Where file-based datasets live [env: FEDVOTE_DATA].")
 @click.option("--agents", type=int, default=50, show_default=True, help="Number of agents N.")
@@ -55,9 +73,12 @@ def cli() -> None:
               help="Classes each agent sees, for --partition classes.")
 @click.option("--shards-per-agent", type=int, default=2, show_default=True,
               help="Shards per agent, for --partition shards.")
-@click.option("--public-fraction", type=float, default=0.15, show_default=True,
-              help="Fraction of the data forming the server's public unlabelled pool.")
-@click.option("--test-fraction", type=float, default=0.15, show_default=True)
+@click.option("--public-fraction", type=float, default=None,
+              help="Share forming the server's public unlabelled pool: of the data (0.15), of "
+                   "an official test split (0.3, as the voting paper), or of the --target's "
+                   "training split (all).")
+@click.option("--test-fraction", type=float, default=0.15, show_default=True,
+              help="Share held out as the test set, for data without an official test split.")
 @click.option("--sigma", type=float, default=None,
               help="Std σ of the total noise on each vote sum; 0 = non-private reference.")
 @click.option("--epsilon", type=float, default=None,
@@ -65,10 +86,44 @@ def cli() -> None:
                    "when --sigma is not given].")
 @click.option("--delta", type=float, default=1e-3, show_default=True)
 @click.option("--accountant", type=click.Choice(ACCOUNTANTS), default="pld", show_default=True)
+@click.option("--calibrate-level", type=click.Choice(["agent", "instance"]), default=None,
+              help="The level whose ε --epsilon targets [default: the method's own: agent for "
+                   "voting and DP-FedAvg, instance for DP-FedSGD].")
 @click.option("--queries", type=int, default=None,
               help="Public queries Q to label [default: the pool, at most 100].")
 @click.option("--min-responders", type=int, default=None,
               help="t: minimum honest responders; each agent adds N(0, σ²/t) [default: N].")
+@click.option("--k", "knn_k", type=int, default=None,
+              help="Private-kNN-FL: neighbours per agent [default: --k-fraction of its records].")
+@click.option("--k-fraction", type=float, default=0.05, show_default=True,
+              help="Private-kNN-FL: k as a fraction of each agent's records (the paper's 5 %).")
+@click.option("--features", type=click.Choice(FEATURE_KINDS), default="pca", show_default=True,
+              help="Private-kNN-FL: public feature extractor, fitted on the public pool only.")
+@click.option("--feature-dim", type=int, default=50, show_default=True)
+@click.option("--feature-module", type=click.Path(dir_okay=False), default=None,
+              help="TorchScript (or torch.export .pt2) file for --features module.")
+@click.option("--normalize-features/--no-normalize-features", default=False, show_default=True)
+@click.option("--knn-bound", type=click.Choice(KNN_BOUNDS), default="tight", show_default=True,
+              help="Private-kNN-FL instance-level sensitivity: tight √2/k or the paper's √(2/k).")
+@click.option("--rounds", type=int, default=None,
+              help="Gradient methods: communication rounds T [default: 100].")
+@click.option("--sampling-rate", type=float, default=None,
+              help="Gradient methods: agent sampling probability q per round [default: 0.05; "
+                   "DP-FedSGD 1].")
+@click.option("--local-steps", type=int, default=None,
+              help="Gradient methods: local (DP-)SGD iterations E per round [default: 20; DP-FedSGD 1].")
+@click.option("--clip-norm", type=float, default=None, help="DP-FedAvg update clip S [default: 0.08].")
+@click.option("--per-sample-clip", type=float, default=None, help="DP-FedSGD per-record clip C [default: 1].")
+@click.option("--learning-rate", type=float, default=None, help="Gradient methods: local SGD step size.")
+@click.option("--lr-decay", type=float, default=None, help="Gradient methods: step size decay per round.")
+@click.option("--batch-size", type=int, default=None, help="FedAvg / DP-FedAvg local mini-batch size.")
+@click.option("--batch-sampling-rate", type=float, default=None,
+              help="DP-FedSGD Poisson batch rate q_b [default: 0.25].")
+@click.option("--noise", type=click.Choice(NOISE_PLACEMENTS), default="distributed", show_default=True,
+              help="DP-FedAvg: each sampled agent adds its noise share (Alg. 5) or the server "
+                   "adds it (Alg. 3).")
+@click.option("--gradient-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True,
+              help="Gradient methods: the global model.")
 @click.option("--teacher-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True)
 @click.option("--student-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
               help="'auto': a small CNN for image data, else an MLP.")
@@ -94,20 +149,42 @@ def run(
     config_file: str | None,
     method: str,
     dataset: str,
+    target: str | None,
+    image_size: int | None,
+    label_column: str,
     data_dir: str | None,
     agents: int,
     partition: str,
     alpha: float,
     classes_per_agent: int,
     shards_per_agent: int,
-    public_fraction: float,
+    public_fraction: float | None,
     test_fraction: float,
     sigma: float | None,
     epsilon: float | None,
     delta: float,
     accountant: str,
+    calibrate_level: str,
     queries: int | None,
     min_responders: int | None,
+    knn_k: int | None,
+    k_fraction: float,
+    features: str,
+    feature_dim: int,
+    feature_module: str | None,
+    normalize_features: bool,
+    knn_bound: str,
+    rounds: int | None,
+    sampling_rate: float | None,
+    local_steps: int | None,
+    clip_norm: float | None,
+    per_sample_clip: float | None,
+    learning_rate: float | None,
+    lr_decay: float | None,
+    batch_size: int | None,
+    batch_sampling_rate: float | None,
+    noise: str,
+    gradient_model: str,
     teacher_model: str,
     student_model: str,
     epochs: int,
@@ -142,6 +219,9 @@ def run(
                 ),
                 public_fraction=public_fraction,
                 test_fraction=test_fraction,
+                target=target,
+                image_size=image_size,
+                label_column=label_column,
             ),
             privacy=PrivacyConfig(
                 sigma=sigma,
@@ -152,6 +232,29 @@ def run(
                 noise_seed=noise_seed,
                 ledger=ledger,
                 budget_epsilon=budget_epsilon,
+                calibrate_level=calibrate_level,
+            ),
+            knn=KnnOptions(
+                k=knn_k,
+                k_fraction=k_fraction,
+                features=features,
+                feature_dim=feature_dim,
+                feature_module=feature_module,
+                normalize=normalize_features,
+                bound=knn_bound,
+            ),
+            gradient=GradientOptions(
+                rounds=rounds,
+                sampling_rate=sampling_rate,
+                local_steps=local_steps,
+                clip_norm=clip_norm,
+                per_sample_clip=per_sample_clip,
+                learning_rate=learning_rate,
+                lr_decay=lr_decay,
+                batch_size=batch_size,
+                batch_sampling_rate=batch_sampling_rate,
+                noise=noise,
+                model=gradient_model,
             ),
             teacher=TrainingConfig(model=teacher_model, epochs=epochs),
             student=TrainingConfig(model=student_model, epochs=epochs),
@@ -196,21 +299,28 @@ def summary(result: RunResult) -> str:
     privacy = result.privacy
     lines = [
         f"fedvote {result.method} on {result.dataset}: {result.agents} agents, "
-        f"{result.queries} queries, σ = {result.sigma:.4g}",
-        f"  student accuracy      {result.accuracy:.3f}   (test set)",
-        f"  pseudo-label accuracy {result.label_accuracy:.3f}",
-        f"  mean teacher accuracy {result.teacher_accuracy:.3f}",
+        + (f"{result.queries} queries, " if result.queries else "")
+        + f"σ = {result.sigma:.4g}",
+        f"  {'student accuracy' if result.queries else 'test accuracy':<22}"
+        f"{result.accuracy:.3f}   (test set)",
     ]
+    if result.label_accuracy is not None:
+        lines.append(f"  pseudo-label accuracy {result.label_accuracy:.3f}")
+    if result.teacher_accuracy is not None:
+        lines.append(f"  mean teacher accuracy {result.teacher_accuracy:.3f}")
     if privacy.private:
         for level in ("agent", "instance"):
             entry = getattr(privacy, level)
             label = f"ε ({level}-level)"
+            if entry.epsilon is None:
+                lines.append(f"  {label:<22}not private at this level (unbounded)")
+                continue
             lines.append(
                 f"  {label:<22}{entry.epsilon:.4f} at δ = {privacy.delta:g} "
                 f"[{privacy.accountant}, sensitivity {entry.sensitivity:.4g}]"
             )
     else:
-        lines.append("  NOT PRIVATE: σ = 0, no noise was added; ε is unbounded (reported as null)")
+        lines.append("  NOT PRIVATE: no noise protects the releases; ε is unbounded (reported as null)")
     comm = result.communication
     lines.append(
         f"  communication         {comm['upload_floats']} floats up, "
@@ -225,9 +335,6 @@ def summary(result: RunResult) -> str:
         )
     lines.append(f"  time                  {result.timings['total_s']:.1f} s")
     return "\n".join(lines)
-
-
-cli.add_command(account)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,8 +9,11 @@ from typing import Any
 from fedvote.data.partition import PartitionSpec
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
+from fedvote.methods.gradient import GradientOptions
+from fedvote.models.features import FEATURE_KINDS
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import ACCOUNTANTS
+from fedvote.privacy.events import KNN_BOUNDS
 
 # With neither --sigma nor --epsilon, σ is calibrated to this agent-level ε (the
 # operating point of the voting paper's Table 1).
@@ -21,20 +24,28 @@ DEFAULT_EPSILON = 4.0
 class FederationConfig:
     """Which data, how many agents, how it is split.
 
-    ``public_fraction`` and ``test_fraction`` of the dataset form the server's public
-    pool and the test set; the rest is partitioned among ``agents`` by ``partition``.
+    ``dataset`` names the agents' data (several, comma-separated, with ``target``);
+    ``target`` the domain of the public pool and the test set (None: the same dataset).
+    ``public_fraction`` (default by scenario, see :func:`fedvote.runner.make_federation`)
+    and ``test_fraction`` size the pool and the test set; agents split the rest by
+    ``partition``. ``image_size`` resamples all images to a square of that side.
     """
 
     dataset: str = "digits"
     data_dir: str | None = None
     agents: int = 50
     partition: PartitionSpec = field(default_factory=PartitionSpec)
-    public_fraction: float = 0.15
+    public_fraction: float | None = None
     test_fraction: float = 0.15
+    target: str | None = None
+    image_size: int | None = None
+    label_column: str = "label"
 
     def __post_init__(self) -> None:
         if self.agents < 1:
             raise ConfigError("agents", f"must be at least 1, got {self.agents}")
+        if self.image_size is not None and self.image_size < 1:
+            raise ConfigError("image_size", f"must be at least 1, got {self.image_size}")
 
 
 @dataclass(frozen=True)
@@ -42,7 +53,8 @@ class PrivacyConfig:
     """Noise and accounting.
 
     Give ``sigma`` (aggregate noise std; 0 = non-private reference) *or* ``epsilon``
-    (σ is calibrated so the agent-level ε at ``delta`` does not exceed it). With
+    (σ is calibrated so the ε at ``delta`` at ``calibrate_level`` — by default the
+    method's own, agent level for voting and DP-FedAvg — does not exceed it). With
     neither, ``epsilon`` defaults to :data:`DEFAULT_EPSILON`.
 
     ``min_responders`` is t (default: all agents). ``noise_seed`` seeds the privacy
@@ -61,8 +73,13 @@ class PrivacyConfig:
     noise_seed: int | None = None
     ledger: str | None = None
     budget_epsilon: float | None = None
+    calibrate_level: str | None = None
 
     def __post_init__(self) -> None:
+        if self.calibrate_level not in (None, "agent", "instance"):
+            raise ConfigError(
+                "calibrate_level", f"must be 'agent' or 'instance', got {self.calibrate_level!r}"
+            )
         if self.budget_epsilon is not None and self.ledger is None:
             raise ConfigError("budget_epsilon", "a budget needs a ledger to keep it: add --ledger PATH")
         if self.budget_epsilon is not None and not self.budget_epsilon > 0:
@@ -92,6 +109,48 @@ class PrivacyConfig:
 
 
 @dataclass(frozen=True)
+class KnnOptions:
+    """Private-kNN-FL settings (``method="private-knn-fl"``; ignored by other methods).
+
+    ``k`` neighbours per agent, or (when ``k`` is None) ``round(k_fraction · n_i)`` of each
+    agent's n_i records, at least 1 (the voting paper uses 5 %). ``features`` is the public
+    feature extractor φ (:data:`fedvote.models.features.FEATURE_KINDS`), fitted on the
+    public pool only, with ``feature_dim`` outputs (pca, random, autoencoder);
+    ``feature_module`` is the TorchScript file for ``features="module"``; ``normalize``
+    scales φ's outputs to unit norm. ``bound`` is the instance-level sensitivity used for
+    accounting: ``"tight"`` (√2/k_min) or the paper's ``"paper"`` (√(2/k_min)).
+    """
+
+    k: int | None = None
+    k_fraction: float = 0.05
+    features: str = "pca"
+    feature_dim: int = 50
+    feature_module: str | None = None
+    normalize: bool = False
+    bound: str = "tight"
+
+    def __post_init__(self) -> None:
+        if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1):
+            raise ConfigError("k", f"must be an integer >= 1, got {self.k!r}")
+        if not 0.0 < self.k_fraction <= 1.0:
+            raise ConfigError("k_fraction", f"must lie in (0, 1], got {self.k_fraction}")
+        if self.features not in FEATURE_KINDS:
+            raise ConfigError(
+                "features",
+                f"unknown feature extractor {self.features!r}; choose from {', '.join(FEATURE_KINDS)}",
+            )
+        dim = self.feature_dim
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise ConfigError("feature_dim", f"must be an integer >= 1, got {self.feature_dim!r}")
+        if (self.features == "module") != (self.feature_module is not None):
+            raise ConfigError(
+                "feature_module", "give a TorchScript file exactly when features is 'module'"
+            )
+        if self.bound not in KNN_BOUNDS:
+            raise ConfigError("bound", f"must be one of {', '.join(KNN_BOUNDS)}, got {self.bound!r}")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """Everything needed to rerun a run: method, federation, privacy, training, seed."""
 
@@ -100,6 +159,8 @@ class RunConfig:
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     teacher: TrainingConfig = field(default_factory=TrainingConfig)
     student: TrainingConfig = field(default_factory=lambda: TrainingConfig(model="auto"))
+    knn: KnnOptions = field(default_factory=KnnOptions)
+    gradient: GradientOptions = field(default_factory=GradientOptions)
     queries: int | None = None
     seed: int = 0
 
@@ -126,5 +187,7 @@ class RunConfig:
             privacy=PrivacyConfig(**data.pop("privacy", {})),
             teacher=TrainingConfig(**data.pop("teacher", {})),
             student=TrainingConfig(**data.pop("student", {})),
+            knn=KnnOptions(**data.pop("knn", {})),
+            gradient=GradientOptions(**data.pop("gradient", {})),
             **data,
         )

@@ -18,6 +18,7 @@ class LevelPrivacy:
     epsilon: float | None
     sensitivity: float | None
     adjacency: str
+    bound: str | None = None
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class PrivacyReport:
     instance: LevelPrivacy
     noise_source: str
     calibrated_to_epsilon: float | None = None
+    calibrated_level: str | None = None
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,8 @@ class RunResult:
     agents: int
     seed: int
     accuracy: float
-    label_accuracy: float
-    teacher_accuracy: float
+    label_accuracy: float | None  # None for methods without pseudo-labels (gradient baselines)
+    teacher_accuracy: float | None
     queries: int
     sigma: float
     privacy: PrivacyReport
@@ -65,6 +67,9 @@ class RunResult:
         ordered = {"method": data.pop("method"), "private": self.private}
         ordered.update(data)
         ordered.update(details)
+        for level in ("agent", "instance"):  # "bound" only where a method chose one
+            if ordered["privacy"][level]["bound"] is None:
+                del ordered["privacy"][level]["bound"]
         return _finite(ordered)
 
     def to_json(self) -> str:

@@ -11,10 +11,11 @@ import numpy as np
 
 from fedvote import __version__
 from fedvote.config import RunConfig
-from fedvote.data.datasets import load_dataset
-from fedvote.data.federation import Federation, build_federation
+from fedvote.data.datasets import has_official_test_split, load_dataset, load_splits
+from fedvote.data.federation import Federation, build_domain_federation, build_federation
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS, Method
+from fedvote.methods.private_knn_fl import PrivateKnnFL
 from fedvote.models.training import predict_labels
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.calibrate import calibrate_sigma
@@ -30,27 +31,76 @@ from fedvote.transport.local import LocalTransport
 DEFAULT_MAX_QUERIES = 100
 
 ADJACENCY = {
-    "agent": "zero-out: one agent's votes replaced by zeros (it still adds its noise share)",
+    "agent": "zero-out: one agent's contribution (votes or update) replaced by zeros; its noise share stays",
     "instance": "replace-one: one record of one agent replaced",
 }
 
 
 def make_federation(config: RunConfig) -> Federation:
-    """Load the dataset and split it as ``config.federation`` says."""
+    """Load the data and split it as ``config.federation`` says.
+
+    Three scenarios, by what the data offers:
+
+    * one dataset without an official test split (digits, npz, csv): a random
+      ``public_fraction`` forms the pool, ``test_fraction`` the test set, agents split
+      the rest;
+    * one dataset with an official test split (MNIST, USPS): agents split the training
+      split; ``public_fraction`` of the test split (default 0.3, as the voting paper)
+      forms the pool, the rest is the test set;
+    * ``target`` given (domain shift, e.g. MNIST → USPS): agents split the source
+      dataset(s) (``dataset`` may name several, comma-separated); the pool is
+      ``public_fraction`` (default all) of the target's training split and the test set
+      is the target's test split (or ``test_fraction`` of the target without one).
+    """
     fed = config.federation
-    dataset = load_dataset(fed.dataset, fed.data_dir)
-    return build_federation(
-        dataset,
+    names = [name.strip() for name in fed.dataset.split(",") if name.strip()]
+    image_size = (fed.image_size, fed.image_size) if fed.image_size is not None else None
+    if fed.target is None and len(names) == 1 and not has_official_test_split(names[0]):
+        dataset = load_dataset(names[0], fed.data_dir, label_column=fed.label_column)
+        if image_size is not None:
+            dataset = dataset.resized(image_size)
+        return build_federation(
+            dataset,
+            num_agents=fed.agents,
+            partition=fed.partition,
+            public_fraction=fed.public_fraction if fed.public_fraction is not None else 0.15,
+            test_fraction=fed.test_fraction,
+            seed=config.seed,
+        )
+    if fed.target is None:
+        if len(names) > 1:
+            raise ConfigError("target", "several source datasets need a --target domain")
+        splits = load_splits(names[0], fed.data_dir, label_column=fed.label_column)
+        assert splits.test is not None
+        pool_share = fed.public_fraction if fed.public_fraction is not None else 0.3
+        if not 0.0 < pool_share < 1.0:
+            raise ConfigError("public_fraction", f"must lie in (0, 1), got {pool_share}")
+        return build_domain_federation(
+            [splits.train],
+            splits.test,
+            num_agents=fed.agents,
+            partition=fed.partition,
+            test_fraction=1.0 - pool_share,
+            image_size=image_size,
+            seed=config.seed,
+        )
+    sources = [load_splits(name, fed.data_dir, label_column=fed.label_column).train for name in names]
+    target = load_splits(fed.target, fed.data_dir, label_column=fed.label_column)
+    return build_domain_federation(
+        sources,
+        target.train,
         num_agents=fed.agents,
         partition=fed.partition,
-        public_fraction=fed.public_fraction,
-        test_fraction=fed.test_fraction,
+        target_test=target.test,
+        public_fraction=fed.public_fraction if fed.public_fraction is not None else 1.0,
+        test_fraction=None if target.test is not None else fed.test_fraction,
+        image_size=image_size,
         seed=config.seed,
     )
 
 
 def make_method(config: RunConfig, federation: Federation) -> Method:
-    """The configured method with σ given, or calibrated to the target ε (agent level)."""
+    """The configured method with σ given, or calibrated to the target ε at the chosen level."""
     pool_size = len(federation.public)
     queries = config.queries if config.queries is not None else min(pool_size, DEFAULT_MAX_QUERIES)
     if queries > pool_size:
@@ -67,10 +117,13 @@ def make_method(config: RunConfig, federation: Federation) -> Method:
         queries=queries,
         min_responders=min_responders,
     )
-    target = privacy.target_epsilon
-    if target is not None:
+    if isinstance(method, PrivateKnnFL):  # k_min depends on the agents' (public) sizes
+        method = method.with_agent_records(federation.agent_sizes())
+    level = calibration_level(config, method)
+    target = privacy.target_epsilon if level is not None else None
+    if target is not None and level is not None:
         sigma = calibrate_sigma(
-            lambda s: method.with_sigma(s).planned_events().agent,
+            lambda s: method.with_sigma(s).planned_events().at(level),
             target,
             privacy.delta,
             privacy.accountant,
@@ -79,12 +132,31 @@ def make_method(config: RunConfig, federation: Federation) -> Method:
     return method
 
 
-def run(config: RunConfig, progress: Progress = NO_PROGRESS) -> RunResult:
-    """Carry out one run as ``config`` says and measure it."""
+def calibration_level(config: RunConfig, method: Method) -> str | None:
+    """The level ``--epsilon`` targets: the user's choice, else the method's own.
+
+    None for a method with nothing to calibrate (FedAvg), which refuses an explicit ε.
+    """
+    if method.calibration_level is None:
+        if config.privacy.epsilon is not None:
+            raise ConfigError("epsilon", f"{method.name} is not private; drop --epsilon (or use --sigma 0)")
+        return None
+    return config.privacy.calibrate_level or method.calibration_level
+
+
+def run(
+    config: RunConfig, progress: Progress = NO_PROGRESS, federation: Federation | None = None
+) -> RunResult:
+    """Carry out one run as ``config`` says and measure it.
+
+    ``federation`` reuses an already built federation (it must be the one ``config``
+    describes; :mod:`fedvote.compare` runs several methods on one).
+    """
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
-    federation = make_federation(config)
+    if federation is None:
+        federation = make_federation(config)
     timings["data_s"] = time.perf_counter() - started
 
     mark = time.perf_counter()
@@ -107,10 +179,20 @@ def run(config: RunConfig, progress: Progress = NO_PROGRESS) -> RunResult:
     mark = time.perf_counter()
     test = federation.test
     accuracy = float(np.mean(predict_labels(outcome.student, test.features) == test.labels))
-    true_query_labels = federation.public.labels[outcome.query_indices]
-    label_accuracy = float(np.mean(outcome.pseudo_labels == true_query_labels))
-    teacher_accuracy = float(np.mean(transport.teacher_accuracies(test)))
-    privacy = privacy_report(config, ledger)
+    label_accuracy: float | None = None
+    teacher_accuracy: float | None = None
+    if outcome.query_indices.size:  # voting methods: pseudo-labels and teachers to judge
+        true_query_labels = federation.public.labels[outcome.query_indices]
+        label_accuracy = float(np.mean(outcome.pseudo_labels == true_query_labels))
+        teacher_accuracy = float(np.mean(transport.teacher_accuracies(test)))
+    level = calibration_level(config, method)
+    privacy = privacy_report(
+        config,
+        ledger,
+        instance_bound=outcome.details.get("bound"),
+        instance_adjacency=outcome.details.get("instance_adjacency_of_epsilon"),
+        calibrated=(config.privacy.target_epsilon, level) if level is not None else None,
+    )
     timings["evaluation_s"] = time.perf_counter() - mark
     timings["total_s"] = time.perf_counter() - started
 
@@ -148,6 +230,8 @@ def federation_fingerprint(config: RunConfig) -> str:
         "partition": config.to_dict()["federation"]["partition"],
         "public_fraction": fed.public_fraction,
         "test_fraction": fed.test_fraction,
+        "target": fed.target,
+        "image_size": fed.image_size,
         "seed": config.seed,
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
@@ -183,18 +267,36 @@ def _ledger_details(ledger: PrivacyLedger) -> dict[str, object]:
     }
 
 
-def privacy_report(config: RunConfig, ledger: PrivacyLedger) -> PrivacyReport:
-    """ε at both levels of everything in ``ledger``, at the configured δ and accountant."""
+def privacy_report(
+    config: RunConfig,
+    ledger: PrivacyLedger,
+    instance_bound: str | None = None,
+    instance_adjacency: str | None = None,
+    calibrated: tuple[float | None, str] | None = None,
+) -> PrivacyReport:
+    """ε at both levels of everything in ``ledger``, at the configured δ and accountant.
+
+    ``instance_bound`` names the instance-level sensitivity bound used (Private-kNN-FL:
+    ``"tight"`` or ``"paper"``), reported as ``privacy.instance.bound``;
+    ``instance_adjacency`` overrides the instance adjacency where a method's accounting
+    uses another (DP-SGD: add/remove one record). ``calibrated`` is (target ε, level)
+    when σ was calibrated. A run is private when either level's ε is finite.
+    """
     privacy = config.privacy
     levels = {}
     for level in ("agent", "instance"):
         epsilon = epsilon_for(ledger.event(level), privacy.delta, privacy.accountant)
+        adjacency = ADJACENCY[level]
+        if level == "instance" and instance_adjacency is not None:
+            adjacency = instance_adjacency
         levels[level] = LevelPrivacy(
             epsilon=epsilon if math.isfinite(epsilon) else None,
             sensitivity=ledger.sensitivity(level),
-            adjacency=ADJACENCY[level],
+            adjacency=adjacency,
+            bound=instance_bound if level == "instance" else None,
         )
-    private = levels["agent"].epsilon is not None
+    private = any(entry.epsilon is not None for entry in levels.values())
+    target, calibrated_level = calibrated if calibrated is not None else (None, None)
     return PrivacyReport(
         private=private,
         delta=privacy.delta,
@@ -202,5 +304,6 @@ def privacy_report(config: RunConfig, ledger: PrivacyLedger) -> PrivacyReport:
         agent=levels["agent"],
         instance=levels["instance"],
         noise_source="seeded (simulation)" if privacy.noise_seed is not None else "os-entropy",
-        calibrated_to_epsilon=privacy.target_epsilon,
+        calibrated_to_epsilon=target,
+        calibrated_level=calibrated_level if target is not None else None,
     )

@@ -117,3 +117,16 @@ def test_ledger_composes_batches_into_one_self_composition_and_voids():
     assert ledger.sensitivity("instance") == pytest.approx(math.sqrt(2.0))
     assert isinstance(PrivacyLedger().event("agent"), dp_event.NoOpDpEvent)
     assert np.isclose(epsilon_for(PrivacyLedger().event("agent"), 1e-3), 0.0)
+
+
+def test_calibration_of_subsampled_events_brackets_from_one_and_never_overshoots():
+    """Poisson-subsampled Gaussians (DP-FedAvg): bracketed by doubling/halving from σ = 1,
+    never at tiny σ, whose PLD would not fit in memory."""
+    from fedvote.privacy.events import dp_fedavg_events
+
+    def make_event(sigma):
+        return dp_fedavg_events(0.5, sigma, 10).agent
+
+    sigma = calibrate_sigma(make_event, 4.0, 1e-3, "pld")
+    assert epsilon_for(make_event(sigma), 1e-3) <= 4.0
+    assert epsilon_for(make_event(sigma * 0.99), 1e-3) > 4.0

@@ -43,7 +43,9 @@ class Method(ABC):
     """
 
     name: ClassVar[str]
-    sigma: float  # the aggregate noise std σ of the method's releases
+    # The level whose ε ``--epsilon`` calibrates σ to; None: nothing to calibrate.
+    calibration_level: ClassVar[str | None] = "agent"
+    sigma: float  # the noise parameter of the method's releases (σ or noise multiplier)
 
     @classmethod
     @abstractmethod

@@ -11,17 +11,15 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from fedvote.aggregation.voting import noise_share_std, noisy_argmax, top_two_gap
+from fedvote.aggregation.voting import noise_share_std
 from fedvote.data.federation import ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
+from fedvote.methods.voting import check_voting_run, choose_queries, student_from_votes, vote_in_batches
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import LevelEvents, pate_fl_events
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
-from fedvote.student import train_student
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -108,59 +106,36 @@ class PateFL(Method):
     ) -> MethodOutcome:
         """Train teachers, label ``queries`` public points by noisy vote, train the student."""
         pool_size = server.public_features.shape[0]
-        if self.queries > pool_size:
-            raise ConfigError(
-                "queries", f"{self.queries} queries asked but the public pool holds {pool_size}"
-            )
-        if self.min_responders > transport.num_agents:
-            raise ConfigError(
-                "min_responders",
-                f"t = {self.min_responders} exceeds the {transport.num_agents} agents",
-            )
-        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x9A7E]))
+        check_voting_run(self.queries, pool_size, self.min_responders, transport.num_agents)
         transport.train_teachers(self.teacher, progress)
 
-        chosen = rng.choice(pool_size, size=self.queries, replace=False)  # (Q,)
+        chosen = choose_queries(pool_size, self.queries, self.seed)  # (Q,)
         noise_std = noise_share_std(self.sigma, self.min_responders)
-        released: list[np.ndarray] = []
-        labels: list[np.ndarray] = []
-        margins: list[np.ndarray] = []
-        with progress.step("voting on public queries", total=self.queries) as bar:
-            for start in range(0, self.queries, self.query_batch_size):
-                batch = chosen[start : start + self.query_batch_size]
-                charge = ledger.charge(pate_fl_events(self.sigma, batch.shape[0]))
-                vote = transport.vote_sum(batch, noise_std, self.min_responders)
-                if vote is None:  # fewer than t responders: nothing released, nothing spent
-                    ledger.void(charge)
-                else:
-                    released.append(batch)
-                    labels.append(noisy_argmax(vote.sums))  # vote.sums: (batch, C)
-                    margins.append(top_two_gap(vote.sums))
-                bar.advance(batch.shape[0])
-        if not released:
-            raise RuntimeError("no query batch reached the minimum number of responders")
-        query_indices = np.concatenate(released)
-        pseudo_labels = np.concatenate(labels)
-        confident = np.concatenate(margins) >= self.student_min_margin * self.sigma  # (Q,)
-        unlabeled = np.setdiff1d(np.arange(pool_size), query_indices[confident])
-        with progress.step("training the student", total=1) as bar:
-            student = train_student(
-                server.public_features[query_indices[confident]],
-                pseudo_labels[confident],
-                num_classes=server.num_classes,
-                config=self.student,
-                seed=self.seed,
-                unlabeled=server.public_features[unlabeled],
-                self_training_rounds=self.self_training_rounds,
-            )
-            bar.advance()
+        votes = vote_in_batches(
+            chosen,
+            batch_size=self.query_batch_size,
+            events=lambda count: pate_fl_events(self.sigma, count),
+            vote=lambda batch: transport.vote_sum(batch, noise_std, self.min_responders),
+            ledger=ledger,
+            progress=progress,
+        )
+        student, used = student_from_votes(
+            server,
+            votes,
+            sigma=self.sigma,
+            min_margin=self.student_min_margin,
+            config=self.student,
+            seed=self.seed,
+            self_training_rounds=self.self_training_rounds,
+            progress=progress,
+        )
         return MethodOutcome(
             student=student,
-            query_indices=query_indices,
-            pseudo_labels=pseudo_labels,
+            query_indices=votes.query_indices,
+            pseudo_labels=votes.pseudo_labels,
             details={
                 "min_responders": self.min_responders,
                 "queries_requested": self.queries,
-                "student_queries": int(confident.sum()),
+                "student_queries": used,
             },
         )

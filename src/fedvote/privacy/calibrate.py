@@ -62,28 +62,55 @@ def _bracket(
     """A bracket (low, high) with ε(high) ≤ target < ε(low).
 
     For purely Gaussian events the exact closed form (microseconds) locates σ first and
-    the chosen accountant only confirms a narrow bracket around it; otherwise σ doubles
-    from 1 with the chosen accountant.
+    the chosen accountant only confirms a narrow bracket around it. Other events (e.g.
+    Poisson-subsampled Gaussians) are bracketed by doubling and halving from σ = 1 with
+    the chosen accountant, never below σ = 0.01: a subsampled Gaussian's PLD at tiny σ
+    does not fit in memory, and no useful ε lies there.
     """
-    scout = accountant
     try:
         gaussian_mu(make_event(1.0))
-        scout = "exact"
     except ValueError:
-        pass
+        return _bracket_by_doubling(make_event, target_epsilon, delta, accountant)
     low, high = 1e-3, 1.0
-    while epsilon_for(make_event(high), delta, scout) > target_epsilon:
+    while epsilon_for(make_event(high), delta, "exact") > target_epsilon:
         low, high = high, high * 2.0
         if high > 1e7:
             raise ConfigError("epsilon", f"no noise up to σ = 1e7 reaches ε = {target_epsilon}")
-    if scout == accountant:
+    if accountant == "exact":
         return low, high
-    guess = calibrate_sigma(make_event, target_epsilon, delta, scout)
+    guess = calibrate_sigma(make_event, target_epsilon, delta, "exact")
     low, high = guess * 0.98, guess * 1.02
     while epsilon_for(make_event(high), delta, accountant) > target_epsilon:
         low, high = high, high * 1.1
     while epsilon_for(make_event(low), delta, accountant) <= target_epsilon:
         low, high = low * 0.9, low
+    return low, high
+
+
+_SMALLEST_SIGMA = 1e-2
+
+
+def _bracket_by_doubling(
+    make_event: Callable[[float], dp_event.DpEvent],
+    target_epsilon: float,
+    delta: float,
+    accountant: str,
+) -> tuple[float, float]:
+    def eps(sigma: float) -> float:
+        return epsilon_for(make_event(sigma), delta, accountant)
+
+    high = 1.0
+    while eps(high) > target_epsilon:
+        high *= 2.0
+        if high > 1e7:
+            raise ConfigError("epsilon", f"no noise up to σ = 1e7 reaches ε = {target_epsilon}")
+    low = high / 2.0
+    while eps(low) <= target_epsilon:
+        high, low = low, low / 2.0
+        if low < _SMALLEST_SIGMA:
+            raise ConfigError(
+                "epsilon", f"ε = {target_epsilon} is met with noise below σ = {_SMALLEST_SIGMA}"
+            )
     return low, high
 
 

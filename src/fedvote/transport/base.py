@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedvote.data.federation import LabeledData
+from fedvote.models.features import FeatureExtractor
+from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.models.training import TrainingConfig
 from fedvote.progress import NO_PROGRESS, Progress
 
@@ -70,3 +72,46 @@ class Transport(ABC):
     @abstractmethod
     def teacher_accuracies(self, test: LabeledData) -> np.ndarray:
         """Simulation-only diagnostic: each teacher's test accuracy, (N,). Not a release."""
+
+    # --- Private-kNN-FL (Algorithm 2) ---------------------------------------------------
+    # Not abstract: transports that do not support kNN voting refuse it when asked.
+
+    def prepare_knn(
+        self, extractor: FeatureExtractor, *, k: int | None = None, k_fraction: float = 0.05
+    ) -> np.ndarray:
+        """Ship the public φ to every agent, which embeds its own records for kNN voting.
+
+        Each agent uses ``k`` neighbours, or ``round(k_fraction · n_i)`` (at least 1) of its
+        n_i records. Returns each agent's k, (N,) int64 — public metadata the server needs
+        for accounting (the instance-level sensitivity is √2 / min k).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support kNN voting")
+
+    def knn_vote_sum(
+        self, query_indices: np.ndarray, noise_std: float, min_responders: int
+    ) -> VoteSum | None:
+        """Sum of the agents' noisy kNN votes on ``query_indices``; as :meth:`vote_sum`.
+
+        Each agent's vote is the mean one-hot label of the query's k nearest neighbours
+        among its own records in φ-space (it sums to 1), plus N(0, noise_std²).
+        Needs :meth:`prepare_knn` first.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support kNN voting")
+
+    # --- Gradient-based baselines (FedAvg, DP-FedAvg, DP-FedSGD) ----------------------------
+    # Not abstract: transports that do not support local training refuse it when asked.
+
+    def record_counts(self) -> np.ndarray:
+        """Each agent's number of private records n_i, (N,) — public metadata, as in the papers."""
+        raise NotImplementedError(f"{type(self).__name__} does not support gradient-based methods")
+
+    def local_updates(
+        self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
+    ) -> LocalUpdates:
+        """One communication round: agents ``agent_ids`` train from θ and send their updates.
+
+        θ (d,) goes down to each of the m listed agents; each trains on its own records as
+        ``training`` says and sends back its update (clipped and noised agent-side when
+        ``training`` asks). Counts d·m floats each way and one round, also when m = 0.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support gradient-based methods")

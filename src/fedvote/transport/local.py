@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from fedvote.agents.agent import Agent
+from fedvote.aggregation.knn import KnnIndex
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.models.ensemble import ModelEnsemble, fit_ensemble
+from fedvote.models.features import FeatureExtractor
+from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.models.training import TrainingConfig
 from fedvote.models.zoo import resolve_model_name
 from fedvote.progress import NO_PROGRESS, Progress
@@ -72,6 +76,7 @@ class LocalTransport(Transport):
         self._batched = batched
         self._device = torch.device(device)
         self._ensemble: ModelEnsemble | None = None
+        self._knn: _LocalKnn | None = None
 
     @property
     def num_agents(self) -> int:
@@ -140,6 +145,8 @@ class LocalTransport(Transport):
 
     def teacher_accuracies(self, test: LabeledData) -> np.ndarray:
         """Each teacher's test accuracy, (N,) — a diagnostic the simulation can afford."""
+        if self._knn is not None and self._ensemble is None:  # kNN agents (prepare_knn)
+            return self._knn_accuracies(test)
         if self._ensemble is None:
             return np.array([agent.teacher_accuracy(test) for agent in self._agents])
         predictions = self._ensemble.predict(test.features).cpu().numpy()  # (N, T)
@@ -148,3 +155,125 @@ class LocalTransport(Transport):
     def _shares_architecture(self) -> bool:
         """All agents' examples have one shape (so their teachers one architecture)."""
         return len({tuple(data.features.shape[1:]) for data in self._private}) <= 1
+
+    # --- Private-kNN-FL (Algorithm 2) ---------------------------------------------------
+
+    def prepare_knn(
+        self, extractor: FeatureExtractor, *, k: int | None = None, k_fraction: float = 0.05
+    ) -> np.ndarray:
+        """Give every agent φ; each embeds its records and fixes its k. Returns the ks, (N,).
+
+        φ(public pool) is computed once and shared (it is public). In batched mode the
+        agents' records are embedded here in one pass and stacked into one
+        :class:`~fedvote.aggregation.knn.KnnIndex`; the agents get their own slices, so
+        both paths vote on identical embeddings. After this call
+        :meth:`teacher_accuracies` describes the agents' kNN classifiers.
+        """
+        public_embedding = extractor.transform(self._public_features)  # (P, d)
+        embedded: list[np.ndarray] | None = None
+        if self.batched:
+            sizes = np.array([len(data) for data in self._private], dtype=np.int64)
+            union = np.concatenate([data.features for data in self._private])  # (sum n_i, *shape)
+            embedded = np.split(extractor.transform(union), np.cumsum(sizes)[:-1])  # agent i: (n_i, d)
+        ks = np.array(
+            [
+                agent.prepare_knn(
+                    extractor,
+                    k=k,
+                    k_fraction=k_fraction,
+                    public_embedding=public_embedding,
+                    record_embedding=None if embedded is None else embedded[i],
+                )
+                for i, agent in enumerate(self._agents)
+            ],
+            dtype=np.int64,
+        )
+        index = None
+        if embedded is not None:
+            index = KnnIndex(
+                embedded,
+                [data.labels for data in self._private],
+                ks.tolist(),
+                self._num_classes,
+                device=self._device,
+            )
+        self._knn = _LocalKnn(extractor=extractor, public=public_embedding, ks=ks, index=index)
+        # Down: φ to every agent; up: each agent's k (a function of its public size).
+        self.communication.download_floats += self.num_agents * extractor.num_floats
+        self.communication.upload_floats += self.num_agents
+        self.communication.rounds += 1
+        return ks.copy()
+
+    def knn_vote_sum(
+        self, query_indices: np.ndarray, noise_std: float, min_responders: int
+    ) -> VoteSum | None:
+        """Sum of all agents' noisy kNN votes; in-process every agent responds."""
+        if self._knn is None:
+            raise RuntimeError("call prepare_knn before knn_vote_sum")
+        responders = self._agents
+        self.communication.download_floats += len(self._agents) * query_indices.shape[0]
+        self.communication.upload_floats += len(responders) * query_indices.shape[0] * self._num_classes
+        self.communication.rounds += 1
+        if len(responders) < min_responders:
+            return None
+        sums = np.zeros((query_indices.shape[0], self._num_classes), dtype=np.float64)
+        if self._knn.index is None:
+            for agent in responders:
+                sums += agent.knn_noisy_votes(query_indices, noise_std)
+            return VoteSum(sums=sums, responders=len(responders))
+        # Every agent's clean kNN vote in one batched pass; each agent adds its noise share.
+        votes = self._knn.index.votes(self._knn.public[query_indices])  # (N, Q, C)
+        for agent, vote in zip(responders, votes, strict=True):
+            sums += agent.add_noise_share(vote, noise_std)
+        return VoteSum(sums=sums, responders=len(responders))
+
+    def _knn_accuracies(self, test: LabeledData) -> np.ndarray:
+        """Each agent's noiseless kNN classifier's test accuracy, (N,) — a diagnostic."""
+        assert self._knn is not None
+        if self._knn.index is None:
+            return np.array([agent.knn_accuracy(test) for agent in self._agents])
+        votes = self._knn.index.votes(self._knn.extractor.transform(test.features))  # (N, T, C)
+        return np.mean(np.argmax(votes, axis=2) == test.labels[None, :], axis=1)
+
+
+    # --- Gradient-based baselines (FedAvg, DP-FedAvg, DP-FedSGD) ----------------------------
+
+    def record_counts(self) -> np.ndarray:
+        """Each agent's number of private records n_i, (N,)."""
+        return np.array([agent.num_records for agent in self._agents], dtype=np.int64)
+
+    def local_updates(
+        self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
+    ) -> LocalUpdates:
+        """The listed agents' updates from θ, one agent after another (m, d).
+
+        A loop, not the batched ensemble: a round samples few agents (q·N, 2-3 with the
+        paper's q = 0.05 and 50 agents), each for a few local steps from the same θ.
+        """
+        theta = np.asarray(global_params, dtype=np.float32)
+        ids = np.asarray(agent_ids, dtype=np.int64).reshape(-1)
+        d = theta.shape[0]
+        self.communication.download_floats += d * ids.shape[0]
+        self.communication.upload_floats += d * ids.shape[0]
+        self.communication.rounds += 1
+        updates = np.zeros((ids.shape[0], d), dtype=np.float32)
+        # One agent's step is a few tiny matrix products: intra-op threads only add
+        # synchronisation (10-30x slower on a busy 2-core machine), so use one.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for row, agent_id in enumerate(ids):
+                updates[row] = self._agents[int(agent_id)].local_update(theta, training)
+        finally:
+            torch.set_num_threads(threads)
+        records = np.array([self._agents[int(i)].num_records for i in ids], dtype=np.int64)
+        return LocalUpdates(agent_ids=ids, updates=updates, records=records)
+
+@dataclass(frozen=True, eq=False)
+class _LocalKnn:
+    """LocalTransport's kNN state: φ, φ(pool) (P, d), each agent's k (N,), the batched index."""
+
+    extractor: FeatureExtractor
+    public: np.ndarray
+    ks: np.ndarray
+    index: KnnIndex | None

@@ -1,0 +1,238 @@
+"""Private-kNN-FL: Algorithm 2 of the voting paper (../shared/papers/voting-based-dpfl.txt).
+
+The server fits a public feature extractor φ on its public pool (never on private data)
+and ships it to the agents. For each query x_t, agent i finds the k_i nearest of its own
+records to x_t in φ-space and releases the mean of their one-hot labels (a vector that
+sums to 1) plus N(0, σ²/t); the argmax of the sum is the pseudo-label, and a student is
+trained on the pseudo-labelled queries as in PATE-FL.
+
+Privacy (Theorem 3; ``docs/privacy.md``)
+----------------------------------------
+* agent level (zero-out): the vote is a probability vector, sensitivity 1 — exactly
+  PATE-FL's agent-level guarantee.
+* instance level (replace-one record): one record changes at most one of agent i's k_i
+  neighbours, moving weight 1/k_i between two classes: L2 sensitivity √2/k_i (``"tight"``);
+  the paper states the looser √(2/k_i) (``"paper"``). When k is a fraction of each
+  agent's data, the k_i differ; an agent's record count is public metadata and does not
+  change under replace-one, so the release's sensitivity is max_i √2/k_i = √2/k_min.
+  Accounting therefore uses the *smallest* k any agent uses. A fixed k divides by k
+  even for an agent with fewer records (its vote then sums to n_i/k < 1), so k_min = k.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from torch import nn
+
+from fedvote.aggregation.knn import resolve_k
+from fedvote.aggregation.voting import noise_share_std
+from fedvote.data.federation import ServerData
+from fedvote.errors import ConfigError
+from fedvote.methods.base import Method, MethodOutcome
+from fedvote.methods.voting import check_voting_run, choose_queries, student_from_votes, vote_in_batches
+from fedvote.models.features import FEATURE_KINDS, FeatureExtractor, fit_feature_extractor
+from fedvote.models.training import TrainingConfig
+from fedvote.privacy.events import KNN_BOUNDS, LevelEvents, private_knn_fl_events
+from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.transport.base import Transport
+
+if TYPE_CHECKING:
+    from fedvote.config import RunConfig
+
+
+@dataclass(frozen=True)
+class PrivateKnnFL(Method):
+    """Private-kNN-FL with aggregate noise std ``sigma`` over ``queries`` public queries.
+
+    Parameters
+    ----------
+    sigma : float
+        Std of the total noise on each vote sum (σ); 0 runs the non-private reference.
+    queries : int
+        Number of public-pool queries Q to label.
+    min_responders : int
+        t, the minimum number of honest responders; each agent adds N(0, σ²/t). A query
+        batch with fewer responders is neither released nor charged.
+    k : int or None
+        Neighbours per agent; None: ``round(k_fraction · n_i)`` (at least 1) for agent i.
+    k_fraction : float
+        Fraction of each agent's records used as k when ``k`` is None (paper: 5 %).
+    features : str
+        The public feature extractor φ (:data:`fedvote.models.features.FEATURE_KINDS`).
+    feature_dim : int
+        Output dimension of φ for ``pca``, ``random`` and ``autoencoder``.
+    feature_module : torch.nn.Module or path or None
+        The extractor (or its TorchScript file) for ``features="module"``.
+    normalize : bool
+        Scale φ's outputs to unit L2 norm.
+    bound : str
+        Instance-level sensitivity used for accounting: ``"tight"`` (√2/k_min, default)
+        or ``"paper"`` (√(2/k_min), Theorem 3 as stated).
+    agent_records : tuple of int or None
+        Each agent's record count, when known before the run (public metadata). Only
+        :meth:`planned_events` uses it, to plan the instance level with a fractional k;
+        without it a fractional k is planned with k_min = 1 (an upper bound on ε). The run
+        itself charges the k_min the agents report.
+    student : TrainingConfig
+        How the student is trained.
+    query_batch_size, self_training_rounds, student_min_margin, seed
+        As in :class:`fedvote.methods.pate_fl.PateFL`.
+
+    """
+
+    name = "private-knn-fl"
+
+    sigma: float
+    queries: int
+    min_responders: int
+    k: int | None = None
+    k_fraction: float = 0.05
+    features: str = "pca"
+    feature_dim: int = 50
+    feature_module: nn.Module | str | Path | None = None
+    normalize: bool = False
+    bound: str = "tight"
+    agent_records: tuple[int, ...] | None = None
+    student: TrainingConfig = TrainingConfig()
+    query_batch_size: int = 1000
+    self_training_rounds: int = 2
+    student_min_margin: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sigma < 0:
+            raise ConfigError("sigma", f"must be >= 0, got {self.sigma}")
+        if self.queries < 1:
+            raise ConfigError("queries", f"must be at least 1, got {self.queries}")
+        if self.min_responders < 1:
+            raise ConfigError("min_responders", f"must be at least 1, got {self.min_responders}")
+        if self.query_batch_size < 1:
+            raise ConfigError("query_batch_size", f"must be at least 1, got {self.query_batch_size}")
+        resolve_k(1, self.k, self.k_fraction)  # validates k and k_fraction
+        if self.features not in FEATURE_KINDS:
+            raise ConfigError(
+                "features",
+                f"unknown feature extractor {self.features!r}; choose from {', '.join(FEATURE_KINDS)}",
+            )
+        if (
+            isinstance(self.feature_dim, bool)
+            or not isinstance(self.feature_dim, int)
+            or self.feature_dim < 1
+        ):
+            raise ConfigError("feature_dim", f"must be an integer >= 1, got {self.feature_dim!r}")
+        if self.bound not in KNN_BOUNDS:
+            raise ConfigError("bound", f"must be one of {', '.join(KNN_BOUNDS)}, got {self.bound!r}")
+        if self.agent_records is not None and any(n < 0 for n in self.agent_records):
+            raise ConfigError("agent_records", f"record counts must be >= 0, got {self.agent_records}")
+
+    @classmethod
+    def from_config(
+        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
+    ) -> PrivateKnnFL:
+        """Private-kNN-FL with the run's ``knn`` options, student settings and seed."""
+        options = config.knn
+        return cls(
+            sigma=sigma,
+            queries=queries,
+            min_responders=min_responders,
+            k=options.k,
+            k_fraction=options.k_fraction,
+            features=options.features,
+            feature_dim=options.feature_dim,
+            feature_module=options.feature_module,
+            normalize=options.normalize,
+            bound=options.bound,
+            student=config.student,
+            seed=config.seed,
+        )
+
+    def with_sigma(self, sigma: float) -> PrivateKnnFL:
+        """The same run with noise std ``sigma``."""
+        return dataclasses.replace(self, sigma=sigma)
+
+    def with_agent_records(self, sizes: np.ndarray | tuple[int, ...]) -> PrivateKnnFL:
+        """The same run, told each agent's record count (so a fractional k plans exactly)."""
+        return dataclasses.replace(self, agent_records=tuple(int(n) for n in sizes))
+
+    def planned_k_min(self) -> int:
+        """The smallest k any agent will use, as far as is known before the run (else 1)."""
+        if self.k is not None:
+            return int(self.k)
+        if not self.agent_records:
+            return 1
+        return min(resolve_k(n, None, self.k_fraction) for n in self.agent_records)
+
+    def planned_events(self) -> LevelEvents:
+        """All ``queries`` releases: agent level s = 1; instance level s = √2/k_min (or paper's)."""
+        return private_knn_fl_events(self.sigma, self.queries, self.planned_k_min(), self.bound)
+
+    def fit_features(self, server: ServerData) -> FeatureExtractor:
+        """φ fitted on the server's public pool only (the one input it receives)."""
+        return fit_feature_extractor(
+            self.features,
+            server.public_features,
+            dim=self.feature_dim,
+            seed=self.seed,
+            normalize=self.normalize,
+            module=self.feature_module,
+        )
+
+    def run(
+        self,
+        server: ServerData,
+        transport: Transport,
+        ledger: PrivacyLedger,
+        progress: Progress = NO_PROGRESS,
+    ) -> MethodOutcome:
+        """Fit φ on the pool, label ``queries`` public points by noisy kNN vote, train the student."""
+        pool_size = server.public_features.shape[0]
+        check_voting_run(self.queries, pool_size, self.min_responders, transport.num_agents)
+        with progress.step("fitting the public feature extractor", total=1) as bar:
+            extractor = self.fit_features(server)
+            bar.advance()
+        with progress.step("embedding the agents' records", total=1) as bar:
+            ks = transport.prepare_knn(extractor, k=self.k, k_fraction=self.k_fraction)  # (N,)
+            bar.advance()
+        k_min = int(np.min(ks))
+
+        chosen = choose_queries(pool_size, self.queries, self.seed)  # (Q,)
+        noise_std = noise_share_std(self.sigma, self.min_responders)
+        votes = vote_in_batches(
+            chosen,
+            batch_size=self.query_batch_size,
+            events=lambda count: private_knn_fl_events(self.sigma, count, k_min, self.bound),
+            vote=lambda batch: transport.knn_vote_sum(batch, noise_std, self.min_responders),
+            ledger=ledger,
+            progress=progress,
+        )
+        student, used = student_from_votes(
+            server,
+            votes,
+            sigma=self.sigma,
+            min_margin=self.student_min_margin,
+            config=self.student,
+            seed=self.seed,
+            self_training_rounds=self.self_training_rounds,
+            progress=progress,
+        )
+        return MethodOutcome(
+            student=student,
+            query_indices=votes.query_indices,
+            pseudo_labels=votes.pseudo_labels,
+            details={
+                "min_responders": self.min_responders,
+                "queries_requested": self.queries,
+                "student_queries": used,
+                "bound": self.bound,
+                "k": k_min,
+                "k_per_agent": [int(k) for k in ks],
+                "features": extractor.kind,
+                "feature_dim": extractor.dim,
+            },
+        )

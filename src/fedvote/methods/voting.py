@@ -1,0 +1,129 @@
+"""What every voting method shares: query choice, charged vote rounds, the student.
+
+PATE-FL and Private-kNN-FL differ only in how an agent votes (a trained teacher's
+one-hot label, or the mean label of its k nearest records) and in the sensitivity of
+that vote; the rest of Algorithms 1 and 2 is here:
+
+* :func:`check_voting_run` — refuse impossible runs before anything happens;
+* :func:`choose_queries` — the Q public-pool points to label (seeded);
+* :func:`vote_in_batches` — one round per batch: charge the ledger, ask the transport,
+  void the charge when too few agents responded; noisy argmax of what was released;
+* :func:`student_from_votes` — keep the queries whose noisy margin clears the bar and
+  train the student (with self-training on the rest of the public pool).
+
+All of it after the vote sums is post-processing of released values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from torch import nn
+
+from fedvote.aggregation.voting import noisy_argmax, top_two_gap
+from fedvote.data.federation import ServerData
+from fedvote.errors import ConfigError
+from fedvote.models.training import TrainingConfig
+from fedvote.privacy.events import LevelEvents
+from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.student import train_student
+from fedvote.transport.base import VoteSum
+
+
+@dataclass(frozen=True, eq=False)
+class ReleasedVotes:
+    """The released queries (R,), their noisy-argmax labels (R,) and noisy top-two gaps (R,)."""
+
+    query_indices: np.ndarray
+    pseudo_labels: np.ndarray
+    margins: np.ndarray
+
+
+def check_voting_run(queries: int, pool_size: int, min_responders: int, num_agents: int) -> None:
+    """Refuse more queries than the pool holds, or a threshold t above the number of agents."""
+    if queries > pool_size:
+        raise ConfigError("queries", f"{queries} queries asked but the public pool holds {pool_size}")
+    if min_responders > num_agents:
+        raise ConfigError("min_responders", f"t = {min_responders} exceeds the {num_agents} agents")
+
+
+def choose_queries(pool_size: int, queries: int, seed: int) -> np.ndarray:
+    """``queries`` distinct indices into the public pool, (Q,), a function of ``seed`` only."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9A7E]))
+    return rng.choice(pool_size, size=queries, replace=False)
+
+
+def vote_in_batches(
+    chosen: np.ndarray,
+    *,
+    batch_size: int,
+    events: Callable[[int], LevelEvents],
+    vote: Callable[[np.ndarray], VoteSum | None],
+    ledger: PrivacyLedger,
+    progress: Progress = NO_PROGRESS,
+) -> ReleasedVotes:
+    """Ask for noisy vote sums on ``chosen`` in rounds of ``batch_size`` queries.
+
+    Each round is charged to ``ledger`` (``events(batch size)``) *before* ``vote(batch)``
+    runs; a round the transport refuses (``None``: fewer than t responders) released
+    nothing and its charge is voided. Raises ``RuntimeError`` when no round was released.
+    """
+    released: list[np.ndarray] = []
+    labels: list[np.ndarray] = []
+    margins: list[np.ndarray] = []
+    with progress.step("voting on public queries", total=chosen.shape[0]) as bar:
+        for start in range(0, chosen.shape[0], batch_size):
+            batch = chosen[start : start + batch_size]
+            charge = ledger.charge(events(batch.shape[0]))
+            result = vote(batch)
+            if result is None:  # fewer than t responders: nothing released, nothing spent
+                ledger.void(charge)
+            else:
+                released.append(batch)
+                labels.append(noisy_argmax(result.sums))  # result.sums: (batch, C)
+                margins.append(top_two_gap(result.sums))
+            bar.advance(batch.shape[0])
+    if not released:
+        raise RuntimeError("no query batch reached the minimum number of responders")
+    return ReleasedVotes(
+        query_indices=np.concatenate(released),
+        pseudo_labels=np.concatenate(labels),
+        margins=np.concatenate(margins),
+    )
+
+
+def student_from_votes(
+    server: ServerData,
+    votes: ReleasedVotes,
+    *,
+    sigma: float,
+    min_margin: float,
+    config: TrainingConfig,
+    seed: int,
+    self_training_rounds: int,
+    progress: Progress = NO_PROGRESS,
+) -> tuple[nn.Module, int]:
+    """Train the student on the confident released queries; returns it and how many it used.
+
+    A query is used when its *noisy* top-two gap is at least ``min_margin · sigma``; the
+    other pool points (the unconfident queries included) are the unlabelled set of
+    self-training.
+    """
+    pool_size = server.public_features.shape[0]
+    confident = votes.margins >= min_margin * sigma  # (R,)
+    unlabeled = np.setdiff1d(np.arange(pool_size), votes.query_indices[confident])
+    with progress.step("training the student", total=1) as bar:
+        student = train_student(
+            server.public_features[votes.query_indices[confident]],
+            votes.pseudo_labels[confident],
+            num_classes=server.num_classes,
+            config=config,
+            seed=seed,
+            unlabeled=server.public_features[unlabeled],
+            self_training_rounds=self_training_rounds,
+        )
+        bar.advance()
+    return student, int(confident.sum())

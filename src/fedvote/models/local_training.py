@@ -1,0 +1,251 @@
+"""Agent-side local training for the gradient-based baselines (FedAvg, DP-FedAvg, DP-FedSGD).
+
+A global model travels as one flat float32 vector θ (d,) — the order of
+``model.parameters()`` — so that communication is counted in floats and the server never
+handles anything but vectors. An agent loads θ into a model of the agreed architecture,
+trains it on its own records and sends back its update Δ = θ' − θ, possibly
+
+* clipped to L2 norm S and noised with N(0, noise_std²) (DP-FedAvg, Algorithm 6 of the
+  voting paper's appendix: :func:`clip_to_norm`), or
+* produced by DP-SGD (Abadi et al. 2016) through Opacus: Poisson batches, per-sample
+  clipping to C, Gaussian noise z·C on every step (DP-FedSGD, :func:`dp_sgd_steps`).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from fedvote.errors import ConfigError
+from fedvote.models.zoo import MODEL_NAMES
+
+
+@dataclass(frozen=True)
+class DpSgdSpec:
+    """DP-SGD settings an agent applies to its own records (one Opacus run per round).
+
+    Parameters
+    ----------
+    sampling_rate : float
+        q_b: each record joins each step's batch independently with this probability
+        (Poisson sampling); the same for every agent, so that every agent's accounting is
+        the same (an agent of n_i records has batches of q_b·n_i records on average).
+    noise_multiplier : float
+        z: every step's sum of clipped per-sample gradients gets N(0, z²C²) per coordinate.
+    max_grad_norm : float
+        C: each per-sample gradient is clipped to this L2 norm.
+
+    """
+
+    sampling_rate: float
+    noise_multiplier: float
+    max_grad_norm: float
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.sampling_rate <= 1.0:
+            raise ConfigError("batch_sampling_rate", f"must lie in (0, 1], got {self.sampling_rate}")
+        if not self.noise_multiplier >= 0:
+            raise ConfigError("sigma", f"the noise multiplier must be >= 0, got {self.noise_multiplier}")
+        if not self.max_grad_norm > 0:
+            raise ConfigError("per_sample_clip", f"must be > 0, got {self.max_grad_norm}")
+
+
+@dataclass(frozen=True)
+class LocalTraining:
+    """What the server asks of each sampled agent in one round of a gradient-based method.
+
+    Parameters
+    ----------
+    model : str
+        Architecture name (:data:`fedvote.models.zoo.MODEL_NAMES`); θ is its flat parameters.
+    steps : int
+        E: local SGD iterations (one mini-batch each).
+    learning_rate : float
+        Local step size for this round (the server applies the decay across rounds).
+    batch_size : int
+        Mini-batch size of plain local SGD (ignored when ``dp_sgd`` is set).
+    round_index : int
+        The round t; seeds the agent's mini-batch order together with its training seed.
+    clip_norm : float or None
+        S: the whole update Δ is scaled to norm ≤ S before it leaves the agent (DP-FedAvg).
+    noise_std : float
+        Std of the Gaussian the agent adds to every coordinate of its clipped update
+        (Algorithm 6: σS/√m_t); 0 for none.
+    dp_sgd : DpSgdSpec or None
+        Train by DP-SGD (Opacus) instead of plain SGD (DP-FedSGD).
+
+    """
+
+    model: str
+    steps: int
+    learning_rate: float
+    batch_size: int = 32
+    round_index: int = 0
+    clip_norm: float | None = None
+    noise_std: float = 0.0
+    dp_sgd: DpSgdSpec | None = None
+
+    def __post_init__(self) -> None:
+        if self.model not in MODEL_NAMES:
+            raise ConfigError("model", f"unknown model {self.model!r}; choose from {', '.join(MODEL_NAMES)}")
+        if self.steps < 1:
+            raise ConfigError("local_steps", f"must be at least 1, got {self.steps}")
+        if not self.learning_rate > 0:
+            raise ConfigError("learning_rate", f"must be > 0, got {self.learning_rate}")
+        if self.batch_size < 1:
+            raise ConfigError("batch_size", f"must be at least 1, got {self.batch_size}")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ConfigError("clip_norm", f"must be > 0, got {self.clip_norm}")
+        if not self.noise_std >= 0:
+            raise ConfigError("noise_std", f"must be >= 0, got {self.noise_std}")
+        if self.noise_std > 0 and self.clip_norm is None:
+            raise ConfigError("noise_std", "noise on an update needs a clip norm to calibrate against")
+
+
+@dataclass(frozen=True, eq=False)
+class LocalUpdates:
+    """What the sampled agents of one round sent: ``updates`` (m, d) and ``records`` (m,).
+
+    Row j of ``updates`` is agent ``agent_ids[j]``'s update (already clipped and noised
+    when the round asked for it); ``records`` are their record counts n_i (public metadata,
+    used for FedAvg's data-size weighting).
+    """
+
+    agent_ids: np.ndarray
+    updates: np.ndarray
+    records: np.ndarray
+
+def flat_parameters(model: nn.Module) -> np.ndarray:
+    """θ: the model's parameters concatenated in ``parameters()`` order, (d,) float32."""
+    with torch.no_grad():
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu().numpy().copy()
+
+
+def load_flat_parameters(model: nn.Module, flat: np.ndarray) -> nn.Module:
+    """Overwrite ``model``'s parameters with θ (d,); returns the model."""
+    vector = torch.tensor(np.asarray(flat, dtype=np.float32))  # a copy: never alias the caller's array
+    total = sum(p.numel() for p in model.parameters())
+    if vector.shape != (total,):
+        raise ValueError(f"expected a flat parameter vector of {total} floats, got {tuple(vector.shape)}")
+    torch.nn.utils.vector_to_parameters(vector, model.parameters())
+    return model
+
+
+def clip_to_norm(update: np.ndarray, clip_norm: float) -> np.ndarray:
+    """Δ / max(1, ‖Δ‖₂ / S): the update scaled into the L2 ball of radius S (a new array)."""
+    update = np.asarray(update)
+    norm = float(np.linalg.norm(update.astype(np.float64)))
+    if norm <= clip_norm:
+        return update.copy()
+    # Scale in float64 and shrink by one ulp-ish factor so the float32 result stays ≤ S.
+    scaled = update.astype(np.float64) * (clip_norm / norm) * (1.0 - 1e-6)
+    return scaled.astype(update.dtype)
+
+
+def sgd_steps(
+    model: nn.Module,
+    features: np.ndarray,
+    labels: np.ndarray,
+    *,
+    steps: int,
+    learning_rate: float,
+    batch_size: int,
+    generator: torch.Generator,
+) -> nn.Module:
+    """``steps`` iterations of plain mini-batch SGD with cross-entropy, in place.
+
+    Mini-batches of ``batch_size`` (at most n) walk through shuffled passes over the data,
+    reshuffled after each pass. With no records the model is left as it is.
+    """
+    n = int(labels.shape[0])
+    if n == 0:
+        return model.eval()
+    x = torch.as_tensor(features, dtype=torch.float32)
+    y = torch.as_tensor(labels, dtype=torch.int64)
+    optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate)
+    loss_fn = nn.CrossEntropyLoss()
+    batch = min(batch_size, n)
+    model.train()
+    order = torch.randperm(n, generator=generator)
+    position = 0
+    for _ in range(steps):
+        if position + batch > n:
+            order = torch.randperm(n, generator=generator)
+            position = 0
+        rows = order[position : position + batch]
+        position += batch
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(x[rows]), y[rows]).backward()
+        optimizer.step()
+    return model.eval()
+
+
+def dp_sgd_steps(
+    model: nn.Module,
+    features: np.ndarray,
+    labels: np.ndarray,
+    *,
+    steps: int,
+    learning_rate: float,
+    spec: DpSgdSpec,
+    generator: torch.Generator,
+) -> nn.Module:
+    """``steps`` iterations of DP-SGD through Opacus, in place; returns the plain model.
+
+    Each step: a Poisson batch (every record independently with probability
+    q = ``spec.sampling_rate``, Opacus's ``DPDataLoader``), per-sample gradients (Opacus's
+    ``GradSampleModule``), each clipped to norm C, summed, plus N(0, z²C²) per coordinate
+    (Opacus's ``DPOptimizer``), and the step θ ← θ − η·(that sum)/(q·n). The loss is
+    summed (not averaged) so that an empty Poisson batch is a well-defined step that
+    adds noise only. ``generator`` drives both the batch sampling and the noise.
+    """
+    from opacus import GradSampleModule
+    from opacus.data_loader import DPDataLoader
+    from opacus.optimizers import DPOptimizer
+
+    n = int(labels.shape[0])
+    if n == 0:
+        return model.eval()
+    rate = spec.sampling_rate
+    dataset = torch.utils.data.TensorDataset(
+        torch.as_tensor(features, dtype=torch.float32), torch.as_tensor(labels, dtype=torch.int64)
+    )
+    loader = DPDataLoader(dataset, sample_rate=rate, generator=generator)
+    wrapped = GradSampleModule(model, loss_reduction="sum")
+    expected = rate * n  # the expected batch size q·n; a public constant, not the drawn size
+    optimizer = DPOptimizer(
+        torch.optim.SGD(wrapped.parameters(), lr=learning_rate / expected),
+        noise_multiplier=spec.noise_multiplier,
+        max_grad_norm=spec.max_grad_norm,
+        expected_batch_size=None,
+        loss_reduction="sum",
+        generator=generator,
+    )
+    loss_fn = nn.CrossEntropyLoss(reduction="sum")
+    wrapped.train()
+    done = 0
+    # Empty Poisson batches are part of the mechanism (a step of noise only): silence
+    # Opacus's note about them, and torch's about inputs that need no gradient.
+    opacus_log = logging.getLogger("opacus.data_loader")
+    level = opacus_log.level
+    opacus_log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Full backward hook is firing")
+            while done < steps:
+                for x, y in loader:
+                    optimizer.zero_grad(set_to_none=True)
+                    loss_fn(wrapped(x), y).backward()
+                    optimizer.step()
+                    done += 1
+                    if done == steps:
+                        break
+    finally:
+        opacus_log.setLevel(level)
+    wrapped.zero_grad(set_to_none=True)
+    return wrapped.to_standard_module().eval()

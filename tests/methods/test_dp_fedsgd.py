@@ -1,0 +1,107 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from dp_accounting import dp_event, pld
+
+from fedvote.config import PrivacyConfig, RunConfig
+from fedvote.methods import METHODS
+from fedvote.methods.dp_fedsgd import DpFedSgd
+from fedvote.methods.gradient import GradientOptions
+from fedvote.models.local_training import DpSgdSpec, dp_sgd_steps, flat_parameters, load_flat_parameters
+from fedvote.models.zoo import build_model
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.transport.local import LocalTransport
+
+
+def _data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.random((n, 1, 8, 8)).astype(np.float32), rng.integers(0, 10, n)
+
+
+def _start():
+    model = build_model("logistic", (1, 8, 8), 10, generator=torch.Generator().manual_seed(0))
+    return flat_parameters(model)
+
+
+def _step(theta, x, y, spec, lr=1.0, steps=1, seed=0):
+    model = load_flat_parameters(build_model("logistic", (1, 8, 8), 10), theta)
+    dp_sgd_steps(model, x, y, steps=steps, learning_rate=lr, spec=spec, generator=torch.Generator().manual_seed(seed))
+    return flat_parameters(model).astype(np.float64) - theta
+
+
+def _plain_gradient(theta, x, y):
+    model = load_flat_parameters(build_model("logistic", (1, 8, 8), 10), theta)
+    loss = torch.nn.functional.cross_entropy(model(torch.as_tensor(x)), torch.as_tensor(y), reduction="sum")
+    loss.backward()
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()]).numpy().astype(np.float64)
+
+
+def test_registered_and_from_config():
+    assert METHODS["dp-fedsgd"] is DpFedSgd
+    config = RunConfig(
+        method="dp-fedsgd",
+        privacy=PrivacyConfig(sigma=1.2),
+        gradient=GradientOptions(rounds=4, local_steps=3, batch_sampling_rate=0.5),
+    )
+    method = DpFedSgd.from_config(config, sigma=1.2, queries=1, min_responders=1)
+    assert (method.sigma, method.rounds, method.local_steps, method.batch_sampling_rate) == (1.2, 4, 3, 0.5)
+    assert method.sampling_rate == 1.0 and DpFedSgd.calibration_level == "instance"
+
+
+def test_opacus_clips_each_record():
+    """One record, full batch, no noise: the step is −η·clip(g, C), of norm exactly min(‖g‖, C)."""
+    theta = _start()
+    x, y = _data(1)
+    g = _plain_gradient(theta, x, y)
+    clip = 0.05 * np.linalg.norm(g)
+    delta = _step(theta, x, y, DpSgdSpec(sampling_rate=1.0, noise_multiplier=0.0, max_grad_norm=clip))
+    assert np.linalg.norm(delta) == pytest.approx(clip, rel=1e-4)
+    cos = -(delta @ g) / (np.linalg.norm(delta) * np.linalg.norm(g))
+    assert cos == pytest.approx(1.0, abs=1e-5)
+
+
+def test_opacus_clips_per_sample_not_the_batch():
+    """Many records: the step is the mean of per-record clipped gradients (norm ≤ C), not the clipped mean."""
+    theta = _start()
+    x, y = _data(40)
+    clip = 1e-3
+    delta = _step(theta, x, y, DpSgdSpec(sampling_rate=1.0, noise_multiplier=0.0, max_grad_norm=clip))
+    per_record = [_plain_gradient(theta, x[i : i + 1], y[i : i + 1]) for i in range(40)]
+    expected = -sum(gi * min(1.0, clip / np.linalg.norm(gi)) for gi in per_record) / 40
+    np.testing.assert_allclose(delta, expected, atol=1e-7)
+    assert np.linalg.norm(delta) <= clip
+
+
+def test_opacus_noise_statistics():
+    """Full batch of n: the step's noise is η·N(0, z²C²)/n per coordinate."""
+    theta = _start()
+    x, y = _data(20)
+    spec0 = DpSgdSpec(sampling_rate=1.0, noise_multiplier=0.0, max_grad_norm=0.5)
+    spec = DpSgdSpec(sampling_rate=1.0, noise_multiplier=3.0, max_grad_norm=0.5)
+    noise = _step(theta, x, y, spec, lr=2.0) - _step(theta, x, y, spec0, lr=2.0)
+    expected = 2.0 * 3.0 * 0.5 / 20
+    assert noise.std() == pytest.approx(expected, rel=5.0 / math.sqrt(2 * noise.size))
+
+
+def test_accounting_matches_dp_accounting_and_result_keys(small_federation):
+    q_b, z, rounds, steps, delta = 0.3, 1.1, 3, 2, 1e-3
+    method = DpFedSgd(
+        sigma=z, rounds=rounds, local_steps=steps, batch_sampling_rate=q_b, model="logistic", noise_seed=0
+    )
+    ledger = PrivacyLedger()
+    transport = LocalTransport(small_federation, noise_seed=0)
+    outcome = method.run(small_federation.server_data(), transport, ledger)
+    reference = pld.PLDAccountant().compose(
+        dp_event.PoissonSampledDpEvent(q_b, dp_event.GaussianDpEvent(z)), rounds * steps
+    ).get_epsilon(delta)
+    assert epsilon_for(ledger.event("instance"), delta) == pytest.approx(reference, rel=0.01)
+    assert math.isinf(epsilon_for(ledger.event("agent"), delta))  # not private at the agent level
+    details = outcome.details
+    assert (details["batch_sampling_rate"], details["noise_multiplier"], details["local_steps"]) == (
+        q_b, z, rounds * steps
+    )
+    assert details["instance_epsilon_replace_one"] > 0
+    assert transport.communication.rounds == rounds
