@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # CPU wheel, while an unpinned "torch" would pull several GB of CUDA packages.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test lint bench install install-dev clean
+.PHONY: demo test lint bench results install install-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ lint: install-dev
 
 bench: install-dev
 	@ls benchmarks/*.py >/dev/null 2>&1 && for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+# Paper reproductions: writes experiments/results/*.json and docs/results.md.
+results: install-dev
+	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/run.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .mypy_cache

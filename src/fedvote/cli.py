@@ -129,6 +129,11 @@ def cli() -> None:
               help="'auto': a small CNN for image data, else an MLP.")
 @click.option("--epochs", type=int, default=40, show_default=True,
               help="Training epochs (teachers and student).")
+@click.option("--student-epochs", type=int, default=None, help="Student epochs [default: --epochs].")
+@click.option("--augment-shift", type=int, default=0, show_default=True,
+              help="Student: shift each image batch by up to this many pixels (augmentation).")
+@click.option("--self-training-rounds", type=int, default=2, show_default=True,
+              help="Student: rounds of self-training on the unlabelled public pool.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seeds data split, training and query choice (not the privacy noise).")
 @click.option("--noise-seed", type=int, default=None,
@@ -188,6 +193,9 @@ def run(
     teacher_model: str,
     student_model: str,
     epochs: int,
+    student_epochs: int | None,
+    augment_shift: int,
+    self_training_rounds: int,
     seed: int,
     noise_seed: int | None,
     ledger: str | None,
@@ -257,8 +265,13 @@ def run(
                 model=gradient_model,
             ),
             teacher=TrainingConfig(model=teacher_model, epochs=epochs),
-            student=TrainingConfig(model=student_model, epochs=epochs),
+            student=TrainingConfig(
+                model=student_model,
+                epochs=student_epochs if student_epochs is not None else epochs,
+                augment_shift=augment_shift,
+            ),
             queries=queries,
+            self_training_rounds=self_training_rounds,
             seed=seed,
         )
     result = run_config(config, progress=RichProgress())

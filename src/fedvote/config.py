@@ -162,12 +162,17 @@ class RunConfig:
     knn: KnnOptions = field(default_factory=KnnOptions)
     gradient: GradientOptions = field(default_factory=GradientOptions)
     queries: int | None = None
+    self_training_rounds: int = 2
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ConfigError(
                 "method", f"unknown method {self.method!r}; choose from {', '.join(sorted(METHODS))}"
+            )
+        if self.self_training_rounds < 0:
+            raise ConfigError(
+                "self_training_rounds", f"must be >= 0, got {self.self_training_rounds}"
             )
         if self.queries is not None and self.queries < 1:
             raise ConfigError("queries", f"must be at least 1, got {self.queries}")

@@ -86,6 +86,7 @@ class PateFL(Method):
             min_responders=min_responders,
             teacher=config.teacher,
             student=config.student,
+            self_training_rounds=config.self_training_rounds,
             seed=config.seed,
         )
 

@@ -149,6 +149,7 @@ class PrivateKnnFL(Method):
             normalize=options.normalize,
             bound=options.bound,
             student=config.student,
+            self_training_rounds=config.self_training_rounds,
             seed=config.seed,
         )
 

@@ -117,7 +117,7 @@ class LocalTransport(Transport):
         There vmap over convolutions is slower than the per-agent loop
         (benchmarks/bench_teachers.py measured 0.2-0.5x).
         """
-        if not self.batched:
+        if not self.batched or config.augment_shift:  # the ensemble does not augment
             return False
         shape = tuple(self._private[0].features.shape[1:])
         return self._device.type != "cpu" or resolve_model_name(config.model, shape) != "cnn"
