@@ -1,5 +1,4 @@
 import json
-import math
 
 import pytest
 from click.testing import CliRunner
@@ -51,4 +50,18 @@ def test_compare_refuses_unknown_method():
 
     with pytest.raises(ConfigError):
         compare(SMALL, ["nope"], epsilon=1.0, delta=1e-3)
-    assert math.isfinite(1.0)
+
+
+def test_compare_command_runs_on_a_recorded_config(tmp_path):
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(SMALL.to_dict()))
+    runner = CliRunner()
+    result = runner.invoke(
+        compare_command, ["--config", str(config_file), "--methods", "fedavg,dp-fedavg", "--epsilon", "4", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["method"] for r in rows] == ["fedavg", "dp-fedavg"]
+    assert rows[1]["rounds"] == 8  # the recorded GradientOptions, not the defaults
+    clash = runner.invoke(compare_command, ["--config", str(config_file), "--agents", "3"])
+    assert clash.exit_code != 0

@@ -6,14 +6,19 @@ status 2; nothing is written when a run fails.
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 import click
 
 from fedvote import __version__
-from fedvote.config import DEFAULT_EPSILON, FederationConfig, KnnOptions, PrivacyConfig, RunConfig
+from fedvote.config import (
+    DEFAULT_EPSILON,
+    FederationConfig,
+    KnnOptions,
+    PrivacyConfig,
+    RunConfig,
+    load_run_config,
+)
 from fedvote.data.datasets import available_datasets
 from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
 from fedvote.errors import ConfigError
@@ -211,7 +216,7 @@ def run(
     from fedvote.runner import run as run_config
 
     if config_file is not None:
-        config = _config_from_file(context, config_file)
+        config = _config_from_file(context, config_file, frozenset({"out", "as_json"}))
     else:
         config = RunConfig(
             method=method,
@@ -284,9 +289,14 @@ def run(
         click.echo(summary(result))
 
 
-def _config_from_file(context: click.Context, path: str) -> RunConfig:
-    """The RunConfig stored in ``path``; refuses other run flags given alongside."""
-    allowed = {"config_file", "out", "as_json"}
+def _config_from_file(context: click.Context, path: str, allowed: frozenset[str]) -> RunConfig:
+    """The RunConfig stored in ``path``; refuses other flags given alongside."""
+    reject_flags_besides(context, allowed | {"config_file"})
+    return load_run_config(path)
+
+
+def reject_flags_besides(context: click.Context, allowed: frozenset[str] | set[str]) -> None:
+    """One-line usage error when a flag outside ``allowed`` was typed with --config."""
     clashing = [
         flag_for(name)
         for name in context.params
@@ -295,16 +305,6 @@ def _config_from_file(context: click.Context, path: str) -> RunConfig:
     ]
     if clashing:
         raise click.UsageError(f"--config cannot be combined with {', '.join(clashing)}")
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise ConfigError("config", f"cannot read {path}: {error}") from error
-    if not isinstance(data, dict):
-        raise ConfigError("config", f"{path} does not hold a JSON object")
-    try:
-        return RunConfig.from_dict(data.get("config", data))
-    except TypeError as error:
-        raise ConfigError("config", f"{path} is not a fedvote config: {error}") from error
 
 
 def summary(result: RunResult) -> str:

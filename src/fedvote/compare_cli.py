@@ -6,7 +6,7 @@ import json
 
 import click
 
-from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
+from fedvote.config import FederationConfig, PrivacyConfig, RunConfig, load_run_config
 from fedvote.data.datasets import available_datasets
 from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
 from fedvote.errors import ConfigError
@@ -16,6 +16,9 @@ from fedvote.privacy.accountant import ACCOUNTANTS
 
 
 @click.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="Compare on the federation and settings recorded in FILE (a run config or "
+                   "result.json); only --methods, --epsilon, --delta, --out and --json may join it.")
 @click.option("--methods", default="pate-fl,dp-fedavg,dp-fedsgd", show_default=True,
               help="Comma-separated methods to compare.")
 @click.option("--dataset", type=click.Choice(available_datasets()), default="digits", show_default=True)
@@ -52,7 +55,10 @@ from fedvote.privacy.accountant import ACCOUNTANTS
               help="Seed the privacy noise and sampling for a reproducible simulation [default: OS entropy].")
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Write DIR/compare.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print compare.json's rows instead of the table.")
+@click.pass_context
 def compare(
+    context: click.Context,
+    config_file: str | None,
     methods: str,
     dataset: str,
     data_dir: str | None,
@@ -87,32 +93,39 @@ def compare(
     names = [m.strip() for m in methods.split(",") if m.strip()]
     if not epsilon > 0:
         raise ConfigError("epsilon", f"must be > 0, got {epsilon}")
-    config = RunConfig(
-        method=names[0] if names else "pate-fl",
-        federation=FederationConfig(
-            dataset=dataset,
-            data_dir=data_dir,
-            agents=agents,
-            partition=PartitionSpec(
-                scheme=partition,
-                alpha=alpha,
-                classes_per_agent=classes_per_agent,
-                shards_per_agent=shards_per_agent,
+    if config_file is not None:
+        from fedvote.cli import reject_flags_besides
+
+        reject_flags_besides(context, {"config_file", "methods", "epsilon", "delta", "out", "as_json"})
+        config = load_run_config(config_file)
+        dataset, agents = config.federation.dataset, config.federation.agents
+    else:
+        config = RunConfig(
+            method=names[0] if names else "pate-fl",
+            federation=FederationConfig(
+                dataset=dataset,
+                data_dir=data_dir,
+                agents=agents,
+                partition=PartitionSpec(
+                    scheme=partition,
+                    alpha=alpha,
+                    classes_per_agent=classes_per_agent,
+                    shards_per_agent=shards_per_agent,
+                ),
             ),
-        ),
-        privacy=PrivacyConfig(epsilon=epsilon, delta=delta, accountant=accountant, noise_seed=noise_seed),
-        teacher=TrainingConfig(model="mlp", epochs=epochs),
-        student=TrainingConfig(model="auto", epochs=epochs),
-        gradient=GradientOptions(
-            rounds=rounds,
-            sampling_rate=sampling_rate,
-            local_steps=local_steps,
-            clip_norm=clip_norm,
-            noise=noise,
-        ),
-        queries=queries,
-        seed=seed,
-    )
+            privacy=PrivacyConfig(epsilon=epsilon, delta=delta, accountant=accountant, noise_seed=noise_seed),
+            teacher=TrainingConfig(model="mlp", epochs=epochs),
+            student=TrainingConfig(model="auto", epochs=epochs),
+            gradient=GradientOptions(
+                rounds=rounds,
+                sampling_rate=sampling_rate,
+                local_steps=local_steps,
+                clip_norm=clip_norm,
+                noise=noise,
+            ),
+            queries=queries,
+            seed=seed,
+        )
     rows = run_comparison(
         config, names, epsilon=epsilon, delta=delta, out_dir=out, progress=RichProgress()
     )

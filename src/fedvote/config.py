@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fedvote.data.partition import PartitionSpec
@@ -196,3 +198,17 @@ class RunConfig:
             gradient=GradientOptions(**data.pop("gradient", {})),
             **data,
         )
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """The RunConfig stored in ``path``: a result.json (its ``config``) or a bare config."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ConfigError("config", f"cannot read {path}: {error}") from error
+    if not isinstance(data, dict):
+        raise ConfigError("config", f"{path} does not hold a JSON object")
+    try:
+        return RunConfig.from_dict(data.get("config", data))
+    except TypeError as error:
+        raise ConfigError("config", f"{path} is not a fedvote config: {error}") from error

@@ -130,3 +130,15 @@ def test_calibration_of_subsampled_events_brackets_from_one_and_never_overshoots
     sigma = calibrate_sigma(make_event, 4.0, 1e-3, "pld")
     assert epsilon_for(make_event(sigma), 1e-3) <= 4.0
     assert epsilon_for(make_event(sigma * 0.99), 1e-3) > 4.0
+
+
+def test_pld_of_a_huge_gaussian_mu_uses_the_exact_form_without_exhausting_memory():
+    from fedvote.privacy.accountant import PLD_MAX_GAUSSIAN_MU
+
+    event = pate_fl_events(0.02, 500).agent  # μ ≈ 1118: PLD would need tens of GB
+    mu = math.sqrt(500) / 0.02
+    assert mu > PLD_MAX_GAUSSIAN_MU
+    assert epsilon_for(event, 1e-4, "pld") == pytest.approx(gaussian_epsilon(mu, 1e-4))
+    # just below the switch PLD itself answers, and agrees with the exact form
+    event = pate_fl_events(math.sqrt(500) / (PLD_MAX_GAUSSIAN_MU * 0.99), 500).agent
+    assert epsilon_for(event, 1e-4, "pld") == pytest.approx(epsilon_for(event, 1e-4, "exact"), rel=0.01)

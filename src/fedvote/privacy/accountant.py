@@ -60,11 +60,32 @@ def make_accountant(kind: str) -> PrivacyAccountant:
     raise ConfigError("accountant", f"unknown accountant {kind!r}; choose from {', '.join(ACCOUNTANTS)}")
 
 
+# Above this μ a pure Gaussian composition's PLD needs a discretised support too large
+# for memory (μ = 1000 exhausted 24 GB); its ε is then far beyond any useful budget and
+# the exact closed form, which PLD approximates from above, is used instead.
+PLD_MAX_GAUSSIAN_MU = 20.0
+
+
 def epsilon_for(event: dp_event.DpEvent, delta: float, kind: str = "pld") -> float:
-    """ε at ``delta`` of ``event`` by accountant ``kind``; ``inf`` for a non-private event."""
+    """ε at ``delta`` of ``event`` by accountant ``kind``; ``inf`` for a non-private event.
+
+    With ``kind="pld"``, a pure Gaussian composition with μ > :data:`PLD_MAX_GAUSSIAN_MU`
+    is computed by the exact closed form (the value PLD converges to, from above).
+    """
     if not 0.0 < delta < 1.0:
         raise ConfigError("delta", f"must lie in (0, 1), got {delta}")
+    if kind == "pld":
+        mu = _gaussian_mu_or_none(event)
+        if mu is not None and math.isfinite(mu) and mu > PLD_MAX_GAUSSIAN_MU:
+            return gaussian_epsilon(mu, delta)
     return float(make_accountant(kind).compose(event).get_epsilon(delta))
+
+
+def _gaussian_mu_or_none(event: dp_event.DpEvent) -> float | None:
+    try:
+        return gaussian_mu(event)
+    except ValueError:
+        return None
 
 
 def delta_for(event: dp_event.DpEvent, epsilon: float, kind: str = "pld") -> float:
