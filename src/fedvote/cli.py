@@ -11,6 +11,9 @@ import sys
 import click
 
 from fedvote import __version__
+from fedvote.account_cli import account
+from fedvote.cli_options import federation_options, flag_for, reject_flags_besides
+from fedvote.compare_cli import compare
 from fedvote.config import (
     DEFAULT_EPSILON,
     FederationConfig,
@@ -19,8 +22,7 @@ from fedvote.config import (
     RunConfig,
     load_run_config,
 )
-from fedvote.data.datasets import available_datasets
-from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
+from fedvote.data_cli import data
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.methods.gradient import NOISE_PLACEMENTS, GradientOptions
@@ -30,20 +32,6 @@ from fedvote.models.zoo import MODEL_NAMES
 from fedvote.privacy.accountant import ACCOUNTANTS
 from fedvote.privacy.events import KNN_BOUNDS
 from fedvote.results import RunResult, write_result
-
-# Python argument names that differ from their CLI flags.
-_FLAG_NAMES = {
-    "num_agents": "--agents",
-    "model": "--teacher-model",
-    "k": "--k",
-    "bound": "--knn-bound",
-    "normalize": "--normalize-features",
-}
-
-
-def flag_for(argument: str) -> str:
-    """The CLI flag for a config argument name (``min_responders`` -> ``--min-responders``)."""
-    return _FLAG_NAMES.get(argument, "--" + argument.replace("_", "-"))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -57,33 +45,7 @@ def cli() -> None:
               help="Rerun the config recorded in FILE (a result.json, or its 'config' object); "
                    "only --out and --json may be given with it.")
 @click.option("--method", type=click.Choice(sorted(METHODS)), default="pate-fl", show_default=True)
-@click.option("--dataset", default="digits", show_default=True,
-              help=f"The agents' data: {', '.join(available_datasets())}, npz:PATH or csv:PATH; "
-                   "several, comma-separated, with --target.")
-@click.option("--target", default=None,
-              help="Domain of the public pool and test set (domain shift, e.g. --dataset mnist "
-                   "--target usps) [default: the same dataset].")
-@click.option("--image-size", type=int, default=None,
-              help="Resample all images to this square side (domains must share a shape) "
-                   "[default: the target's].")
-@click.option("--label-column", default="label", show_default=True,
-              help="Label column of a csv: dataset.")
-@click.option("--data-dir", envvar="FEDVOTE_DATA", type=click.Path(file_okay=False), default=None,
-              help="Where file-based datasets live [env: FEDVOTE_DATA].")
-@click.option("--agents", type=int, default=50, show_default=True, help="Number of agents N.")
-@click.option("--partition", type=click.Choice(PARTITION_SCHEMES), default="iid", show_default=True)
-@click.option("--alpha", type=float, default=0.5, show_default=True,
-              help="Dirichlet concentration β for --partition dirichlet.")
-@click.option("--classes-per-agent", type=int, default=2, show_default=True,
-              help="Classes each agent sees, for --partition classes.")
-@click.option("--shards-per-agent", type=int, default=2, show_default=True,
-              help="Shards per agent, for --partition shards.")
-@click.option("--public-fraction", type=float, default=None,
-              help="Share forming the server's public unlabelled pool: of the data (0.15), of "
-                   "an official test split (0.3, as the voting paper), or of the --target's "
-                   "training split (all).")
-@click.option("--test-fraction", type=float, default=0.15, show_default=True,
-              help="Share held out as the test set, for data without an official test split.")
+@federation_options
 @click.option("--sigma", type=float, default=None,
               help="Std σ of the total noise on each vote sum; 0 = non-private reference.")
 @click.option("--epsilon", type=float, default=None,
@@ -158,18 +120,7 @@ def run(
     context: click.Context,
     config_file: str | None,
     method: str,
-    dataset: str,
-    target: str | None,
-    image_size: int | None,
-    label_column: str,
-    data_dir: str | None,
-    agents: int,
-    partition: str,
-    alpha: float,
-    classes_per_agent: int,
-    shards_per_agent: int,
-    public_fraction: float | None,
-    test_fraction: float,
+    federation: FederationConfig,
     sigma: float | None,
     epsilon: float | None,
     delta: float,
@@ -220,22 +171,7 @@ def run(
     else:
         config = RunConfig(
             method=method,
-            federation=FederationConfig(
-                dataset=dataset,
-                data_dir=data_dir,
-                agents=agents,
-                partition=PartitionSpec(
-                    scheme=partition,
-                    alpha=alpha,
-                    classes_per_agent=classes_per_agent,
-                    shards_per_agent=shards_per_agent,
-                ),
-                public_fraction=public_fraction,
-                test_fraction=test_fraction,
-                target=target,
-                image_size=image_size,
-                label_column=label_column,
-            ),
+            federation=federation,
             privacy=PrivacyConfig(
                 sigma=sigma,
                 epsilon=epsilon,
@@ -295,18 +231,6 @@ def _config_from_file(context: click.Context, path: str, allowed: frozenset[str]
     return load_run_config(path)
 
 
-def reject_flags_besides(context: click.Context, allowed: frozenset[str] | set[str]) -> None:
-    """One-line usage error when a flag outside ``allowed`` was typed with --config."""
-    clashing = [
-        flag_for(name)
-        for name in context.params
-        if name not in allowed
-        and context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-    ]
-    if clashing:
-        raise click.UsageError(f"--config cannot be combined with {', '.join(clashing)}")
-
-
 def summary(result: RunResult) -> str:
     """A readable few lines: accuracy, ε per level, queries, communication, time."""
     privacy = result.privacy
@@ -348,6 +272,12 @@ def summary(result: RunResult) -> str:
         )
     lines.append(f"  time                  {result.timings['total_s']:.1f} s")
     return "\n".join(lines)
+
+
+# The other command groups live in their own modules.
+cli.add_command(account)
+cli.add_command(data)
+cli.add_command(compare)
 
 
 def main(argv: list[str] | None = None) -> None:

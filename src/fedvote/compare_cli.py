@@ -6,10 +6,10 @@ import json
 
 import click
 
+from fedvote.cli_options import federation_options, reject_flags_besides
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig, load_run_config
-from fedvote.data.datasets import available_datasets
-from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
 from fedvote.errors import ConfigError
+from fedvote.methods import METHODS
 from fedvote.methods.gradient import NOISE_PLACEMENTS, GradientOptions
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import ACCOUNTANTS
@@ -21,17 +21,7 @@ from fedvote.privacy.accountant import ACCOUNTANTS
                    "result.json); only --methods, --epsilon, --delta, --out and --json may join it.")
 @click.option("--methods", default="pate-fl,dp-fedavg,dp-fedsgd", show_default=True,
               help="Comma-separated methods to compare.")
-@click.option("--dataset", type=click.Choice(available_datasets()), default="digits", show_default=True)
-@click.option("--data-dir", envvar="FEDVOTE_DATA", type=click.Path(file_okay=False), default=None,
-              help="Where file-based datasets live [env: FEDVOTE_DATA].")
-@click.option("--agents", type=int, default=50, show_default=True, help="Number of agents N.")
-@click.option("--partition", type=click.Choice(PARTITION_SCHEMES), default="iid", show_default=True)
-@click.option("--alpha", type=float, default=0.5, show_default=True,
-              help="Dirichlet concentration β for --partition dirichlet.")
-@click.option("--classes-per-agent", type=int, default=2, show_default=True,
-              help="Classes each agent sees, for --partition classes.")
-@click.option("--shards-per-agent", type=int, default=2, show_default=True,
-              help="Shards per agent, for --partition shards.")
+@federation_options
 @click.option("--epsilon", type=float, default=4.0, show_default=True,
               help="Target ε every method is calibrated to (agent level where the method can "
                    "protect it; DP-FedSGD: instance level).")
@@ -60,13 +50,7 @@ def compare(
     context: click.Context,
     config_file: str | None,
     methods: str,
-    dataset: str,
-    data_dir: str | None,
-    agents: int,
-    partition: str,
-    alpha: float,
-    classes_per_agent: int,
-    shards_per_agent: int,
+    federation: FederationConfig,
     epsilon: float,
     delta: float,
     accountant: str,
@@ -91,28 +75,21 @@ def compare(
     from fedvote.progress import RichProgress
 
     names = [m.strip() for m in methods.split(",") if m.strip()]
+    unknown = [name for name in names if name not in METHODS]
+    if unknown or not names:
+        raise ConfigError(
+            "methods",
+            f"unknown method(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(sorted(METHODS))}",
+        )
     if not epsilon > 0:
         raise ConfigError("epsilon", f"must be > 0, got {epsilon}")
     if config_file is not None:
-        from fedvote.cli import reject_flags_besides
-
         reject_flags_besides(context, {"config_file", "methods", "epsilon", "delta", "out", "as_json"})
         config = load_run_config(config_file)
-        dataset, agents = config.federation.dataset, config.federation.agents
     else:
         config = RunConfig(
             method=names[0] if names else "pate-fl",
-            federation=FederationConfig(
-                dataset=dataset,
-                data_dir=data_dir,
-                agents=agents,
-                partition=PartitionSpec(
-                    scheme=partition,
-                    alpha=alpha,
-                    classes_per_agent=classes_per_agent,
-                    shards_per_agent=shards_per_agent,
-                ),
-            ),
+            federation=federation,
             privacy=PrivacyConfig(epsilon=epsilon, delta=delta, accountant=accountant, noise_seed=noise_seed),
             teacher=TrainingConfig(model="mlp", epochs=epochs),
             student=TrainingConfig(model="auto", epochs=epochs),
@@ -134,5 +111,8 @@ def compare(
     if as_json:
         click.echo(json.dumps([row.to_dict() for row in rows], indent=2))
     else:
-        click.echo(f"fedvote compare on {dataset}: {agents} agents, target ε = {epsilon:g} at δ = {delta:g}")
+        fed = config.federation
+        click.echo(
+            f"fedvote compare on {fed.dataset}: {fed.agents} agents, target ε = {epsilon:g} at δ = {delta:g}"
+        )
         click.echo(format_table(rows))

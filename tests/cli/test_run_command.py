@@ -138,3 +138,23 @@ def test_budget_in_a_ledger_is_enforced_across_runs_before_release(tmp_path, cap
     assert err.count("\n") == 1
     assert sqlite3.connect(ledger).execute("SELECT COUNT(*) FROM records").fetchone()[0] == rows_before
     assert not (tmp_path / "third").exists()
+
+
+def test_every_command_group_is_reachable_from_the_fedvote_entry_point(capsys):
+    code, out, _ = invoke(["--help"], capsys)
+    assert code == 0
+    for command in ("run", "account", "data", "compare"):
+        assert f"  {command} " in out
+    code, out, _ = invoke(["account", "pate-fl", "--sigma", "25", "--queries", "500", "--delta", "1e-3", "--json"], capsys)
+    assert code == 0 and json.loads(out)["epsilon"] == pytest.approx(2.7354, abs=5e-4)
+    code, out, _ = invoke(["data", "list", "--data-dir", "tests/data/samples", "--json"], capsys)
+    assert code == 0 and "mnist" in out
+    code, _, err = invoke(["compare", "--methods", "nope"], capsys)
+    assert code == 2 and "--methods" in err
+
+
+def test_compare_takes_the_same_federation_flags_as_run(capsys):
+    code, out, _ = invoke(["compare", "--methods", "fedavg", "--agents", "5", "--partition", "dirichlet",
+                           "--alpha", "5", "--rounds", "3", "--json"], capsys)
+    assert code == 0
+    assert json.loads(out)[0]["method"] == "fedavg"

@@ -1,0 +1,99 @@
+"""Command-line flags shared by ``fedvote run`` and ``fedvote compare``."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from fedvote.config import FederationConfig
+from fedvote.data.datasets import available_datasets
+from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
+
+# Python argument names that differ from their CLI flags.
+_FLAG_NAMES = {
+    "num_agents": "--agents",
+    "model": "--teacher-model",
+    "k": "--k",
+    "bound": "--knn-bound",
+    "normalize": "--normalize-features",
+}
+
+
+def flag_for(argument: str) -> str:
+    """The CLI flag for a config argument name (``min_responders`` -> ``--min-responders``)."""
+    return _FLAG_NAMES.get(argument, "--" + argument.replace("_", "-"))
+
+
+def reject_flags_besides(context: click.Context, allowed: frozenset[str] | set[str]) -> None:
+    """One-line usage error when a flag outside ``allowed`` was typed with --config."""
+    clashing = [
+        flag_for(name)
+        for name in context.params
+        if name not in allowed
+        and context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    ]
+    if clashing:
+        raise click.UsageError(f"--config cannot be combined with {', '.join(clashing)}")
+
+
+_FEDERATION_OPTIONS = (
+    click.option("--dataset", default="digits", show_default=True,
+                 help=f"The agents' data: {', '.join(available_datasets())}, npz:PATH or csv:PATH; "
+                      "several, comma-separated, with --target."),
+    click.option("--target", default=None,
+                 help="Domain of the public pool and test set (domain shift, e.g. --dataset mnist "
+                      "--target usps) [default: the same dataset]."),
+    click.option("--image-size", type=int, default=None,
+                 help="Resample all images to this square side (domains must share a shape) "
+                      "[default: the target's]."),
+    click.option("--label-column", default="label", show_default=True,
+                 help="Label column of a csv: dataset."),
+    click.option("--data-dir", envvar="FEDVOTE_DATA", type=click.Path(file_okay=False), default=None,
+                 help="Where file-based datasets live [env: FEDVOTE_DATA]."),
+    click.option("--agents", type=int, default=50, show_default=True, help="Number of agents N."),
+    click.option("--partition", type=click.Choice(PARTITION_SCHEMES), default="iid", show_default=True),
+    click.option("--alpha", type=float, default=0.5, show_default=True,
+                 help="Dirichlet concentration β for --partition dirichlet."),
+    click.option("--classes-per-agent", type=int, default=2, show_default=True,
+                 help="Classes each agent sees, for --partition classes."),
+    click.option("--shards-per-agent", type=int, default=2, show_default=True,
+                 help="Shards per agent, for --partition shards."),
+    click.option("--public-fraction", type=float, default=None,
+                 help="Share forming the server's public unlabelled pool: of the data (0.15), of "
+                      "an official test split (0.3, as the voting paper), or of the --target's "
+                      "training split (all)."),
+    click.option("--test-fraction", type=float, default=0.15, show_default=True,
+                 help="Share held out as the test set, for data without an official test split."),
+)
+_PARTITION_PARAMS = ("partition", "alpha", "classes_per_agent", "shards_per_agent")
+_FEDERATION_PARAMS = (
+    "dataset", "target", "image_size", "label_column", "data_dir", "agents",
+    "public_fraction", "test_fraction",
+)
+
+
+def federation_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the federation flags to ``command``, which receives them as one ``federation``.
+
+    The command's other parameters are untouched; ``federation`` is a
+    :class:`~fedvote.config.FederationConfig` built (and so validated) from the flags.
+    """
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        partition = PartitionSpec(
+            scheme=kwargs.pop("partition"),
+            alpha=kwargs.pop("alpha"),
+            classes_per_agent=kwargs.pop("classes_per_agent"),
+            shards_per_agent=kwargs.pop("shards_per_agent"),
+        )
+        values = {name: kwargs.pop(name) for name in _FEDERATION_PARAMS}
+        kwargs["federation"] = FederationConfig(partition=partition, **values)
+        return command(*args, **kwargs)
+
+    for option in reversed(_FEDERATION_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper
