@@ -51,7 +51,6 @@ requested agent-level ε at fixed T (the CLI's ``--epsilon``), or takes it from
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -65,7 +64,7 @@ from fedvote.privacy.events import LevelEvents, dp_fedavg_events
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
-    from fedvote.config import RunConfig
+    pass
 
 
 @dataclass(frozen=True)
@@ -79,6 +78,7 @@ class DpFedAvg(GradientMethod):
 
     name = "dp-fedavg"
     calibration_level: ClassVar[str | None] = "agent"
+    unused_options = ("per_sample_clip", "batch_sampling_rate")
 
     clip_norm: float = 0.08
     noise: str = "distributed"
@@ -90,26 +90,6 @@ class DpFedAvg(GradientMethod):
             raise ConfigError("clip_norm", f"must be > 0, got {self.clip_norm}")
         if self.noise not in NOISE_PLACEMENTS:
             raise ConfigError("noise", f"must be one of {', '.join(NOISE_PLACEMENTS)}, got {self.noise!r}")
-
-    @classmethod
-    def from_config(
-        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
-    ) -> DpFedAvg:
-        """DP-FedAvg with noise multiplier ``sigma`` and ``config.gradient``'s settings."""
-        options = config.gradient.overrides()
-        for unused in ("per_sample_clip", "batch_sampling_rate"):
-            options.pop(unused, None)
-        return cls(
-            sigma=sigma,
-            seed=config.seed,
-            noise_seed=config.privacy.noise_seed,
-            delta=config.privacy.delta,
-            **options,
-        )
-
-    def with_sigma(self, sigma: float) -> DpFedAvg:
-        """The same run with noise multiplier ``sigma``."""
-        return dataclasses.replace(self, sigma=sigma)
 
     def planned_events(self) -> LevelEvents:
         """T rounds of PoissonSampled(q, Gaussian(σ)) (agent); Gaussian(σ/2) × T (instance)."""

@@ -30,7 +30,6 @@ is z/(q_b·n_i); C = 1 with η = 1 was chosen on digits (η = 0.5 and 2 did wors
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -44,7 +43,7 @@ from fedvote.privacy.events import LevelEvents, dp_fedsgd_events
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
-    from fedvote.config import RunConfig
+    pass
 
 
 @dataclass(frozen=True)
@@ -57,6 +56,7 @@ class DpFedSgd(GradientMethod):
 
     name = "dp-fedsgd"
     calibration_level: ClassVar[str | None] = "instance"
+    unused_options = ("clip_norm", "batch_size", "noise")
 
     sampling_rate: float = 1.0
     local_steps: int = 1
@@ -71,26 +71,6 @@ class DpFedSgd(GradientMethod):
             raise ConfigError("batch_sampling_rate", f"must lie in (0, 1], got {self.batch_sampling_rate}")
         if not self.per_sample_clip > 0 or not math.isfinite(self.per_sample_clip):
             raise ConfigError("per_sample_clip", f"must be > 0, got {self.per_sample_clip}")
-
-    @classmethod
-    def from_config(
-        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
-    ) -> DpFedSgd:
-        """DP-FedSGD with noise multiplier ``sigma`` and ``config.gradient``'s settings."""
-        options = config.gradient.overrides()
-        for unused in ("clip_norm", "batch_size", "noise"):
-            options.pop(unused, None)
-        return cls(
-            sigma=sigma,
-            seed=config.seed,
-            noise_seed=config.privacy.noise_seed,
-            delta=config.privacy.delta,
-            **options,
-        )
-
-    def with_sigma(self, sigma: float) -> DpFedSgd:
-        """The same run with noise multiplier ``sigma``."""
-        return dataclasses.replace(self, sigma=sigma)
 
     @property
     def total_local_steps(self) -> int:

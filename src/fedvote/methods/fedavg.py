@@ -10,7 +10,6 @@ as null; the run is ``private: false``).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -22,7 +21,7 @@ from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents
 
 if TYPE_CHECKING:
-    from fedvote.config import RunConfig
+    pass
 
 
 def non_private_events(rounds: int) -> LevelEvents:
@@ -43,20 +42,7 @@ class FedAvg(GradientMethod):
 
     name = "fedavg"
     calibration_level: ClassVar[str | None] = None  # nothing to calibrate: not private
-
-    @classmethod
-    def from_config(
-        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
-    ) -> FedAvg:
-        """FedAvg with ``config.gradient``'s settings; σ, Q and t do not apply."""
-        options = config.gradient.overrides()
-        for unused in ("clip_norm", "per_sample_clip", "batch_sampling_rate", "noise"):
-            options.pop(unused, None)
-        return cls(seed=config.seed, noise_seed=config.privacy.noise_seed, **options)
-
-    def with_sigma(self, sigma: float) -> FedAvg:
-        """FedAvg adds no noise: the same method, whatever ``sigma``."""
-        return dataclasses.replace(self)
+    unused_options = ("clip_norm", "per_sample_clip", "batch_sampling_rate", "noise")
 
     def planned_events(self) -> LevelEvents:
         """T non-private releases."""

@@ -11,11 +11,12 @@ and its events.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import secrets
 from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -34,6 +35,9 @@ from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport
+
+if TYPE_CHECKING:
+    from fedvote.config import RunConfig
 
 NOISE_PLACEMENTS: tuple[str, ...] = ("distributed", "server")
 
@@ -164,6 +168,8 @@ class GradientMethod(Method):
     """
 
     calibration_level: ClassVar[str | None] = "agent"
+    # GradientOptions fields a method does not use; from_config drops them.
+    unused_options: ClassVar[tuple[str, ...]] = ()
 
     sigma: float = 0.0
     rounds: int = 100
@@ -175,6 +181,27 @@ class GradientMethod(Method):
     model: str = "mlp"
     seed: int = 0
     noise_seed: int | None = None
+
+    @classmethod
+    def from_config(
+        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
+    ) -> GradientMethod:
+        """The method with ``config.gradient``'s settings and noise multiplier ``sigma``.
+
+        Q and t do not apply; a method with nothing to calibrate (FedAvg) keeps σ = 0.
+        """
+        options = {k: v for k, v in config.gradient.overrides().items() if k not in cls.unused_options}
+        if cls.calibration_level is not None:
+            options["sigma"] = sigma
+        if "delta" in {f.name for f in dataclasses.fields(cls)}:
+            options["delta"] = config.privacy.delta
+        return cls(seed=config.seed, noise_seed=config.privacy.noise_seed, **options)
+
+    def with_sigma(self, sigma: float) -> GradientMethod:
+        """The same run with noise multiplier ``sigma`` (FedAvg adds no noise: unchanged)."""
+        if self.calibration_level is None:
+            return self
+        return dataclasses.replace(self, sigma=sigma)
 
     def __post_init__(self) -> None:
         if not self.sigma >= 0:

@@ -11,11 +11,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fedvote.aggregation.voting import noise_share_std
 from fedvote.data.federation import ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.voting import check_voting_run, choose_queries, student_from_votes, vote_in_batches
+from fedvote.methods.voting import check_voting_run, label_and_teach
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import LevelEvents, pate_fl_events
 from fedvote.privacy.ledger import PrivacyLedger
@@ -109,34 +108,11 @@ class PateFL(Method):
         pool_size = server.public_features.shape[0]
         check_voting_run(self.queries, pool_size, self.min_responders, transport.num_agents)
         transport.train_teachers(self.teacher, progress)
-
-        chosen = choose_queries(pool_size, self.queries, self.seed)  # (Q,)
-        noise_std = noise_share_std(self.sigma, self.min_responders)
-        votes = vote_in_batches(
-            chosen,
-            batch_size=self.query_batch_size,
+        return label_and_teach(
+            self,
+            server,
             events=lambda count: pate_fl_events(self.sigma, count),
-            vote=lambda batch: transport.vote_sum(batch, noise_std, self.min_responders),
+            vote_sum=transport.vote_sum,
             ledger=ledger,
             progress=progress,
-        )
-        student, used = student_from_votes(
-            server,
-            votes,
-            sigma=self.sigma,
-            min_margin=self.student_min_margin,
-            config=self.student,
-            seed=self.seed,
-            self_training_rounds=self.self_training_rounds,
-            progress=progress,
-        )
-        return MethodOutcome(
-            student=student,
-            query_indices=votes.query_indices,
-            pseudo_labels=votes.pseudo_labels,
-            details={
-                "min_responders": self.min_responders,
-                "queries_requested": self.queries,
-                "student_queries": used,
-            },
         )

@@ -30,11 +30,10 @@ import numpy as np
 from torch import nn
 
 from fedvote.aggregation.knn import resolve_k
-from fedvote.aggregation.voting import noise_share_std
 from fedvote.data.federation import ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.voting import check_voting_run, choose_queries, student_from_votes, vote_in_batches
+from fedvote.methods.voting import check_voting_run, label_and_teach
 from fedvote.models.features import FEATURE_KINDS, FeatureExtractor, fit_feature_extractor
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import KNN_BOUNDS, LevelEvents, private_knn_fl_events
@@ -202,34 +201,18 @@ class PrivateKnnFL(Method):
             bar.advance()
         k_min = int(np.min(ks))
 
-        chosen = choose_queries(pool_size, self.queries, self.seed)  # (Q,)
-        noise_std = noise_share_std(self.sigma, self.min_responders)
-        votes = vote_in_batches(
-            chosen,
-            batch_size=self.query_batch_size,
+        outcome = label_and_teach(
+            self,
+            server,
             events=lambda count: private_knn_fl_events(self.sigma, count, k_min, self.bound),
-            vote=lambda batch: transport.knn_vote_sum(batch, noise_std, self.min_responders),
+            vote_sum=transport.knn_vote_sum,
             ledger=ledger,
             progress=progress,
         )
-        student, used = student_from_votes(
-            server,
-            votes,
-            sigma=self.sigma,
-            min_margin=self.student_min_margin,
-            config=self.student,
-            seed=self.seed,
-            self_training_rounds=self.self_training_rounds,
-            progress=progress,
-        )
-        return MethodOutcome(
-            student=student,
-            query_indices=votes.query_indices,
-            pseudo_labels=votes.pseudo_labels,
+        return dataclasses.replace(
+            outcome,
             details={
-                "min_responders": self.min_responders,
-                "queries_requested": self.queries,
-                "student_queries": used,
+                **outcome.details,
                 "bound": self.bound,
                 "k": k_min,
                 "k_per_agent": [int(k) for k in ks],

@@ -9,7 +9,8 @@ that vote; the rest of Algorithms 1 and 2 is here:
 * :func:`vote_in_batches` — one round per batch: charge the ledger, ask the transport,
   void the charge when too few agents responded; noisy argmax of what was released;
 * :func:`student_from_votes` — keep the queries whose noisy margin clears the bar and
-  train the student (with self-training on the rest of the public pool).
+  train the student (with self-training on the rest of the public pool);
+* :func:`label_and_teach` — lines 3–9 of both algorithms, from the three above.
 
 All of it after the vote sums is post-processing of released values.
 """
@@ -18,13 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from torch import nn
 
-from fedvote.aggregation.voting import noisy_argmax, top_two_gap
+from fedvote.aggregation.voting import noise_share_std, noisy_argmax, top_two_gap
 from fedvote.data.federation import ServerData
 from fedvote.errors import ConfigError
+from fedvote.methods.base import MethodOutcome
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
@@ -127,3 +130,77 @@ def student_from_votes(
         )
         bar.advance()
     return student, int(confident.sum())
+
+
+class VotingSettings(Protocol):
+    """The settings every voting method carries (PateFL, PrivateKnnFL; read-only)."""
+
+    @property
+    def sigma(self) -> float: ...  # noqa: D102
+
+    @property
+    def queries(self) -> int: ...  # noqa: D102
+
+    @property
+    def min_responders(self) -> int: ...  # noqa: D102
+
+    @property
+    def student(self) -> TrainingConfig: ...  # noqa: D102
+
+    @property
+    def query_batch_size(self) -> int: ...  # noqa: D102
+
+    @property
+    def self_training_rounds(self) -> int: ...  # noqa: D102
+
+    @property
+    def student_min_margin(self) -> float: ...  # noqa: D102
+
+    @property
+    def seed(self) -> int: ...  # noqa: D102
+
+
+def label_and_teach(
+    settings: VotingSettings,
+    server: ServerData,
+    *,
+    events: Callable[[int], LevelEvents],
+    vote_sum: Callable[[np.ndarray, float, int], VoteSum | None],
+    ledger: PrivacyLedger,
+    progress: Progress = NO_PROGRESS,
+) -> MethodOutcome:
+    """Lines 3–9 of Algorithms 1 and 2: choose queries, vote in charged rounds, train the student.
+
+    ``vote_sum(batch, noise_std, min_responders)`` is the transport's vote for the
+    method (one-hot teacher votes or kNN votes); each agent adds N(0, σ²/t).
+    """
+    chosen = choose_queries(server.public_features.shape[0], settings.queries, settings.seed)  # (Q,)
+    noise_std = noise_share_std(settings.sigma, settings.min_responders)
+    votes = vote_in_batches(
+        chosen,
+        batch_size=settings.query_batch_size,
+        events=events,
+        vote=lambda batch: vote_sum(batch, noise_std, settings.min_responders),
+        ledger=ledger,
+        progress=progress,
+    )
+    student, used = student_from_votes(
+        server,
+        votes,
+        sigma=settings.sigma,
+        min_margin=settings.student_min_margin,
+        config=settings.student,
+        seed=settings.seed,
+        self_training_rounds=settings.self_training_rounds,
+        progress=progress,
+    )
+    return MethodOutcome(
+        student=student,
+        query_indices=votes.query_indices,
+        pseudo_labels=votes.pseudo_labels,
+        details={
+            "min_responders": settings.min_responders,
+            "queries_requested": settings.queries,
+            "student_queries": used,
+        },
+    )
