@@ -1,4 +1,4 @@
-"""Command-line flags shared by ``fedvote run`` and ``fedvote compare``."""
+"""Command-line flags shared by ``fedvote run``, ``fedvote compare`` and ``fedvote sweep``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import click
 from fedvote.config import FederationConfig
 from fedvote.data.datasets import available_datasets
 from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
+from fedvote.methods.options import OptionSpec, option_specs
 
 # Python argument names that differ from their CLI flags.
 _FLAG_NAMES = {
@@ -55,7 +56,7 @@ _FEDERATION_OPTIONS = (
                  help="Where file-based datasets live [env: FEDVOTE_DATA]."),
     click.option("--agents", type=int, default=50, show_default=True, help="Number of agents N."),
     click.option("--partition", type=click.Choice(PARTITION_SCHEMES), default="iid", show_default=True),
-    click.option("--alpha", type=float, default=0.5, show_default=True,
+    click.option("--dirichlet-alpha", type=float, default=0.5, show_default=True,
                  help="Dirichlet concentration β for --partition dirichlet."),
     click.option("--classes-per-agent", type=int, default=2, show_default=True,
                  help="Classes each agent sees, for --partition classes."),
@@ -68,7 +69,7 @@ _FEDERATION_OPTIONS = (
     click.option("--test-fraction", type=float, default=0.15, show_default=True,
                  help="Share held out as the test set, for data without an official test split."),
 )
-_PARTITION_PARAMS = ("partition", "alpha", "classes_per_agent", "shards_per_agent")
+_PARTITION_PARAMS = ("partition", "dirichlet_alpha", "classes_per_agent", "shards_per_agent")
 _FEDERATION_PARAMS = (
     "dataset", "target", "image_size", "label_column", "data_dir", "agents",
     "public_fraction", "test_fraction",
@@ -86,7 +87,7 @@ def federation_options(command: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         partition = PartitionSpec(
             scheme=kwargs.pop("partition"),
-            alpha=kwargs.pop("alpha"),
+            alpha=kwargs.pop("dirichlet_alpha"),
             classes_per_agent=kwargs.pop("classes_per_agent"),
             shards_per_agent=kwargs.pop("shards_per_agent"),
         )
@@ -97,3 +98,57 @@ def federation_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(_FEDERATION_OPTIONS):
         wrapper = option(wrapper)
     return wrapper
+
+
+def method_option_flags(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add one flag per field of every method's options; the command gets ``method_flags``.
+
+    ``method_flags`` maps option names to the values typed on the command line (flags
+    left out are absent, so the method's defaults apply); :mod:`fedvote.run_options`
+    hands each method its own. Flags come from
+    :func:`fedvote.methods.options.option_specs`, so a new method's settings reach the
+    CLI without editing this module.
+    """
+    specs = _all_method_option_specs()
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        given = {spec.name: kwargs.pop(spec.name) for spec in specs.values()}
+        kwargs["method_flags"] = {name: value for name, value in given.items() if value is not None}
+        return command(*args, **kwargs)
+
+    for spec in reversed(list(specs.values())):
+        owners = ", ".join(_OPTION_OWNERS[spec.name])
+        help_text = f"{spec.help} ({owners})"
+        if spec.default is not None:
+            help_text += f" [default: {spec.default}]"
+        value_type: Any = click.Choice(spec.choices) if spec.choices else spec.value_type
+        if spec.value_type is bool:
+            negative = "--no-" + spec.flag.removeprefix("--")
+            decl = click.option(f"{spec.flag}/{negative}", spec.name, default=None, help=help_text)
+        else:
+            decl = click.option(spec.flag, spec.name, type=value_type, default=None, help=help_text)
+        wrapper = decl(wrapper)
+    return wrapper
+
+
+_OPTION_OWNERS: dict[str, list[str]] = {}
+
+
+def _all_method_option_specs() -> dict[str, OptionSpec]:
+    """Every method's option specs by name; two methods may share a name of one type."""
+    from fedvote.methods import METHODS
+
+    specs: dict[str, OptionSpec] = {}
+    for method_name in sorted(METHODS):
+        options_type = METHODS[method_name].options_type
+        if options_type is None:
+            continue
+        for spec in option_specs(options_type):
+            known = specs.setdefault(spec.name, spec)
+            if (known.flag, known.value_type) != (spec.flag, spec.value_type):
+                raise TypeError(f"methods disagree on option {spec.name!r}: {known} vs {spec}")
+            owners = _OPTION_OWNERS.setdefault(spec.name, [])
+            if method_name not in owners:
+                owners.append(method_name)
+    return specs

@@ -12,6 +12,7 @@ from fedvote.data.partition import PartitionSpec
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.methods.gradient import GradientOptions
+from fedvote.methods.options import build_options
 from fedvote.models.features import FEATURE_KINDS
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import ACCOUNTANTS
@@ -166,18 +167,25 @@ class RunConfig:
     queries: int | None = None
     self_training_rounds: int = 2
     seed: int = 0
+    # The method's own settings (its ``options_type`` fields); validated on construction.
+    options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ConfigError(
                 "method", f"unknown method {self.method!r}; choose from {', '.join(sorted(METHODS))}"
             )
+        self.method_options()
         if self.self_training_rounds < 0:
             raise ConfigError(
                 "self_training_rounds", f"must be >= 0, got {self.self_training_rounds}"
             )
         if self.queries is not None and self.queries < 1:
             raise ConfigError("queries", f"must be at least 1, got {self.queries}")
+
+    def method_options(self) -> Any:
+        """The method's options dataclass built from ``options`` (None: it has none)."""
+        return build_options(self.method, METHODS[self.method].options_type, self.options)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready nested dict (the ``config`` key of result.json)."""

@@ -71,7 +71,7 @@ def test_summary_is_readable(capsys):
         (["--epsilon", "-1"], "--epsilon"),
         (["--delta", "1.5"], "--delta"),
         (["--queries", "100000"], "--queries"),
-        (["--alpha", "0", "--partition", "dirichlet"], "--alpha"),
+        (["--dirichlet-alpha", "0", "--partition", "dirichlet"], "--dirichlet-alpha"),
         (["--classes-per-agent", "11", "--partition", "classes"], "--classes-per-agent"),
         (["--min-responders", "11"], "--min-responders"),
         (["--public-fraction", "0.7", "--test-fraction", "0.4"], "--agent-fraction"),
@@ -155,6 +155,19 @@ def test_every_command_group_is_reachable_from_the_fedvote_entry_point(capsys):
 
 def test_compare_takes_the_same_federation_flags_as_run(capsys):
     code, out, _ = invoke(["compare", "--methods", "fedavg", "--agents", "5", "--partition", "dirichlet",
-                           "--alpha", "5", "--rounds", "3", "--json"], capsys)
+                           "--dirichlet-alpha", "5", "--rounds", "3", "--json"], capsys)
     assert code == 0
     assert json.loads(out)[0]["method"] == "fedavg"
+
+
+def test_run_flags_are_unique_and_include_every_method_option() -> None:
+    from fedvote.cli import run
+    from fedvote.methods import METHODS
+    from fedvote.methods.options import option_specs
+
+    flags = [flag for param in run.params for flag in param.opts]
+    assert len(flags) == len(set(flags)), "two run options share a flag"
+    for method in METHODS.values():
+        if method.options_type is not None:
+            for spec in option_specs(method.options_type):
+                assert spec.flag in flags

@@ -84,7 +84,7 @@ def test_dirichlet_assigns_every_record_once(problem, agents, alpha):
     try:
         parts = partition_indices(labels, agents, PartitionSpec("dirichlet", alpha=alpha), np.random.default_rng(seed))
     except ConfigError as error:  # very skewed draws may starve an agent; the error says so
-        assert error.argument == "alpha"
+        assert error.argument == "dirichlet_alpha"
         return
     assert_exact_cover(parts, labels.shape[0])
 
@@ -122,8 +122,8 @@ def test_classes_per_agent_six_of_ten_like_the_paper():
     ("kwargs", "argument"),
     [
         ({"scheme": "bogus"}, "partition"),
-        ({"alpha": 0.0}, "alpha"),
-        ({"alpha": -1.0}, "alpha"),
+        ({"alpha": 0.0}, "dirichlet_alpha"),
+        ({"alpha": -1.0}, "dirichlet_alpha"),
         ({"classes_per_agent": 0}, "classes_per_agent"),
         ({"shards_per_agent": 0}, "shards_per_agent"),
     ],

@@ -50,7 +50,7 @@ class PartitionSpec:
                 "partition", f"unknown scheme {self.scheme!r}; choose from {', '.join(PARTITION_SCHEMES)}"
             )
         if not self.alpha > 0:
-            raise ConfigError("alpha", f"the Dirichlet concentration must be > 0, got {self.alpha}")
+            raise ConfigError("dirichlet_alpha", f"the Dirichlet concentration must be > 0, got {self.alpha}")
         if self.classes_per_agent < 1:
             raise ConfigError(
                 "classes_per_agent", f"must be at least 1, got {self.classes_per_agent}"
@@ -160,7 +160,7 @@ def _dirichlet(
         if min(sizes) >= 1:
             return [np.concatenate(p) for p in parts]
     raise ConfigError(
-        "alpha",
+        "dirichlet_alpha",
         f"Dirichlet({alpha}) left some of the {num_agents} agents without records in "
-        f"{attempts} draws; use fewer agents or a larger alpha",
+        f"{attempts} draws; use fewer agents or a larger --dirichlet-alpha",
     )

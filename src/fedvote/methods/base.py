@@ -45,6 +45,9 @@ class Method(ABC):
     name: ClassVar[str]
     # The level whose ε ``--epsilon`` calibrates σ to; None: nothing to calibrate.
     calibration_level: ClassVar[str | None] = "agent"
+    # The frozen dataclass of the method's own settings (fields made with
+    # fedvote.methods.options.method_option); None: the method has none.
+    options_type: ClassVar[type | None] = None
     sigma: float  # the noise parameter of the method's releases (σ or noise multiplier)
 
     @classmethod

@@ -1,0 +1,223 @@
+"""The flags of ``fedvote run`` (and ``fedvote sweep``), turned into RunConfigs.
+
+One list of flags, one function from flags to :class:`~fedvote.config.RunConfig`: the
+commands that run methods share both, and every method's own options
+(``Method.options_type``) are added by :func:`~fedvote.cli_options.method_option_flags`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from fedvote.cli_options import federation_options, method_option_flags
+from fedvote.config import DEFAULT_EPSILON, FederationConfig, KnnOptions, PrivacyConfig, RunConfig
+from fedvote.errors import ConfigError
+from fedvote.methods import METHODS
+from fedvote.methods.gradient import NOISE_PLACEMENTS, GradientOptions
+from fedvote.methods.options import option_specs
+from fedvote.models.features import FEATURE_KINDS
+from fedvote.models.training import TrainingConfig
+from fedvote.models.zoo import MODEL_NAMES
+from fedvote.privacy.accountant import ACCOUNTANTS
+from fedvote.privacy.events import KNN_BOUNDS
+
+_RUN_OPTIONS = (
+    click.option("--sigma", type=float, default=None,
+                  help="Std σ of the total noise on each vote sum; 0 = non-private reference."),
+    click.option("--epsilon", type=float, default=None,
+                  help=f"Target agent-level ε; σ is calibrated to it [default: {DEFAULT_EPSILON:g} "
+                       "when --sigma is not given]."),
+    click.option("--delta", type=float, default=1e-3, show_default=True),
+    click.option("--accountant", type=click.Choice(ACCOUNTANTS), default="pld", show_default=True),
+    click.option("--calibrate-level", type=click.Choice(["agent", "instance"]), default=None,
+                  help="The level whose ε --epsilon targets [default: the method's own: agent for "
+                       "voting and DP-FedAvg, instance for DP-FedSGD]."),
+    click.option("--queries", type=int, default=None,
+                  help="Public queries Q to label [default: the pool, at most 100]."),
+    click.option("--min-responders", type=int, default=None,
+                  help="t: minimum honest responders; each agent adds N(0, σ²/t) [default: N]."),
+    click.option("--k", "knn_k", type=int, default=None,
+                  help="Private-kNN-FL: neighbours per agent [default: --k-fraction of its records]."),
+    click.option("--k-fraction", type=float, default=0.05, show_default=True,
+                  help="Private-kNN-FL: k as a fraction of each agent's records (the paper's 5 %)."),
+    click.option("--features", type=click.Choice(FEATURE_KINDS), default="pca", show_default=True,
+                  help="Private-kNN-FL: public feature extractor, fitted on the public pool only."),
+    click.option("--feature-dim", type=int, default=50, show_default=True),
+    click.option("--feature-module", type=click.Path(dir_okay=False), default=None,
+                  help="TorchScript (or torch.export .pt2) file for --features module."),
+    click.option("--normalize-features/--no-normalize-features", default=False, show_default=True),
+    click.option("--knn-bound", type=click.Choice(KNN_BOUNDS), default="tight", show_default=True,
+                  help="Private-kNN-FL instance-level sensitivity: tight √2/k or the paper's √(2/k)."),
+    click.option("--rounds", type=int, default=None,
+                  help="Gradient methods: communication rounds T [default: 100]."),
+    click.option("--sampling-rate", type=float, default=None,
+                  help="Gradient methods: agent sampling probability q per round [default: 0.05; "
+                       "DP-FedSGD 1]."),
+    click.option("--local-steps", type=int, default=None,
+                  help="Gradient methods: local (DP-)SGD iterations E per round [default: 20; DP-FedSGD 1]."),
+    click.option("--clip-norm", type=float, default=None, help="DP-FedAvg update clip S [default: 0.08]."),
+    click.option("--per-sample-clip", type=float, default=None,
+                 help="DP-FedSGD per-record clip C [default: 1]."),
+    click.option("--learning-rate", type=float, default=None, help="Gradient methods: local SGD step size."),
+    click.option("--lr-decay", type=float, default=None, help="Gradient methods: step size decay per round."),
+    click.option("--batch-size", type=int, default=None, help="FedAvg / DP-FedAvg local mini-batch size."),
+    click.option("--batch-sampling-rate", type=float, default=None,
+                  help="DP-FedSGD Poisson batch rate q_b [default: 0.25]."),
+    click.option("--noise", type=click.Choice(NOISE_PLACEMENTS), default="distributed", show_default=True,
+                  help="DP-FedAvg: each sampled agent adds its noise share (Alg. 5) or the server "
+                       "adds it (Alg. 3)."),
+    click.option("--gradient-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True,
+                  help="Gradient methods: the global model."),
+    click.option("--teacher-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True),
+    click.option("--student-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
+                  help="'auto': a small CNN for image data, else an MLP."),
+    click.option("--epochs", type=int, default=40, show_default=True,
+                  help="Training epochs (teachers and student)."),
+    click.option("--student-epochs", type=int, default=None, help="Student epochs [default: --epochs]."),
+    click.option("--augment-shift", type=int, default=0, show_default=True,
+                  help="Student: shift each image batch by up to this many pixels (augmentation)."),
+    click.option("--self-training-rounds", type=int, default=2, show_default=True,
+                  help="Student: rounds of self-training on the unlabelled public pool."),
+    click.option("--seed", type=int, default=0, show_default=True,
+                  help="Seeds data split, training and query choice (not the privacy noise)."),
+    click.option("--noise-seed", type=int, default=None,
+                  help="Seed the privacy noise for a reproducible simulation; never in deployment "
+                       "[default: OS entropy]."),
+    click.option("--ledger", type=click.Path(dir_okay=False), default=None,
+                  help="SQLite privacy ledger: every release is charged here before it happens, "
+                       "accumulating across runs on the same federation."),
+    click.option("--budget-epsilon", type=float, default=None,
+                  help="Agent-level ε budget of the federation in --ledger; a run that would exceed "
+                       "it stops before releasing anything."),
+)
+
+
+def run_config_options(
+    *, several_methods: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add ``--method``, the federation flags and every run flag; pass ``configs``.
+
+    The command receives ``configs``: one validated RunConfig per method named by
+    ``--method`` (a comma-separated list when ``several_methods``), and the raw flag
+    values stay out of its signature. A method option given for none of the methods is
+    refused by name.
+    """
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            names = [name.strip() for name in kwargs.pop("method").split(",") if name.strip()]
+            flags = {name: kwargs.pop(name) for name in _RUN_PARAMS}
+            federation = kwargs.pop("federation")
+            method_flags = kwargs.pop("method_flags")
+            kwargs["configs"] = _configs(names, federation, flags, method_flags)
+            return command(*args, **kwargs)
+
+        wrapped = method_option_flags(wrapper)
+        for option in reversed(_RUN_OPTIONS):
+            wrapped = option(wrapped)
+        wrapped = federation_options(wrapped)
+        if several_methods:
+            method_option = click.option(
+                "--method", default="pate-fl", show_default=True,
+                help=f"One method or several, comma-separated: {', '.join(sorted(METHODS))}.",
+            )
+        else:
+            method_option = click.option(
+                "--method", type=click.Choice(sorted(METHODS)), default="pate-fl", show_default=True
+            )
+        return method_option(wrapped)
+
+    return decorate
+
+
+_RUN_PARAMS = (
+    "sigma", "epsilon", "delta", "accountant", "calibrate_level", "queries", "min_responders",
+    "knn_k", "k_fraction", "features", "feature_dim", "feature_module", "normalize_features",
+    "knn_bound", "rounds", "sampling_rate", "local_steps", "clip_norm", "per_sample_clip",
+    "learning_rate", "lr_decay", "batch_size", "batch_sampling_rate", "noise", "gradient_model",
+    "teacher_model", "student_model", "epochs", "student_epochs", "augment_shift",
+    "self_training_rounds", "seed", "noise_seed", "ledger", "budget_epsilon",
+)
+
+
+def _configs(
+    methods: list[str], federation: FederationConfig, flags: dict[str, Any], method_flags: dict[str, Any]
+) -> list[RunConfig]:
+    """One RunConfig per method; each gets the method options that are its own."""
+    if not methods:
+        raise ConfigError("method", "name at least one method")
+    for name in methods:
+        if name not in METHODS:
+            raise ConfigError("method", f"unknown method {name!r}; choose from {', '.join(sorted(METHODS))}")
+    owned = {name: _own_options(name) for name in methods}
+    for option in method_flags:
+        if not any(option in owned[name] for name in methods):
+            raise ConfigError(option, f"is not an option of method {' or '.join(map(repr, methods))}")
+    return [
+        _config(name, federation, flags, {k: v for k, v in method_flags.items() if k in owned[name]})
+        for name in methods
+    ]
+
+
+def _own_options(method: str) -> set[str]:
+    """Names of ``method``'s own options (its ``options_type`` fields)."""
+    options_type = METHODS[method].options_type
+    return {spec.name for spec in option_specs(options_type)} if options_type else set()
+
+
+def _config(
+    method: str, federation: FederationConfig, f: dict[str, Any], options: dict[str, Any]
+) -> RunConfig:
+    """The RunConfig the flags describe for ``method``."""
+    return RunConfig(
+        method=method,
+        federation=federation,
+        privacy=PrivacyConfig(
+            sigma=f["sigma"],
+            epsilon=f["epsilon"],
+            delta=f["delta"],
+            accountant=f["accountant"],
+            min_responders=f["min_responders"],
+            noise_seed=f["noise_seed"],
+            ledger=f["ledger"],
+            budget_epsilon=f["budget_epsilon"],
+            calibrate_level=f["calibrate_level"],
+        ),
+        knn=KnnOptions(
+            k=f["knn_k"],
+            k_fraction=f["k_fraction"],
+            features=f["features"],
+            feature_dim=f["feature_dim"],
+            feature_module=f["feature_module"],
+            normalize=f["normalize_features"],
+            bound=f["knn_bound"],
+        ),
+        gradient=GradientOptions(
+            rounds=f["rounds"],
+            sampling_rate=f["sampling_rate"],
+            local_steps=f["local_steps"],
+            clip_norm=f["clip_norm"],
+            per_sample_clip=f["per_sample_clip"],
+            learning_rate=f["learning_rate"],
+            lr_decay=f["lr_decay"],
+            batch_size=f["batch_size"],
+            batch_sampling_rate=f["batch_sampling_rate"],
+            noise=f["noise"],
+            model=f["gradient_model"],
+        ),
+        teacher=TrainingConfig(model=f["teacher_model"], epochs=f["epochs"]),
+        student=TrainingConfig(
+            model=f["student_model"],
+            epochs=f["student_epochs"] if f["student_epochs"] is not None else f["epochs"],
+            augment_shift=f["augment_shift"],
+        ),
+        queries=f["queries"],
+        self_training_rounds=f["self_training_rounds"],
+        seed=f["seed"],
+        options=options,
+    )
