@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # CPU wheel, while an unpinned "torch" would pull several GB of CUDA packages.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test lint bench results install install-dev clean
+.PHONY: demo test lint bench results install install-dev clean chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,15 +27,26 @@ install-dev: $(VENV)/.installed-dev
 demo: install
 	$(BIN)/fedvote run
 
-test: install-dev
+# The report tests screenshot report.html in headless Chromium (Debian's package);
+# installed here when missing (needs root or sudo), silent when present.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		echo "installing chromium (apt-get) for the report tests"; \
+		$$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }; }
+
+test: install-dev chromium
 	$(BIN)/python -m pytest -q
 
 lint: install-dev
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 
+# Each benchmarks/bench_*.py writes benchmarks/results/<name>.json; report.py turns them all into docs/performance.md.
 bench: install-dev
-	@ls benchmarks/*.py >/dev/null 2>&1 && for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python $$b || exit 1; done
+	$(BIN)/python benchmarks/report.py
 
 # Paper reproductions: writes experiments/results/*.json and docs/results.md.
 results: install-dev

@@ -172,6 +172,11 @@ def render() -> str:
             "```",
             "",
         ]
+    # Sections written by experiments with scripts of their own (experiments/NAME.py), kept
+    # between their markers so that both this script and theirs can rewrite the file.
+    for section in sorted(RESULTS.glob("*.section.md")):
+        name = section.name.removesuffix(".section.md")
+        lines += [f"<!-- {name}: begin -->", section.read_text().rstrip("\n"), f"<!-- {name}: end -->", ""]
     return "\n".join(lines)
 
 

@@ -16,9 +16,13 @@ from fedvote.cli_options import flag_for, reject_flags_besides
 from fedvote.compare_cli import compare
 from fedvote.config import RunConfig, load_run_config
 from fedvote.data_cli import data
-from fedvote.errors import ConfigError
+from fedvote.deploy_cli import deploy
+from fedvote.errors import ConfigError, VoteRejected
+from fedvote.label_cli import label
+from fedvote.report_cli import plot, report
 from fedvote.results import RunResult, write_result
 from fedvote.run_options import run_config_options
+from fedvote.sweep_cli import sweep
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,6 +39,8 @@ def cli() -> None:
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Write DIR/result.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout instead of the summary.")
+@click.option("--report", "with_report", is_flag=True,
+              help="Also write DIR/report.html (plots, ε per level) at the end; needs --out.")
 @click.pass_context
 def run(
     context: click.Context,
@@ -42,6 +48,7 @@ def run(
     configs: list[RunConfig],
     out: str | None,
     as_json: bool,
+    with_report: bool,
 ) -> None:
     """Run a federated method and report accuracy and (ε, δ) at agent and instance level.
 
@@ -50,14 +57,20 @@ def run(
     from fedvote.progress import RichProgress
     from fedvote.runner import run as run_config
 
+    if with_report and out is None:
+        raise ConfigError("report", "needs --out DIR, where result.json and report.html are written")
     if config_file is not None:
-        config = _config_from_file(context, config_file, frozenset({"out", "as_json"}))
+        config = _config_from_file(context, config_file, frozenset({"out", "as_json", "with_report"}))
     else:
         (config,) = configs
     result = run_config(config, progress=RichProgress())
     if out is not None:
         path = write_result(result, out)
         click.echo(f"wrote {path}", err=True)
+        if with_report:
+            from fedvote.report import write_report
+
+            click.echo(f"wrote {write_report(out)}", err=True)
     if as_json:
         click.echo(result.to_json())
     else:
@@ -97,6 +110,22 @@ def summary(result: RunResult) -> str:
             )
     else:
         lines.append("  NOT PRIVATE: no noise protects the releases; ε is unbounded (reported as null)")
+    record = privacy.record
+    if record is not None and record["weak"]["mu"] is not None:  # PriFedSync: federated f-DP
+        weak, strong = record["weak"], record["strong"]
+        lines.append(
+            f"  record level          weak μ = {weak['mu']:.3f} (ε = {weak['epsilon']:.3f}), "
+            f"strong μ = {strong['mu']:.3f} (ε = {strong['epsilon']:.3f}) "
+            f"at δ = {record['delta']:g} after R = {record['rounds']}"
+        )
+    clients = result.details.get("client_accuracy")
+    if clients:
+        lines.append(
+            f"  client accuracy       personalised {clients['personalised']:.3f}, "
+            f"global {clients['global']:.3f}"
+            + (f"; reached the target at round {result.details['round_reached']}"
+               if result.details.get("round_reached") else "")
+        )
     comm = result.communication
     lines.append(
         f"  communication         {comm['upload_floats']} floats up, "
@@ -117,6 +146,11 @@ def summary(result: RunResult) -> str:
 cli.add_command(account)
 cli.add_command(data)
 cli.add_command(compare)
+cli.add_command(report)
+cli.add_command(plot)
+cli.add_command(sweep)
+cli.add_command(label)
+cli.add_command(deploy)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -134,6 +168,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(error.exit_code)
     except ConfigError as error:
         click.echo(f"fedvote: error: {flag_for(error.argument)}: {error.detail}", err=True)
+        sys.exit(2)
+    except VoteRejected as error:  # a malformed vote at an agent's boundary; never summed
+        click.echo(f"fedvote: error: {_one_line(str(error))}", err=True)
         sys.exit(2)
 
 

@@ -20,6 +20,8 @@ _FLAG_NAMES = {
     "k": "--k",
     "bound": "--knn-bound",
     "normalize": "--normalize-features",
+    "with_report": "--report",
+    "as_json": "--json",
 }
 
 

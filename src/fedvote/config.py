@@ -66,6 +66,10 @@ class PrivacyConfig:
     ``ledger`` is a SQLite file where every release is charged before it happens,
     accumulating across runs on the same federation; ``budget_epsilon`` caps that
     federation's agent-level ε there (a run that would exceed it stops before releasing).
+
+    ``secure_sum`` routes the in-process vote sums through the pairwise-mask secure-sum
+    protocol (:mod:`fedvote.aggregation.secure_sum`); it changes what the simulated server
+    sees, not ε.
     """
 
     sigma: float | None = None
@@ -77,8 +81,11 @@ class PrivacyConfig:
     ledger: str | None = None
     budget_epsilon: float | None = None
     calibrate_level: str | None = None
+    secure_sum: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.secure_sum, bool):
+            raise ConfigError("secure_sum", f"must be true or false, got {self.secure_sum!r}")
         if self.calibrate_level not in (None, "agent", "instance"):
             raise ConfigError(
                 "calibrate_level", f"must be 'agent' or 'instance', got {self.calibrate_level!r}"

@@ -19,6 +19,14 @@ class LevelPrivacy:
     sensitivity: float | None
     adjacency: str
     bound: str | None = None
+    # Data-dependent ε of the released votes (simulation only; not itself private), the
+    # accountant that produced it and its label; absent from result.json when None.
+    data_dependent_epsilon: float | None = None
+    data_dependent_accountant: str | None = None
+    data_dependent_label: str | None = None
+    # A tighter ε beside a method's stated one (FedAUXfdp: ``epsilon`` is the paper's basic
+    # composition ε_scores + ε_classes, this the PLD of the same releases); absent when None.
+    epsilon_pld: float | None = None
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,9 @@ class PrivacyReport:
     noise_source: str
     calibrated_to_epsilon: float | None = None
     calibrated_level: str | None = None
+    # Record-level federated f-DP (PriFedSync: weak and strong μ and ε, Theorem 2);
+    # absent from result.json when None.
+    record: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,8 @@ class RunResult:
     config: dict[str, Any]
     details: dict[str, Any] = field(default_factory=dict)
     version: str = ""
+    # fedvote.analysis.RunAnalysis: arrays written to analysis.npz, not to result.json.
+    analysis: Any = field(default=None, repr=False, compare=False)
 
     @property
     def private(self) -> bool:
@@ -64,12 +77,20 @@ class RunResult:
         """JSON-ready dict: result.json's schema (``private`` is repeated at the top)."""
         data = asdict(self)
         details = data.pop("details")
+        data.pop("analysis")
         ordered = {"method": data.pop("method"), "private": self.private}
         ordered.update(data)
         ordered.update(details)
+        if ordered["privacy"].get("record", 0) is None:
+            del ordered["privacy"]["record"]
         for level in ("agent", "instance"):  # "bound" only where a method chose one
             if ordered["privacy"][level]["bound"] is None:
                 del ordered["privacy"][level]["bound"]
+            for key in (
+                "data_dependent_epsilon", "data_dependent_accountant", "data_dependent_label", "epsilon_pld"
+            ):
+                if ordered["privacy"][level][key] is None:
+                    del ordered["privacy"][level][key]
         return _finite(ordered)
 
     def to_json(self) -> str:
@@ -78,7 +99,11 @@ class RunResult:
 
 
 def write_result(result: RunResult, out_dir: str | Path) -> Path:
-    """Write ``out_dir/result.json`` atomically (a temporary file renamed into place)."""
+    """Write ``out_dir/result.json`` atomically (a temporary file renamed into place).
+
+    When the run carries analysis arrays, ``out_dir/analysis.npz`` is written beside it
+    (see :mod:`fedvote.analysis`).
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     target = out / "result.json"
@@ -90,6 +115,8 @@ def write_result(result: RunResult, out_dir: str | Path) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if result.analysis is not None:
+        result.analysis.save(out)
     return target
 
 

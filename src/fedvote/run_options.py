@@ -93,25 +93,32 @@ _RUN_OPTIONS = (
     click.option("--budget-epsilon", type=float, default=None,
                   help="Agent-level ε budget of the federation in --ledger; a run that would exceed "
                        "it stops before releasing anything."),
+    click.option("--secure-sum/--no-secure-sum", default=False, show_default=True,
+                  help="Sum the agents' noisy votes by the pairwise-mask secure-sum protocol "
+                       "(the simulated server sees only masked vectors and the total)."),
 )
 
 
 def run_config_options(
-    *, several_methods: bool = False
+    *, several_methods: bool = False, exclude: frozenset[str] = frozenset()
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Add ``--method``, the federation flags and every run flag; pass ``configs``.
 
     The command receives ``configs``: one validated RunConfig per method named by
     ``--method`` (a comma-separated list when ``several_methods``), and the raw flag
     values stay out of its signature. A method option given for none of the methods is
-    refused by name.
+    refused by name. ``exclude`` names run flags (Python names, e.g. ``"queries"``) the
+    command does not offer, so that it may use the flag for something else; the config
+    takes their defaults.
     """
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        omitted: dict[str, Any] = {}  # excluded flag -> its default
+
         @functools.wraps(command)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             names = [name.strip() for name in kwargs.pop("method").split(",") if name.strip()]
-            flags = {name: kwargs.pop(name) for name in _RUN_PARAMS}
+            flags = {name: omitted[name] if name in omitted else kwargs.pop(name) for name in _RUN_PARAMS}
             federation = kwargs.pop("federation")
             method_flags = kwargs.pop("method_flags")
             kwargs["configs"] = _configs(names, federation, flags, method_flags)
@@ -120,6 +127,9 @@ def run_config_options(
         wrapped = method_option_flags(wrapper)
         for option in reversed(_RUN_OPTIONS):
             wrapped = option(wrapped)
+        params = getattr(wrapped, "__click_params__", [])
+        omitted.update({param.name: param.default for param in params if param.name in exclude})
+        params[:] = [param for param in params if param.name not in exclude]
         wrapped = federation_options(wrapped)
         if several_methods:
             method_option = click.option(
@@ -141,7 +151,7 @@ _RUN_PARAMS = (
     "knn_bound", "rounds", "sampling_rate", "local_steps", "clip_norm", "per_sample_clip",
     "learning_rate", "lr_decay", "batch_size", "batch_sampling_rate", "noise", "gradient_model",
     "teacher_model", "student_model", "epochs", "student_epochs", "augment_shift",
-    "self_training_rounds", "seed", "noise_seed", "ledger", "budget_epsilon",
+    "self_training_rounds", "seed", "noise_seed", "ledger", "budget_epsilon", "secure_sum",
 )
 
 
@@ -187,6 +197,7 @@ def _config(
             ledger=f["ledger"],
             budget_epsilon=f["budget_epsilon"],
             calibrate_level=f["calibrate_level"],
+            secure_sum=f["secure_sum"],
         ),
         knn=KnnOptions(
             k=f["knn_k"],

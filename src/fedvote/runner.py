@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -10,11 +11,13 @@ import time
 import numpy as np
 
 from fedvote import __version__
+from fedvote.analysis import collect_analysis, with_data_dependent_epsilon
 from fedvote.config import RunConfig
 from fedvote.data.datasets import has_official_test_split, load_dataset, load_splits
 from fedvote.data.federation import Federation, build_domain_federation, build_federation
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS, Method
+from fedvote.methods.prifedsync import PriFedSync
 from fedvote.methods.private_knn_fl import PrivateKnnFL
 from fedvote.models.training import predict_labels
 from fedvote.privacy.accountant import epsilon_for
@@ -22,6 +25,7 @@ from fedvote.privacy.calibrate import calibrate_sigma
 from fedvote.privacy.ledger import PersistentLedger, PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import LevelPrivacy, PrivacyReport, RunResult
+from fedvote.transport.base import Transport
 from fedvote.transport.local import LocalTransport
 
 # Queries asked when the user gives none: the whole pool, up to this many. Fewer
@@ -101,15 +105,31 @@ def make_federation(config: RunConfig) -> Federation:
 
 def make_method(config: RunConfig, federation: Federation) -> Method:
     """The configured method with σ given, or calibrated to the target ε at the chosen level."""
-    pool_size = len(federation.public)
+    return method_for(
+        config,
+        pool_size=len(federation.public),
+        num_agents=federation.num_agents,
+        agent_records=federation.agent_sizes(),
+    )
+
+
+def method_for(
+    config: RunConfig, *, pool_size: int, num_agents: int, agent_records: np.ndarray | None
+) -> Method:
+    """:func:`make_method` from the federation's public shape alone.
+
+    For a server that never holds the agents' data (a Flower deployment): the public
+    pool's size, the number of agents N and, when known, their record counts (public
+    metadata; Private-kNN-FL plans a fractional k with them, else with k_min = 1).
+    """
     queries = config.queries if config.queries is not None else min(pool_size, DEFAULT_MAX_QUERIES)
     if queries > pool_size:
         raise ConfigError("queries", f"{queries} queries asked but the public pool holds {pool_size}")
     privacy = config.privacy
-    min_responders = privacy.min_responders or federation.num_agents
-    if min_responders > federation.num_agents:
+    min_responders = privacy.min_responders or num_agents
+    if min_responders > num_agents:
         raise ConfigError(
-            "min_responders", f"t = {min_responders} exceeds the {federation.num_agents} agents"
+            "min_responders", f"t = {min_responders} exceeds the {num_agents} agents"
         )
     method = METHODS[config.method].from_config(
         config,
@@ -117,8 +137,10 @@ def make_method(config: RunConfig, federation: Federation) -> Method:
         queries=queries,
         min_responders=min_responders,
     )
-    if isinstance(method, PrivateKnnFL):  # k_min depends on the agents' (public) sizes
-        method = method.with_agent_records(federation.agent_sizes())
+    if isinstance(method, PrivateKnnFL) and agent_records is not None:  # k_min: agents' (public) sizes
+        method = method.with_agent_records(agent_records)
+    if isinstance(method, PriFedSync) and agent_records is not None:  # Theorem 2's μ_max: smallest n_j
+        method = method.with_agent_records(agent_records)
     level = calibration_level(config, method)
     target = privacy.target_epsilon if level is not None else None
     if target is not None and level is not None:
@@ -145,25 +167,39 @@ def calibration_level(config: RunConfig, method: Method) -> str | None:
 
 
 def run(
-    config: RunConfig, progress: Progress = NO_PROGRESS, federation: Federation | None = None
+    config: RunConfig,
+    progress: Progress = NO_PROGRESS,
+    federation: Federation | None = None,
+    transport: Transport | None = None,
 ) -> RunResult:
     """Carry out one run as ``config`` says and measure it.
 
     ``federation`` reuses an already built federation (it must be the one ``config``
-    describes; :mod:`fedvote.compare` runs several methods on one).
+    describes; :mod:`fedvote.compare` runs several methods on one). ``transport`` runs
+    the agents somewhere else than a fresh in-process :class:`LocalTransport` (a sweep's
+    :class:`~fedvote.sweep.ReusedVotesTransport`, a Flower deployment); it must hold
+    ``federation``'s agents.
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
     if federation is None:
         federation = make_federation(config)
+    # The method's own view of the data (weighted-pate: a labelled validation slice of the pool).
+    federation = METHODS[config.method].prepare_federation(config, federation)
     timings["data_s"] = time.perf_counter() - started
 
     mark = time.perf_counter()
     method = make_method(config, federation)
     timings["calibration_s"] = time.perf_counter() - mark
 
-    transport = LocalTransport(federation, seed=config.seed, noise_seed=config.privacy.noise_seed)
+    if transport is None:
+        transport = LocalTransport(
+            federation,
+            seed=config.seed,
+            noise_seed=config.privacy.noise_seed,
+            secure_sum=config.privacy.secure_sum,
+        )
     ledger = open_ledger(config)
     try:
         if isinstance(ledger, PersistentLedger):
@@ -181,10 +217,12 @@ def run(
     accuracy = float(np.mean(predict_labels(outcome.student, test.features) == test.labels))
     label_accuracy: float | None = None
     teacher_accuracy: float | None = None
+    teacher_accuracies: np.ndarray | None = None  # (N,)
     if outcome.query_indices.size:  # voting methods: pseudo-labels and teachers to judge
         true_query_labels = federation.public.labels[outcome.query_indices]
         label_accuracy = float(np.mean(outcome.pseudo_labels == true_query_labels))
-        teacher_accuracy = float(np.mean(transport.teacher_accuracies(test)))
+        teacher_accuracies = transport.teacher_accuracies(test)
+        teacher_accuracy = float(np.mean(teacher_accuracies))
     level = calibration_level(config, method)
     privacy = privacy_report(
         config,
@@ -193,6 +231,11 @@ def run(
         instance_adjacency=outcome.details.get("instance_adjacency_of_epsilon"),
         calibrated=(config.privacy.target_epsilon, level) if level is not None else None,
     )
+    analysis = collect_analysis(federation, transport, outcome, teacher_accuracies)
+    privacy = with_data_dependent_epsilon(privacy, ledger, analysis, float(method.sigma))
+    privacy = method.stated_privacy(privacy)  # a method's own statement of its ε (FedAUXfdp)
+    if "privacy_record" in outcome.details:  # record-level federated f-DP (PriFedSync)
+        privacy = dataclasses.replace(privacy, record=outcome.details["privacy_record"])
     timings["evaluation_s"] = time.perf_counter() - mark
     timings["total_s"] = time.perf_counter() - started
 
@@ -211,13 +254,14 @@ def run(
         timings={k: round(v, 4) for k, v in timings.items()},
         config=config.to_dict(),
         details={
-            **outcome.details,
+            **{k: v for k, v in outcome.details.items() if k != "privacy_record"},
             **ledger_details,
             "public_pool": len(federation.public),
             "test_size": len(federation.test),
             "agent_records": federation.agent_sizes().tolist(),
         },
         version=__version__,
+        analysis=analysis,
     )
 
 

@@ -171,3 +171,23 @@ def test_run_flags_are_unique_and_include_every_method_option() -> None:
         if method.options_type is not None:
             for spec in option_specs(method.options_type):
                 assert spec.flag in flags
+
+
+def test_run_report_writes_the_html_page(tmp_path):
+    from fedvote.cli import main
+
+    main(["run", "--agents", "10", "--teacher-model", "logistic", "--student-model", "logistic", "--epochs", "3",
+          "--self-training-rounds", "0", "--queries", "30", "--noise-seed", "0", "--out", str(tmp_path), "--report"])
+    page = (tmp_path / "report.html").read_text()
+    assert "<html" in page.lower() and (tmp_path / "result.json").exists()
+
+
+def test_run_report_needs_out(capsys):
+    from fedvote.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--report"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "fedvote: error: --report: needs --out DIR, where result.json and report.html are written"
+    )

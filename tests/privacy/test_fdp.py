@@ -135,3 +135,31 @@ def test_replace_one_poisson_gaussian_for_dp_fedavg_instance_level():
     tight = replace_one_poisson_gaussian_epsilon(0.05, 1.0, 200, 1e-3)
     assert tight == pytest.approx(5.137, abs=0.01)  # pinned, dp-accounting 0.6.0 PLD
     assert tight < epsilon_for(dp_fedavg_events(0.05, 1.0, 200).instance, 1e-3, "exact")
+
+
+@pytest.mark.parametrize("sigma", [0.5, 0.75, 1.0, 2.0, 5.0])
+def test_theorem_2_bracket_by_numeric_integration(sigma):
+    """Theorem 2's e^{σ⁻²}Φ(1.5/σ) + 3Φ(−0.5/σ) − 2 is E_{x~N(0,1)}[(L(x) − 1)²; x > 1/(2σ)].
+
+    L(x) = e^{x/σ − 1/(2σ²)} is the likelihood ratio of N(1/σ, 1) to N(0, 1); the CLT's
+    variance comes from the half-line where the symmetrised C_p(G_{1/σ}) uses f_p. The
+    integral is computed by quadrature, independently of the closed form (relative
+    tolerance 1e-7, well above quad's error).
+    """
+    from scipy import integrate
+
+    m = 1.0 / sigma
+
+    def integrand(x):
+        return math.expm1(m * x - m * m / 2) ** 2 * norm.pdf(x)
+
+    integral = integrate.quad(integrand, m / 2, m / 2 + 40.0, epsabs=0, epsrel=1e-10, limit=200)[0]
+    q, steps = 16 / 600, 38 * 194
+    assert clt_mu(sigma, q, steps) == pytest.approx(math.sqrt(2) * q * math.sqrt(steps) * math.sqrt(integral), rel=1e-7)
+
+
+def test_strong_is_sqrt_m_minus_1_weak_for_every_table_1_row():
+    for _, sigma, rounds, _ in TABLE_1:
+        weak = prifedsync_mu(sigma, 16, 600, 38, rounds)
+        assert federated_mu(weak, 100, strong=True) == pytest.approx(math.sqrt(99) * weak)
+        assert federated_mu(weak, 100, strong=False) == weak

@@ -14,8 +14,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from fedvote.agents.behaviour import HONEST, Behaviour
 from fedvote.aggregation.knn import knn_votes, resolve_k
-from fedvote.aggregation.voting import one_hot_votes
+from fedvote.aggregation.validation import validate_vote
+from fedvote.aggregation.voting import WeightRule, accuracy_bin, one_hot_votes
 from fedvote.data.federation import LabeledData
 from fedvote.errors import ConfigError
 from fedvote.models.features import FeatureExtractor
@@ -27,8 +29,19 @@ from fedvote.models.local_training import (
     load_flat_parameters,
     sgd_steps,
 )
+from fedvote.models.logistic_heads import (
+    HeadFeatures,
+    HeadRequest,
+    ReleasedHeads,
+    fit_binary_head,
+    fit_multinomial_head,
+    fit_sgd_head,
+    head_norm_bound,
+    project_to_ball,
+)
 from fedvote.models.training import TrainingConfig, fit_classifier, predict_labels
 from fedvote.models.zoo import build_model
+from fedvote.privacy.calibrate import binary_logistic_sensitivity, multinomial_logistic_sensitivity
 
 
 class Agent:
@@ -60,6 +73,7 @@ class Agent:
         num_classes: int,
         noise_rng: np.random.Generator,
         seed: int,
+        behaviour: Behaviour = HONEST,
     ) -> None:
         self.agent_id = agent_id
         self._data = data
@@ -69,6 +83,8 @@ class Agent:
         self._seed = seed
         self._teacher: nn.Module | None = None
         self._knn: _KnnState | None = None
+        self.set_behaviour(behaviour)
+        self._weight: float | None = None
 
     @property
     def num_records(self) -> int:
@@ -97,23 +113,56 @@ class Agent:
         """
         self._teacher = teacher.eval()
 
+    def teacher_checkpoint(self) -> dict[str, torch.Tensor]:
+        """A copy of the teacher's weights, for this agent's own node to keep between messages.
+
+        Not a release: a transport that handles each message in a fresh process (Flower's
+        ClientApp) keeps it in the node-local state and gives it back through
+        :meth:`install_teacher`; it never leaves the agent's node.
+        """
+        return {name: value.detach().clone() for name, value in self._require_teacher().state_dict().items()}
+
     def noisy_votes(self, query_indices: np.ndarray, noise_std: float) -> np.ndarray:
         """The agent's release for these queries: one-hot votes + N(0, noise_std²), (Q, C).
 
         Algorithm 1, line 5, with noise_std = σ/√t (the agent's share of the noise).
         """
         votes = one_hot_votes(self._predict(query_indices), self._num_classes)  # (Q, C)
-        return self.add_noise_share(votes, noise_std)
+        return self.add_noise_share(votes, noise_std, num_queries=len(query_indices), one_hot=True)
 
-    def add_noise_share(self, votes: np.ndarray, noise_std: float) -> np.ndarray:
+    def add_noise_share(
+        self,
+        votes: np.ndarray,
+        noise_std: float,
+        *,
+        num_queries: int | None = None,
+        bound: float = 1.0,
+        one_hot: bool = False,
+    ) -> np.ndarray:
         """Release votes its teacher cast in a batch: ``votes`` + N(0, noise_std²), (Q, C).
 
         A transport that evaluates every teacher in one tensor operation (LocalTransport's
         ensemble) hands each agent its own clean votes (Q, C); the agent adds its noise
         share from its own generator, drawing exactly what :meth:`noisy_votes` would.
+        Every vote leaves the agent through here, and is first validated
+        (:func:`fedvote.aggregation.validation.validate_vote`: shape (Q, C), finite,
+        non-negative, rows totalling at most ``bound``, one non-zero entry per row when
+        ``one_hot``); a malformed vote raises :class:`fedvote.errors.VoteRejected`.
         Returns a new array; ``votes`` is left as it was.
         """
-        noised = np.array(votes, dtype=np.float64)  # (Q, C), a copy
+        checked = validate_vote(
+            votes,
+            agent_id=self.agent_id,
+            num_classes=self._num_classes,
+            num_queries=num_queries,
+            bound=bound,
+            one_hot=one_hot,
+        )  # (Q, C) float64, a copy
+        return self._add_noise(checked, noise_std)
+
+    def _add_noise(self, values: np.ndarray, noise_std: float) -> np.ndarray:
+        """``values`` + N(0, noise_std²) from this agent's own generator, a new float64 array."""
+        noised = np.array(values, dtype=np.float64)  # a copy
         if noise_std > 0:
             noised += self._noise_rng.normal(0.0, noise_std, size=noised.shape)
         return noised
@@ -124,12 +173,79 @@ class Agent:
         return float(np.mean(predict_labels(teacher, test.features) == test.labels))
 
     def _predict(self, query_indices: np.ndarray) -> np.ndarray:
-        return predict_labels(self._require_teacher(), self._public_features[query_indices])
+        return self.behave(predict_labels(self._require_teacher(), self._public_features[query_indices]))
 
     def _require_teacher(self) -> nn.Module:
         if self._teacher is None:
             raise RuntimeError(f"agent {self.agent_id} has no teacher yet; call train_teacher first")
         return self._teacher
+
+    # --- Bad teachers and reputation-weighted voting (reputation-weighted-pate.txt) ---------
+
+    def set_behaviour(self, behaviour: Behaviour) -> None:
+        """Simulation: make this agent ``behaviour`` (honest, random, constant, adversarial).
+
+        Its behaviour stream is seeded from the agent's seed, apart from its privacy noise.
+        """
+        self._behaviour = behaviour
+        self._behaviour_rng = np.random.default_rng(np.random.SeedSequence([self._seed, 0xBE4A]))
+
+    def behave(self, predictions: np.ndarray) -> np.ndarray:
+        """The labels (Q,) this agent votes given its teacher's ``predictions`` (Q,).
+
+        Honest agents vote their predictions; bad ones post-process them
+        (:class:`fedvote.agents.behaviour.Behaviour`). A transport that predicts with every
+        teacher at once hands each agent its own predictions through here.
+        """
+        if self._behaviour.honest:
+            return np.asarray(predictions, dtype=np.int64)
+        return self._behaviour.act(predictions, self._num_classes, self._behaviour_rng)
+
+    def _validation_accuracy(self, validation: LabeledData) -> float:
+        """Accuracy of the labels this agent would vote on the public validation set (private)."""
+        voted = self.behave(predict_labels(self._require_teacher(), validation.features))
+        return float(np.mean(voted == validation.labels))
+
+    def noisy_accuracy_bin(self, validation: LabeledData, bins: int, noise_std: float) -> np.ndarray:
+        """The agent's share of the accuracy summary: one-hot bin of its accuracy + noise, (B,).
+
+        Its validation accuracy a_i ∈ [0, 1] (on the *public* labelled ``validation`` set,
+        but a function of its private teacher) falls in bin ⌊a_i·B⌋ of ``bins`` equal bins;
+        the one-hot bin plus N(0, noise_std²) leaves the agent (L2 sensitivity 1 under
+        zero-out, √2 under replace-one). The sum over agents is released once, so that each
+        agent can compute a relative weight (percentile, rank, z-score) by post-processing.
+        """
+        share = np.zeros(bins, dtype=np.float64)  # (B,)
+        share[accuracy_bin(self._validation_accuracy(validation), bins)] = 1.0
+        return self._add_noise(share, noise_std)
+
+    def set_weight(self, validation: LabeledData | None, rule: WeightRule) -> None:
+        """Fix the agent's vote weight w_i ∈ [w_min, w_max] from ``rule``, kept inside the agent.
+
+        w_i is a function of the agent's own validation accuracy and of public values (the
+        rule and the released summary): the server never sees it (Sec. 3.2.1, step 4, with
+        the weight computed agent-side). ``validation`` may be None for ``one-vote``.
+        """
+        if rule.scheme == "one-vote":
+            self._weight = 1.0
+            return
+        if validation is None:
+            raise ConfigError("validation_size", f"the {rule.scheme} scheme needs a labelled validation set")
+        weight = rule.weight(self._validation_accuracy(validation))
+        self._weight = min(max(weight, rule.min_weight), rule.max_weight)
+
+    def weighted_noisy_votes(self, query_indices: np.ndarray, noise_std: float) -> np.ndarray:
+        """The agent's weighted release: w_i · one-hot vote + N(0, noise_std²), (Q, C)."""
+        votes = one_hot_votes(self._predict(query_indices), self._num_classes)  # (Q, C)
+        return self.add_weighted_noise_share(votes, noise_std)
+
+    def add_weighted_noise_share(self, votes: np.ndarray, noise_std: float) -> np.ndarray:
+        """As :meth:`add_noise_share` for votes its teacher cast in a batch, scaled by w_i first."""
+        if self._weight is None:
+            raise RuntimeError(f"agent {self.agent_id} has no vote weight yet; call set_weight first")
+        weighted = self._weight * np.asarray(votes, dtype=np.float64)  # (Q, C)
+        # A row is w_i·e_y: one non-zero entry of w_i ≤ w_max (none when w_i = 0).
+        return self.add_noise_share(weighted, noise_std, bound=self._weight, one_hot=self._weight > 0)
 
     # --- Private-kNN-FL (Algorithm 2): the agent's "teacher" is a kNN vote in φ-space ---
 
@@ -187,7 +303,7 @@ class Agent:
         votes = knn_votes(
             knn.public[query_indices], knn.records, self._data.labels, knn.k, self._num_classes
         )  # (Q, C)
-        return self.add_noise_share(votes, noise_std)
+        return self.add_noise_share(votes, noise_std, num_queries=len(query_indices))
 
     def knn_accuracy(self, test: LabeledData) -> float:
         """Simulation-only diagnostic: accuracy of the noiseless kNN vote's argmax on ``test``."""
@@ -248,6 +364,55 @@ class Agent:
             noise = self._noise_rng.normal(0.0, training.noise_std, size=update.shape)
             update = (update.astype(np.float64) + noise).astype(np.float32)
         return update
+
+    # --- FedAUXfdp (fedaux-fdp.txt): logistic heads on a frozen public h₀, output-perturbed ---
+
+    def private_heads(
+        self, features: HeadFeatures, request: HeadRequest, *, embedded: np.ndarray | None = None
+    ) -> ReleasedHeads:
+        """Fit this agent's heads on h̃(own records) and release them perturbed (steps 2 and 3).
+
+        Scoring head (when ``request.negative_indices`` is given): binary logistic regression,
+        own records (label 1) against the public negatives D⁻ (label 0), sensitivity
+        2/(λ·(nᵢ + |D⁻|)) — only the nᵢ private records can be replaced. Class head: the
+        C-class regularised optimum, sensitivity 2√C/(λ·nᵢ) (Theorem 1); or FedAUX+F's
+        SGD head. A regularised head is projected into the ball ‖β‖ ≤ √(2 log K/λ), which
+        its exact optimum satisfies anyway (:func:`head_norm_bound`), then noised with
+        N(0, (multiplier·Δ)²) from this agent's own generator. Only the perturbed heads leave.
+        ``embedded`` is h₀(own records), (nᵢ, d), when a transport computed it in one pass.
+        """
+        n = self.num_records
+        if embedded is None:
+            own = features.transform(self._data.features)  # (nᵢ, d + 1)
+        else:
+            own = features.from_embedding(embedded)
+        lam = request.regularization
+        if request.class_head == "sgd":
+            class_head = fit_sgd_head(
+                own, self._data.labels, num_classes=request.num_classes, epochs=request.sgd_epochs,
+                seed=self._seed + request.seed,
+            )
+        else:
+            class_head = project_to_ball(
+                fit_multinomial_head(
+                    own, self._data.labels, num_classes=request.num_classes, regularization=lam
+                ),
+                head_norm_bound(request.num_classes, lam),
+            )  # (C, d + 1)
+            if request.class_noise_multiplier is not None:
+                sensitivity = multinomial_logistic_sensitivity(request.num_classes, lam, n)
+                std = request.class_noise_multiplier * sensitivity
+                class_head = class_head + self._noise_rng.normal(0.0, std, size=class_head.shape)
+        score_head = None
+        if request.negative_indices is not None:
+            negatives = features.transform(self._public_features[request.negative_indices])  # (|D⁻|, d + 1)
+            x = np.vstack([own, negatives])
+            y = np.concatenate([np.ones(n), np.zeros(negatives.shape[0])])
+            score_head = project_to_ball(fit_binary_head(x, y, regularization=lam), head_norm_bound(2, lam))
+            if request.score_noise_multiplier is not None:
+                std = request.score_noise_multiplier * binary_logistic_sensitivity(lam, x.shape[0])
+                score_head = score_head + self._noise_rng.normal(0.0, std, size=score_head.shape)
+        return ReleasedHeads(class_head=class_head, score_head=score_head, num_records=n)
 
 
 @dataclass(frozen=True, eq=False)

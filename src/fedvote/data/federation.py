@@ -33,13 +33,15 @@ class ServerData:
     """What the server (and so a method) may see: the public pool and the test set.
 
     ``public_features`` (P, *shape) are unlabelled; agents hold a copy too, so only
-    query indices into the pool need to travel.
+    query indices into the pool need to travel. ``validation`` is a *labelled public*
+    set apart from the pool (reputation-weighted voting scores teachers on it), or None.
     """
 
     public_features: np.ndarray
     test: LabeledData
     num_classes: int
     example_shape: tuple[int, ...]
+    validation: LabeledData | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,6 +52,8 @@ class Federation:
     or ``"digits+mnist"`` for a mixed agent); empty when not recorded.
     ``agent_public_access`` says whether agents may read the unlabeled public pool
     beyond the queries they are asked about (the voting paper assumes they may).
+    ``validation`` is a labelled public set kept apart from the pool (None: none), e.g.
+    a slice of the pool the server had labelled (:func:`fedvote.data.validation.with_validation`).
     """
 
     dataset_name: str
@@ -60,6 +64,7 @@ class Federation:
     example_shape: tuple[int, ...]
     agent_domains: tuple[str, ...] = ()
     agent_public_access: bool = True
+    validation: LabeledData | None = None
 
     @property
     def num_agents(self) -> int:
@@ -73,6 +78,7 @@ class Federation:
             test=self.test,
             num_classes=self.num_classes,
             example_shape=self.example_shape,
+            validation=self.validation,
         )
 
     def agent_sizes(self) -> np.ndarray:

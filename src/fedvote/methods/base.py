@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from torch import nn
 
-from fedvote.data.federation import ServerData
+from fedvote.data.federation import Federation, ServerData
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.results import PrivacyReport
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -57,6 +58,16 @@ class Method(ABC):
     ) -> Method:
         """The method as ``config`` describes it, with the run's resolved σ, Q and t."""
 
+    @classmethod
+    def prepare_federation(cls, config: RunConfig, federation: Federation) -> Federation:
+        """The federation the method runs on, from the one ``config`` built (default: as is).
+
+        A hook for methods that need a different public view of the same data, e.g. a
+        labelled validation slice of the public pool. Must be idempotent: a federation it
+        already prepared comes back unchanged.
+        """
+        return federation
+
     @abstractmethod
     def with_sigma(self, sigma: float) -> Method:
         """The same method with noise std ``sigma``."""
@@ -64,6 +75,15 @@ class Method(ABC):
     @abstractmethod
     def planned_events(self) -> LevelEvents:
         """Events of every release the method will make, at both levels."""
+
+    def stated_privacy(self, report: PrivacyReport) -> PrivacyReport:
+        """The run's privacy report as the method states it; by default the accountant's, unchanged.
+
+        A method whose paper states its ε by a composition rule of its own (FedAUXfdp: the
+        basic composition ε_scores + ε_classes) reports it here. It may only ever be
+        looser than (or equal to) what the ledger's events prove.
+        """
+        return report
 
     @abstractmethod
     def run(

@@ -54,9 +54,13 @@ def check_voting_run(queries: int, pool_size: int, min_responders: int, num_agen
 
 
 def choose_queries(pool_size: int, queries: int, seed: int) -> np.ndarray:
-    """``queries`` distinct indices into the public pool, (Q,), a function of ``seed`` only."""
+    """``queries`` distinct indices into the public pool, (Q,), a function of ``seed`` only.
+
+    The first Q of one seeded order of the pool, so a run with more queries asks the same
+    ones and then more (a sweep over Q computes each clean vote once).
+    """
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9A7E]))
-    return rng.choice(pool_size, size=queries, replace=False)
+    return rng.permutation(pool_size)[:queries]
 
 
 def vote_in_batches(

@@ -8,19 +8,32 @@ with a per-agent Adam state. It reproduces
 floating-point rounding:
 
 * agent i's initial weights come from ``torch.Generator().manual_seed(seeds[i])``
-  exactly as :func:`fedvote.models.zoo.build_model` draws them, and its batch order
-  from the same generator, one ``randperm`` per epoch;
+  exactly as :func:`fedvote.models.zoo.build_model` draws them, and its validation split
+  (with early stopping) and batch order from the same generator, one ``randperm`` per epoch;
 * per epoch every agent takes ``ceil(n_i / batch_size)`` steps, as it would alone,
   the last one on a partial batch (its loss is the mean over the real records);
 * agents with fewer batches than the largest sit out the trailing steps of each
   epoch: their rows of the step are padding, masked out of the loss, and neither
-  their parameters nor their Adam state (moments, step count) move.
+  their parameters nor their Adam state (moments, step count) move;
+* with early stopping (``TrainingConfig.patience``) each agent measures its own
+  validation loss after every epoch; an agent that stops is masked like padding for the
+  rest of the run, and every agent ends with the weights of its own best epoch.
 
-Gradients come from hand-written batched matrix products for stacks of
-Flatten/Linear/ReLU (the logistic and MLP models) and from ``torch.func.vmap`` over
-``torch.func.functional_call`` for any other architecture (the CNN). Groups of agents
-are independent, so large ensembles are trained group by group to bound activation
-memory (``memory_budget_bytes``); the result does not depend on the grouping.
+Parameters live slot-major during training (parameter k of all G models is one
+contiguous (G, *shape) block), so batched products write gradients in place and, while
+all agents have taken the same number of steps, one fused Adam kernel updates every
+parameter of every model in one pass. Gradients come from hand-written batched matrix
+products for stacks of Flatten/Linear/ReLU (the logistic and MLP models), from one
+network of grouped convolutions (``groups=G``) with autograd for convolutional networks
+(the CNN), and from ``torch.func.vmap`` over ``torch.func.functional_call`` for any
+other architecture. Groups of agents are independent, so large ensembles are trained
+group by group to bound memory (``memory_budget_bytes``); the result does not depend on
+the grouping.
+
+On a CPU the CNN gains nothing from batching: one agent's convolution step is already
+compute-bound, and stacking N agents' activations (N x 32 x 16 x 28 x 28 floats) takes
+them out of cache, so ``LocalTransport`` keeps the per-agent loop for CNNs there
+(``benchmarks/bench_teachers.py`` measures both).
 """
 
 from __future__ import annotations
@@ -37,7 +50,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from fedvote.models.training import TrainingConfig
-from fedvote.models.zoo import _reset_parameters, build_model
+from fedvote.models.zoo import SmallCNN, _reset_parameters, build_model
 
 _DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of activations per vectorised pass
 # Adam's defaults, as torch.optim.Adam (which fit_classifier uses).
@@ -46,9 +59,8 @@ _BETA2 = 0.999
 _EPS = 1e-8
 # Use torch's fused Adam kernel (one pass over each agent's parameters) when available.
 _FUSED_ADAM = hasattr(torch, "_fused_adam_")
-
-GradFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], None]
-
+# Train convolutional networks as one network of grouped convolutions (else vmap).
+_STACKED_CONV = True
 
 @dataclass(frozen=True)
 class _Slot:
@@ -194,7 +206,9 @@ def fit_ensemble(
 
     which is what :meth:`fedvote.agents.Agent.train_teacher` does: Adam with
     cross-entropy, the same initial weights, the same shuffled mini-batches and the
-    same number of steps per epoch for every agent, whatever the others' data sizes.
+    same number of steps per epoch for every agent, whatever the others' data sizes,
+    and, with early stopping (``config.patience``), the same held-out records, the
+    same stopping epoch and the same best-epoch weights per agent.
 
     Parameters
     ----------
@@ -204,9 +218,10 @@ def fit_ensemble(
     labels : sequence of np.ndarray
         Agent i's labels, (n_i,) int.
     config : TrainingConfig
-        Architecture and optimiser settings shared by all agents.
+        Architecture and optimiser settings shared by all agents. Random-shift
+        augmentation (``augment_shift``) is not supported for image examples.
     seeds : sequence of int
-        Agent i's training seed (initialisation, then batch order).
+        Agent i's training seed (initialisation, then validation split and batch order).
     num_classes : int
         Number of classes C.
     hidden : int
@@ -214,8 +229,9 @@ def fit_ensemble(
     device : torch.device or str or None
         Where to train (default CPU), e.g. ``"cuda"``.
     memory_budget_bytes : int
-        Rough bound on activation memory per vectorised step; larger ensembles are
-        trained in groups of agents (the result does not depend on it).
+        Rough bound on the working memory of one group of agents trained together (their
+        data, parameters, Adam state and activations); larger ensembles are trained
+        group by group (the result does not depend on it).
 
     Returns
     -------
@@ -235,167 +251,507 @@ def fit_ensemble(
     if len(shapes) != 1:
         raise ValueError(f"all agents' examples must share one shape, got {sorted(shapes)}")
     example_shape = shapes.pop()
+    if config.augment_shift and len(example_shape) == 3:
+        raise ValueError("fit_ensemble does not augment: use fit_classifier for augment_shift > 0")
     for i, (f, y) in enumerate(zip(features, labels, strict=True)):
         if f.shape[0] != y.shape[0]:
             raise ValueError(f"agent {i}: {f.shape[0]} examples but {y.shape[0]} labels")
     ensemble, generators = _init_with_generators(
         config.model, example_shape, num_classes, seeds, hidden, device, memory_budget_bytes
     )
-    target = ensemble.device
+    kernels = _kernels(ensemble.template, ensemble._slots)
     sizes = np.array([f.shape[0] for f in features], dtype=np.int64)  # (N,)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)  # agent i's first row
-    # The union of the agents' data, one copy: x_all (sum n_i, *shape), y_all (sum n_i,)
-    x_all = torch.from_numpy(np.concatenate([np.asarray(f, dtype=np.float32) for f in features]))
-    y_all = torch.from_numpy(np.concatenate([np.asarray(y, dtype=np.int64) for y in labels]))
-    x_all, y_all = x_all.to(target), y_all.to(target)
-
-    per_row = 3 * 4 * _activations_per_example(ensemble.template, example_shape)
-    group_size = max(1, min(n_agents, memory_budget_bytes // (per_row * config.batch_size)))
-    grad_fn = _gradient_fn(ensemble.template, ensemble._slots)
-    for start in range(0, n_agents, group_size):
-        members = slice(start, min(start + group_size, n_agents))
-        ensemble.flat_params[members] = _fit_group(
-            ensemble.flat_params[members].clone(),
-            grad_fn,
-            x_all,
-            y_all,
+    for members in _groups(ensemble, example_shape, sizes, config, memory_budget_bytes):
+        # The group's data, one copy: x (sum n_i, *shape), y (sum n_i,); agent i from offsets[i].
+        x_group = torch.from_numpy(np.concatenate([np.asarray(f, np.float32) for f in features[members]]))
+        y_group = torch.from_numpy(np.concatenate([np.asarray(t, np.int64) for t in labels[members]]))
+        offsets = np.concatenate([[0], np.cumsum(sizes[members])[:-1]]).astype(np.int64)  # (G,)
+        trained = _fit_group(
+            ensemble.flat_params[members],
+            ensemble._slots,
+            kernels,
+            x_group.to(ensemble.device),
+            y_group.to(ensemble.device),
             sizes[members],
-            offsets[members],
+            offsets,
             generators[members],
             config,
         )
+        ensemble.flat_params[members] = trained
+        del x_group, y_group, trained
     return ensemble
 
 
+def _groups(
+    ensemble: ModelEnsemble,
+    example_shape: tuple[int, ...],
+    sizes: np.ndarray,
+    config: TrainingConfig,
+    memory_budget_bytes: int,
+) -> list[slice]:
+    """Consecutive groups of agents of about equal size whose training fits the budget.
+
+    Per agent: its data (float32), five copies of its parameters (weights, gradient, two
+    Adam moments, best-epoch weights) and the activations of one mini-batch (three
+    floats per activation: value, gradient, temporary).
+    """
+    n_agents = len(sizes)
+    example_floats = math.prod(example_shape)
+    per_agent = 4 * (
+        int(sizes.max()) * example_floats
+        + 5 * ensemble.flat_params.shape[1]
+        + 3 * config.batch_size * _activations_per_example(ensemble.template, example_shape)
+    )
+    largest = max(1, min(n_agents, memory_budget_bytes // max(1, per_agent)))
+    count = -(-n_agents // largest)
+    size = -(-n_agents // count)
+    return [slice(start, min(start + size, n_agents)) for start in range(0, n_agents, size)]
+
+
+@dataclass(frozen=True)
+class _Kernels:
+    """Batched gradient and loss of G models of one architecture.
+
+    ``grad(params, x, y, w, out)`` writes into ``out`` (per parameter, (G, *shape)) the
+    gradient of each model's loss ``sum_b w[g, b] * cross_entropy(model_g(x[g, b]), y[g, b])``
+    for x (G, B, *shape), y (G, B), w (G, B); ``loss(params, x, y, w)`` returns those
+    losses, (G,).
+    """
+
+    grad: Callable[
+        [list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]], None
+    ]
+    loss: Callable[[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class _SlotStack:
+    """G models' parameters in one buffer, slot-major: parameter k of all models together.
+
+    ``data`` (G * P,) holds, for each parameter (slot) in order, the (G, *shape) block of
+    all G models' values, so every ``views[k]`` is contiguous (fast batched products
+    write straight into it) and one kernel can update all parameters of all models.
+    """
+
+    def __init__(self, data: torch.Tensor, slots: list[_Slot], g: int) -> None:
+        self.data = data  # (G * P,)
+        self.slots = slots
+        self.g = g
+        self.views = [
+            data[g * slot.offset : g * (slot.offset + slot.numel)].view(g, *slot.shape) for slot in slots
+        ]  # each (G, *shape)
+
+    @classmethod
+    def from_rows(cls, rows: torch.Tensor, slots: list[_Slot]) -> _SlotStack:
+        """From row-major parameters (G, P), row g model g's flat vector."""
+        g = rows.shape[0]
+        data = torch.cat([rows[:, s.offset : s.offset + s.numel].reshape(-1) for s in slots])  # (G * P,)
+        return cls(data, slots, g)
+
+    def to_rows(self) -> torch.Tensor:
+        """Row-major copy (G, P)."""
+        return torch.cat([view.reshape(self.g, -1) for view in self.views], dim=1)
+
+    def zeros_like(self) -> _SlotStack:
+        return _SlotStack(torch.zeros_like(self.data), self.slots, self.g)
+
+    def clone(self) -> _SlotStack:
+        return _SlotStack(self.data.clone(), self.slots, self.g)
+
+    def agent(self, index: int) -> list[torch.Tensor]:
+        """Model ``index``'s parameters, one contiguous view per slot."""
+        return [view[index] for view in self.views]
+
+    def copy_models_(self, source: _SlotStack, chosen: torch.Tensor) -> None:
+        """Overwrite the models where ``chosen`` (G,) bool is true with ``source``'s."""
+        for view, other in zip(self.views, source.views, strict=True):
+            mask = chosen.view(-1, *([1] * (view.dim() - 1)))
+            torch.where(mask, other, view, out=view)
+
+
 def _fit_group(
-    flat: torch.Tensor,
-    grad_fn: GradFn,
-    x_all: torch.Tensor,
-    y_all: torch.Tensor,
+    rows: torch.Tensor,
+    slots: list[_Slot],
+    kernels: _Kernels,
+    x: torch.Tensor,
+    y: torch.Tensor,
     sizes: np.ndarray,
     offsets: np.ndarray,
     generators: Sequence[torch.Generator],
     config: TrainingConfig,
 ) -> torch.Tensor:
-    """Train the G models whose parameters are the rows of ``flat`` (G, P); returns it."""
-    device = flat.device
-    g = flat.shape[0]
-    batch = config.batch_size
-    grads = torch.zeros_like(flat)  # (G, P), rewritten by every step
-    adam = _AgentAdam(flat, grads, config)
-    steps_per_epoch = -(-sizes // batch)  # (G,) ceil(n_i / B): as each agent alone
+    """Train the G models whose row-major parameters are ``rows`` (G, P); returns the trained rows.
+
+    ``x`` (sum n_i, *shape) and ``y`` hold the group's data, agent i's from ``offsets[i]``.
+    """
+    device = rows.device
+    g, batch = rows.shape[0], config.batch_size
+    params = _SlotStack.from_rows(rows, slots)
+    grads = params.zeros_like()
+    adam = _StackedAdam(params, grads, config)
+    split = _validation_split(sizes, offsets, generators, config)
+    train_sizes = sizes - split.sizes  # (G,)
+    steps_per_epoch = -(-train_sizes // batch)  # (G,) ceil(n_i / B): as each agent alone
     max_steps = int(steps_per_epoch.max())
-    padded = max_steps * batch
-    valid = torch.from_numpy(np.arange(padded)[None, :] < sizes[:, None]).to(device)  # (G, padded)
-    valid = valid.view(g, max_steps, batch)
-    counts = valid.sum(dim=2).to(torch.float32)  # (G, steps): size of agent i's batch s
-    weights = (valid / counts.clamp(min=1.0)[:, :, None]).to(torch.float32)  # (G, steps, B)
-    x_batch = torch.empty((g * batch, *x_all.shape[1:]), dtype=x_all.dtype, device=device)
-    y_batch = torch.empty(g * batch, dtype=y_all.dtype, device=device)
+    weights = _batch_weights(train_sizes, max_steps, batch).to(device)  # (steps, G, B)
+    x_batch = torch.empty((g * batch, *x.shape[1:]), dtype=x.dtype, device=device)  # reused buffers
+    y_batch = torch.empty(g * batch, dtype=y.dtype, device=device)
+    early = split.sizes > 0  # (G,) agents that stop early
+    stopped = np.zeros(g, dtype=bool)
+    waited = np.zeros(g, dtype=np.int64)
+    best_loss = torch.full((g,), math.inf, device=device)
+    best = params.clone() if early.any() else None
     for _ in range(config.epochs):
-        # order: (G, padded) rows of the union; padding repeats the agent's first row (weight 0).
-        order = np.zeros((g, padded), dtype=np.int64)
-        for i, generator in enumerate(generators):
-            n_i = int(sizes[i])
-            order[i, :n_i] = torch.randperm(n_i, generator=generator).numpy() + offsets[i]
-            order[i, n_i:] = offsets[i] if n_i else 0
-        order_t = torch.from_numpy(order).to(device)
+        order = _epoch_order(split.train_rows, stopped, generators, max_steps, batch)  # (steps, G * B)
+        order = order.to(device)
         for s in range(max_steps):
-            rows = order_t[:, s * batch : (s + 1) * batch].reshape(-1)  # (G * B,)
-            torch.index_select(x_all, 0, rows, out=x_batch)  # reused buffer: no allocation per step
-            torch.index_select(y_all, 0, rows, out=y_batch)
-            grad_fn(
-                flat, x_batch.view(g, batch, *x_all.shape[1:]), y_batch.view(g, batch), weights[:, s], grads
-            )
-            adam.step(steps_per_epoch > s)  # agents out of data this step sit it out
-    return flat
+            active = (steps_per_epoch > s) & ~stopped  # agents out of data (or stopped) sit out
+            if not active.any():
+                break
+            torch.index_select(x, 0, order[s], out=x_batch)
+            torch.index_select(y, 0, order[s], out=y_batch)
+            xs, ys = x_batch.view(g, batch, *x.shape[1:]), y_batch.view(g, batch)  # (G, B, *shape), (G, B)
+            kernels.grad(params.views, xs, ys, weights[s], grads.views)
+            adam.step(active)
+        if best is None or config.patience is None:
+            continue
+        losses = _validation_loss(kernels, params, x, y, split, batch)  # (G,)
+        open_ = torch.from_numpy(early & ~stopped).to(device)
+        improved = open_ & (losses < best_loss)  # (G,)
+        best_loss = torch.where(improved, losses, best_loss)
+        best.copy_models_(params, improved)
+        improved_np = improved.cpu().numpy()
+        waited = np.where(improved_np, 0, waited + (early & ~stopped))
+        stopped |= early & (waited >= config.patience)
+        if stopped[train_sizes > 0].all():
+            break
+    if best is not None:
+        params.copy_models_(best, torch.from_numpy(early).to(device))
+    return params.to_rows()
 
 
-class _AgentAdam:
-    """torch.optim.Adam (L2 weight decay) with a separate state per agent, on stacked rows.
+@dataclass(frozen=True)
+class _Split:
+    """Each agent's training and held-out rows of the group's data (early stopping).
 
-    Row i of ``flat`` (G, P) is agent i's parameter vector and row i of ``grads`` its
-    gradient. Each agent has its own moments and step count (so its own bias
-    correction); :meth:`step` updates only the agents marked active. Uses the fused
-    Adam kernel on the list of rows where this torch supports it on the device, and
-    otherwise ``torch.optim.Adam`` over one Parameter per agent (the same arithmetic).
+    ``train_rows[i]`` (n_i - v_i,) int64; ``val_rows`` (G, V) and ``val_weights`` (G, V):
+    agent i's v_i held-out rows, padded to V = max v_i with weight 0 (else 1 / v_i).
     """
 
-    def __init__(self, flat: torch.Tensor, grads: torch.Tensor, config: TrainingConfig) -> None:
+    sizes: np.ndarray  # (G,) v_i
+    train_rows: list[np.ndarray]
+    val_rows: torch.Tensor
+    val_weights: torch.Tensor
+
+
+def _validation_split(
+    sizes: np.ndarray, offsets: np.ndarray, generators: Sequence[torch.Generator], config: TrainingConfig
+) -> _Split:
+    """Draw each agent's held-out records exactly as ``fit_classifier`` does (one randperm)."""
+    g = len(sizes)
+    val_sizes = np.array([config.validation_size(int(n)) for n in sizes], dtype=np.int64)  # (G,)
+    width = int(val_sizes.max()) if g else 0
+    val_rows = np.zeros((g, width), dtype=np.int64)
+    val_weights = np.zeros((g, width), dtype=np.float32)
+    train_rows: list[np.ndarray] = []
+    for i, (n, v, generator) in enumerate(zip(sizes, val_sizes, generators, strict=True)):
+        if v == 0:
+            train_rows.append(np.arange(n, dtype=np.int64) + offsets[i])
+            continue
+        perm = torch.randperm(int(n), generator=generator).numpy()
+        train_rows.append(np.sort(perm[v:]) + offsets[i])
+        val_rows[i, :v] = perm[:v] + offsets[i]
+        val_rows[i, v:] = offsets[i]
+        val_weights[i, :v] = 1.0 / v
+    return _Split(val_sizes, train_rows, torch.from_numpy(val_rows), torch.from_numpy(val_weights))
+
+
+def _batch_weights(train_sizes: np.ndarray, max_steps: int, batch: int) -> torch.Tensor:
+    """(steps, G, B) float32: 1/|batch| for agent i's real records in step s, 0 for padding."""
+    padded = np.arange(max_steps * batch)[None, :] < train_sizes[:, None]  # (G, steps * B)
+    valid = padded.reshape(len(train_sizes), max_steps, batch).transpose(1, 0, 2)  # (steps, G, B)
+    counts = np.maximum(valid.sum(axis=2, keepdims=True), 1)  # (steps, G, 1)
+    return torch.from_numpy((valid / counts).astype(np.float32))
+
+
+def _epoch_order(
+    train_rows: list[np.ndarray],
+    stopped: np.ndarray,
+    generators: Sequence[torch.Generator],
+    max_steps: int,
+    batch: int,
+) -> torch.Tensor:
+    """One epoch's mini-batches: (steps, G * B) rows of the group's data.
+
+    Agent i's records in ``randperm`` order from its generator (as ``fit_classifier``);
+    padding repeats one of its rows (weight 0). Stopped agents draw nothing.
+    """
+    g = len(train_rows)
+    order = np.zeros((g, max_steps * batch), dtype=np.int64)  # (G, steps * B)
+    for i, (rows, generator) in enumerate(zip(train_rows, generators, strict=True)):
+        if stopped[i] or rows.shape[0] == 0:
+            continue
+        order[i, : rows.shape[0]] = rows[torch.randperm(rows.shape[0], generator=generator).numpy()]
+        order[i, rows.shape[0] :] = rows[0]
+    return torch.from_numpy(
+        order.reshape(g, max_steps, batch).transpose(1, 0, 2).reshape(max_steps, g * batch).copy()
+    )
+
+
+def _validation_loss(
+    kernels: _Kernels, params: _SlotStack, x: torch.Tensor, y: torch.Tensor, split: _Split, batch: int
+) -> torch.Tensor:
+    """Each agent's mean cross-entropy on its held-out records, (G,); 0 without any."""
+    g = params.g
+    device = params.data.device
+    total = torch.zeros(g, device=device)
+    rows, weights = split.val_rows.to(device), split.val_weights.to(device)  # (G, V)
+    with torch.no_grad():
+        for start in range(0, rows.shape[1], batch):
+            chunk = rows[:, start : start + batch]  # (G, b)
+            b = chunk.shape[1]
+            xs = x.index_select(0, chunk.reshape(-1)).view(g, b, *x.shape[1:])  # (G, b, *shape)
+            ys = y.index_select(0, chunk.reshape(-1)).view(g, b)  # (G, b)
+            total += kernels.loss(params.views, xs, ys, weights[:, start : start + batch])
+    return total
+
+
+class _StackedAdam:
+    """torch.optim.Adam (L2 weight decay) with a separate state per model, on a slot stack.
+
+    Each model has its own moments and step count (so its own bias correction);
+    :meth:`step` updates only the models marked active. While every model has taken the
+    same number of steps and all are active, one fused Adam kernel updates the whole
+    buffer in one pass; otherwise the fused kernel runs on the active models' parameter
+    views, each with its own step count. Without a fused kernel on the device it is
+    ``torch.optim.Adam`` over one set of Parameters per model (the same arithmetic).
+    """
+
+    def __init__(self, params: _SlotStack, grads: _SlotStack, config: TrainingConfig) -> None:
         self._config = config
-        self._rows = list(flat.unbind(0))
-        self._grads = list(grads.unbind(0))
-        self._exp_avg = list(torch.zeros_like(flat).unbind(0))
-        self._exp_avg_sq = list(torch.zeros_like(flat).unbind(0))
-        self._steps = torch.zeros(flat.shape[0], dtype=torch.float32, device=flat.device)  # (G,)
+        self._params, self._grads = params, grads
+        self._exp_avg, self._exp_avg_sq = params.zeros_like(), params.zeros_like()
+        self._counts = np.zeros(params.g, dtype=np.int64)  # (G,) steps taken, on the host
+        device = params.data.device
+        self._steps = torch.zeros(params.g, dtype=torch.float32, device=device)  # (G,) for the kernel
         self._step_views = list(self._steps.unbind(0))
+        self._shared_step = torch.zeros((), dtype=torch.float32, device=device)
+        self._per_model = [
+            (params.agent(i), grads.agent(i), self._exp_avg.agent(i), self._exp_avg_sq.agent(i))
+            for i in range(params.g)
+        ]
         self._fallback: torch.optim.Optimizer | None = None
-        self._fallback_params: list[nn.Parameter] = []
+        self._fallback_params: list[list[nn.Parameter]] = []
         if not _FUSED_ADAM:
             self._use_fallback()
 
     def step(self, active: np.ndarray) -> None:
-        """One Adam step for the agents with ``active[i]`` true; the others do not move."""
+        """One Adam step for the models with ``active[i]`` true; the others do not move."""
         if self._fallback is not None:
-            for i, param in enumerate(self._fallback_params):
-                param.grad = self._grads[i] if active[i] else None
+            for i, model_params in enumerate(self._fallback_params):
+                for param, grad_ in zip(model_params, self._per_model[i][1], strict=True):
+                    param.grad = grad_ if active[i] else None
             self._fallback.step()
             return
-        chosen: Sequence[int]
-        if active.all():
-            chosen = range(len(self._rows))
-            self._steps += 1.0
-        else:
-            chosen = np.flatnonzero(active).tolist()
-            self._steps[torch.from_numpy(active).to(self._steps.device)] += 1.0
-        if not chosen:
+        if not active.any():
             return
         try:
-            torch._fused_adam_(
-                [self._rows[i] for i in chosen],
-                [self._grads[i] for i in chosen],
-                [self._exp_avg[i] for i in chosen],
-                [self._exp_avg_sq[i] for i in chosen],
-                [],
-                [self._step_views[i] for i in chosen],
-                lr=self._config.learning_rate,
-                beta1=_BETA1,
-                beta2=_BETA2,
-                weight_decay=self._config.weight_decay,
-                eps=_EPS,
-                amsgrad=False,
-                maximize=False,
-            )
+            if active.all() and (self._counts == self._counts[0]).all():
+                self._shared_step.fill_(float(self._counts[0] + 1))
+                self._fused(
+                    [self._params.data], [self._grads.data], [self._exp_avg.data],
+                    [self._exp_avg_sq.data], [self._shared_step],
+                )  # fmt: skip
+            else:
+                chosen = np.flatnonzero(active)
+                counts = self._counts + active
+                self._steps.copy_(torch.from_numpy(counts.astype(np.float32)))
+                lists: tuple[list[torch.Tensor], ...] = ([], [], [], [], [])
+                for i in chosen.tolist():
+                    for k, tensors in enumerate(self._per_model[i]):
+                        lists[k].extend(tensors)
+                    lists[4].extend([self._step_views[i]] * len(self._per_model[i][0]))
+                self._fused(*lists)
         except (RuntimeError, NotImplementedError):  # no fused kernel for this device/torch
-            if self._steps.max() > 1:  # never switch with moments half-way through
+            if self._counts.max() > 0:  # never switch with moments half-way through
                 raise
-            self._steps.zero_()
             self._use_fallback()
             self.step(active)
+            return
+        self._counts += active
+
+    def _fused(
+        self,
+        params: list[torch.Tensor],
+        grads: list[torch.Tensor],
+        exp_avg: list[torch.Tensor],
+        exp_avg_sq: list[torch.Tensor],
+        steps: list[torch.Tensor],
+    ) -> None:
+        torch._fused_adam_(
+            params,
+            grads,
+            exp_avg,
+            exp_avg_sq,
+            [],
+            steps,
+            lr=self._config.learning_rate,
+            beta1=_BETA1,
+            beta2=_BETA2,
+            weight_decay=self._config.weight_decay,
+            eps=_EPS,
+            amsgrad=False,
+            maximize=False,
+        )
 
     def _use_fallback(self) -> None:
-        self._fallback_params = [nn.Parameter(row) for row in self._rows]  # share storage with rows
+        # Parameters share storage with the stack's views.
+        self._fallback_params = [[nn.Parameter(t) for t in model[0]] for model in self._per_model]
         self._fallback = torch.optim.Adam(
-            self._fallback_params, lr=self._config.learning_rate, weight_decay=self._config.weight_decay
+            [p for model in self._fallback_params for p in model],
+            lr=self._config.learning_rate,
+            weight_decay=self._config.weight_decay,
         )
 
 
-def _gradient_fn(template: nn.Module, slots: list[_Slot]) -> GradFn:
-    """grad_fn(flat (G,P), x (G,B,*shape), y (G,B), w (G,B), out (G,P)) writes each model's gradient.
+def _kernels(template: nn.Module, slots: list[_Slot]) -> _Kernels:
+    """Kernels for G models of ``template``'s architecture.
 
-    The loss of model g is ``sum_b w[g, b] * cross_entropy(model_g(x[g, b]), y[g, b])``.
+    Hand-written forward and backward for stacks of Flatten/Linear/ReLU (the logistic and
+    MLP models); grouped convolutions with autograd for Conv/ReLU/MaxPool/Flatten/Linear
+    networks (the CNN); ``vmap`` of ``grad`` over ``functional_call`` for anything else.
     """
     linear_stack = _linear_stack(template)
     if linear_stack is not None:
-        return _linear_stack_gradient(linear_stack, slots)
-    per_model = vmap(grad(_loss_fn(template, slots)))
+        return _linear_stack_kernels(linear_stack, slots)
+    layers = _stacked_layers(template)
+    if layers is not None and _STACKED_CONV:
+        return _stacked_kernels(layers)
+    names = [slot.name for slot in slots]
+    per_model_grad = vmap(grad(_loss_fn(template)))
+    per_model_loss = vmap(_loss_fn(template))
 
-    def vmapped(
-        flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, out: torch.Tensor
+    def grad_fn(
+        params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, out: list[torch.Tensor]
     ) -> None:
-        out.copy_(per_model(flat, x, y, w))
+        grads = per_model_grad(dict(zip(names, params, strict=True)), x, y, w)
+        for name, target in zip(names, out, strict=True):
+            target.copy_(grads[name])
 
-    return vmapped
+    def loss_fn(
+        params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+    ) -> torch.Tensor:
+        return per_model_loss(dict(zip(names, params, strict=True)), x, y, w)  # type: ignore[no-any-return]
+
+    return _Kernels(grad=grad_fn, loss=loss_fn)
+
+
+def _stacked_layers(template: nn.Module) -> list[nn.Module] | None:
+    """The layers of ``template`` in order, if every one has a stacked (grouped) form; else None.
+
+    Supported: a Sequential of Conv2d (ungrouped), ReLU, MaxPool2d, Flatten(1) and Linear,
+    and the zoo's :class:`~fedvote.models.zoo.SmallCNN` (its features, a flatten, its head).
+    """
+    if isinstance(template, SmallCNN):
+        layers = [*template.features, nn.Flatten(), template.head]
+    elif isinstance(template, nn.Sequential):
+        layers = list(template)
+    else:
+        return None
+    for layer in layers:
+        if isinstance(layer, nn.Conv2d):
+            if layer.groups != 1 or layer.padding_mode != "zeros" or isinstance(layer.padding, str):
+                return None
+        elif isinstance(layer, nn.Flatten):
+            if layer.start_dim != 1 or layer.end_dim != -1:
+                return None
+        elif not isinstance(layer, nn.ReLU | nn.MaxPool2d | nn.Linear):
+            return None
+    return layers
+
+
+def _stacked_forward(
+    layers: list[nn.Module], params: list[torch.Tensor], x: torch.Tensor
+) -> torch.Tensor:
+    """G models' logits (G, B, C) on their own inputs x (G, B, *shape), as one network.
+
+    Images are laid out (B, G * channels, h, w): model g's channels are the g-th block, and
+    each convolution is one grouped convolution (``groups=G``) whose g-th group holds model
+    g's kernels, so no model sees another's channels. Flatten turns that into (G, B, features)
+    (in each model's own channel-major order) and a Linear layer is a batched product.
+    """
+    g, b = x.shape[:2]
+    image = x.dim() == 5 and isinstance(layers[0], nn.Conv2d)
+    h = x.transpose(0, 1).reshape(b, g * x.shape[2], *x.shape[3:]) if image else x  # (B, G*c, h, w)
+    k = 0
+    for layer in layers:
+        if isinstance(layer, nn.Conv2d):
+            # weight (G, out, in, kh, kw), bias (G, out)
+            weight, bias = params[k], params[k + 1] if layer.bias is not None else None
+            k += 1 if bias is None else 2
+            h = F.conv2d(
+                h,
+                weight.reshape(-1, *weight.shape[2:]),  # (G * out, in, kh, kw)
+                None if bias is None else bias.reshape(-1),
+                stride=layer.stride,
+                padding=layer.padding,  # type: ignore[arg-type]
+                dilation=layer.dilation,
+                groups=g,
+            )
+        elif isinstance(layer, nn.MaxPool2d):
+            h = F.max_pool2d(
+                h, layer.kernel_size, layer.stride, layer.padding, layer.dilation,
+                ceil_mode=layer.ceil_mode,
+            )  # fmt: skip
+        elif isinstance(layer, nn.ReLU):
+            h = torch.relu(h)
+        elif isinstance(layer, nn.Flatten):
+            if image:
+                h = h.reshape(b, g, -1).transpose(0, 1)  # (G, B, features)
+                image = False
+            else:
+                h = h.reshape(g, b, -1)
+        elif isinstance(layer, nn.Linear):
+            weight, bias = params[k], params[k + 1] if layer.bias is not None else None  # (G, out, in)
+            k += 1 if bias is None else 2
+            h = torch.bmm(h, weight.transpose(1, 2))  # (G, B, out)
+            if bias is not None:
+                h = h + bias.unsqueeze(1)
+    if image:
+        raise ValueError("stacked forward: the network must end in flat features")
+    return h
+
+
+def _stacked_kernels(layers: list[nn.Module]) -> _Kernels:
+    """Gradient and loss of G models through :func:`_stacked_forward`, backward by autograd.
+
+    The G models share no parameter and the loss is the sum of their own losses, so the
+    gradient of the sum with respect to model g's parameters is model g's gradient.
+    """
+
+    def weighted_losses(
+        params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+    ) -> torch.Tensor:
+        logits = _stacked_forward(layers, params, x)  # (G, B, C)
+        nll = torch.logsumexp(logits, dim=-1) - logits.gather(-1, y.unsqueeze(-1)).squeeze(-1)  # (G, B)
+        return (nll * w).sum(dim=1)  # (G,)
+
+    def grad_fn(
+        params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, out: list[torch.Tensor]
+    ) -> None:
+        leaves = [p.detach().requires_grad_(True) for p in params]  # share storage, no copy
+        with torch.enable_grad():
+            total = weighted_losses(leaves, x, y, w).sum()
+            grads = torch.autograd.grad(total, leaves)
+        for target, value in zip(out, grads, strict=True):
+            target.copy_(value)
+
+    def loss_fn(
+        params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+    ) -> torch.Tensor:
+        with torch.no_grad():
+            return weighted_losses(params, x, y, w)
+
+    return _Kernels(grad=grad_fn, loss=loss_fn)
 
 
 def _linear_stack(template: nn.Module) -> list[str] | None:
@@ -417,66 +773,75 @@ def _linear_stack(template: nn.Module) -> list[str] | None:
     return kinds
 
 
-def _linear_stack_gradient(kinds: list[str], slots: list[_Slot]) -> GradFn:
+def _linear_stack_kernels(kinds: list[str], slots: list[_Slot]) -> _Kernels:
     """Hand-written forward and backward of (Flatten) Linear (ReLU Linear)* for G models at once.
 
-    Writes the weight gradients straight into the preallocated (G, P) buffer
-    (batched matrix products), the per-model equivalent of autograd on the loop.
+    Writes the weight gradients straight into the (contiguous) gradient views with
+    batched matrix products: the per-model equivalent of autograd on the loop.
     """
     num_linear = kinds.count("linear")
     if len(slots) != 2 * num_linear:
         raise ValueError("linear stack: expected a weight and a bias per Linear layer")
-    layer_slots = [(slots[2 * k], slots[2 * k + 1]) for k in range(num_linear)]
 
-    def compute(
-        flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, out: torch.Tensor
-    ) -> None:
-        g, b = y.shape
+    def forward(
+        params: list[torch.Tensor], x: torch.Tensor
+    ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        g, b = x.shape[:2]
         h = x.reshape(g, b, -1)  # (G, B, D)
         inputs: list[torch.Tensor] = []  # each Linear layer's input (G, B, in)
         relu_outputs: list[torch.Tensor] = []
         k = 0
         for kind in kinds:
             if kind == "linear":
-                weight_slot, bias_slot = layer_slots[k]
-                weight = _view(flat, weight_slot)  # (G, out, in)
-                bias = _view(flat, bias_slot)  # (G, out)
+                weight, bias = params[2 * k], params[2 * k + 1]  # (G, out, in), (G, out)
                 inputs.append(h)
-                h = torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2))  # (G, B, out)
+                h = torch.bmm(h, weight.transpose(1, 2)).add_(bias.unsqueeze(1))  # (G, B, out)
                 k += 1
             elif kind == "relu":
-                h = torch.relu(h)
+                h = torch.relu_(h)
                 relu_outputs.append(h)
+        return h, inputs, relu_outputs
+
+    def grad_fn(
+        params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, out: list[torch.Tensor]
+    ) -> None:
+        logits, inputs, relu_outputs = forward(params, x)  # logits (G, B, C)
         # dL/dlogits for weighted cross-entropy: w * (softmax - one_hot(y)); (G, B, C)
-        delta = (h - h.amax(dim=-1, keepdim=True)).exp_()  # softmax, by hand: faster on CPU
-        delta.div_(delta.sum(dim=-1, keepdim=True))
+        delta = (logits - logits.amax(dim=-1, keepdim=True)).exp_()  # softmax by hand: faster on CPU
+        delta.div_(delta.sum(dim=-1, keepdim=True))  # than torch.softmax over a short last axis
         delta.scatter_add_(-1, y.unsqueeze(-1), torch.full_like(delta[..., :1], -1.0))
         delta.mul_(w.unsqueeze(-1))
+        k = num_linear
         for kind in reversed(kinds):
             if kind == "linear":
                 k -= 1
-                weight_slot, bias_slot = layer_slots[k]
-                a = inputs[k]
-                torch.bmm(delta.transpose(1, 2), a, out=_view(out, weight_slot))  # (G, out, in)
-                torch.sum(delta, dim=1, out=_view(out, bias_slot))  # (G, out)
+                torch.bmm(delta.transpose(1, 2), inputs[k], out=out[2 * k])  # (G, out, in)
+                torch.sum(delta, dim=1, out=out[2 * k + 1])  # (G, out)
                 if k == 0:
                     break
-                delta = torch.bmm(delta, _view(flat, weight_slot))  # (G, B, in)
+                delta = torch.bmm(delta, params[2 * k])  # (G, B, in)
             elif kind == "relu":
-                delta = delta * (relu_outputs.pop() > 0)
+                # ReLU's backward: autograd's own kernel (torch.where(a > 0, delta, 0) is far slower)
+                delta = torch.ops.aten.threshold_backward(delta, relu_outputs.pop(), 0.0)
 
-    return compute
+    def loss_fn(
+        params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+    ) -> torch.Tensor:
+        logits = forward(params, x)[0]  # (G, B, C)
+        nll = torch.logsumexp(logits, dim=-1) - logits.gather(-1, y.unsqueeze(-1)).squeeze(-1)  # (G, B)
+        return (nll * w).sum(dim=1)
+
+    return _Kernels(grad=grad_fn, loss=loss_fn)
 
 
 def _loss_fn(
-    template: nn.Module, slots: list[_Slot]
-) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
-    """One model's loss from its flat parameters: cross-entropy weighted by ``w`` (B,)."""
+    template: nn.Module,
+) -> Callable[[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """One model's loss from its parameters: cross-entropy weighted by ``w`` (B,), summed."""
 
-    def loss(flat_row: torch.Tensor, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        params = {
-            slot.name: flat_row[slot.offset : slot.offset + slot.numel].view(slot.shape) for slot in slots
-        }
+    def loss(
+        params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+    ) -> torch.Tensor:
         logits = functional_call(template, params, (x,))  # (B, C)
         return (F.cross_entropy(logits, y, reduction="none") * w).sum()
 

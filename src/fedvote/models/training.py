@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,17 @@ class TrainingConfig:
         Images only: each mini-batch is shifted by a random (dy, dx) in
         [−augment_shift, augment_shift]² (circularly), a cheap augmentation for small
         labelled sets. 0 (default) trains on the data as is.
+    validation_fraction : float
+        Early stopping: the fraction of a model's own training data held out, drawn
+        from its seeded generator, to measure a validation loss after every epoch
+        (:meth:`validation_size` records of n). 0 (default) holds nothing out.
+    patience : int or None
+        Early stopping: stop after this many epochs in a row without a strictly lower
+        validation loss, and keep the weights of the epoch with the lowest one. ``None``
+        (default) trains every epoch. Set both or neither; a dataset too small to spare
+        a validation record (``validation_size(n) == 0``) trains every epoch on all of
+        it. :func:`fit_classifier` and the batched
+        :func:`fedvote.models.ensemble.fit_ensemble` apply the same rule per agent.
 
     """
 
@@ -41,6 +53,8 @@ class TrainingConfig:
     learning_rate: float = 1e-2
     weight_decay: float = 1e-4
     augment_shift: int = 0
+    validation_fraction: float = 0.0
+    patience: int | None = None
 
     def __post_init__(self) -> None:
         if self.model not in MODEL_NAMES:
@@ -55,6 +69,27 @@ class TrainingConfig:
             raise ConfigError("augment_shift", f"must be >= 0, got {self.augment_shift}")
         if self.weight_decay < 0:
             raise ConfigError("weight_decay", f"must be >= 0, got {self.weight_decay}")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise ConfigError(
+                "validation_fraction", f"must be in [0, 1), got {self.validation_fraction}"
+            )
+        if self.patience is not None and self.patience < 1:
+            raise ConfigError("patience", f"must be at least 1 (or None), got {self.patience}")
+        if (self.patience is None) != (self.validation_fraction == 0.0):
+            raise ConfigError(
+                "patience",
+                "early stopping needs both validation_fraction > 0 and patience; got "
+                f"validation_fraction={self.validation_fraction}, patience={self.patience}",
+            )
+
+    @property
+    def early_stopping(self) -> bool:
+        """Whether models hold out validation data and stop early (``patience`` set)."""
+        return self.patience is not None
+
+    def validation_size(self, num_records: int) -> int:
+        """Records held out for validation from ``num_records``: floor(fraction · n)."""
+        return int(math.floor(self.validation_fraction * num_records)) if self.early_stopping else 0
 
 
 def fit_classifier(
@@ -64,15 +99,35 @@ def fit_classifier(
     config: TrainingConfig,
     generator: torch.Generator,
 ) -> nn.Module:
-    """Train ``model`` in place with Adam and cross-entropy; returns it in eval mode."""
-    x = torch.as_tensor(features, dtype=torch.float32)
-    y = torch.as_tensor(labels, dtype=torch.int64)
+    """Train ``model`` in place with Adam and cross-entropy; returns it in eval mode.
+
+    Every epoch visits the training records in a fresh ``randperm`` order drawn from
+    ``generator``, in mini-batches of ``config.batch_size`` (the last may be smaller).
+    With early stopping (``config.patience``), ``generator`` first draws the split:
+    the first ``config.validation_size(n)`` records of one ``randperm(n)`` are held out,
+    the rest (in their original order) are trained on; after every epoch the mean
+    cross-entropy on the held-out records is measured, training stops after
+    ``patience`` epochs without a strictly lower one, and the model ends with the
+    weights of its best epoch.
+    """
+    x = torch.as_tensor(features, dtype=torch.float32)  # (n, *shape)
+    y = torch.as_tensor(labels, dtype=torch.int64)  # (n,)
+    n_val = config.validation_size(x.shape[0])
+    x_val = y_val = None
+    if n_val:
+        split = torch.randperm(x.shape[0], generator=generator)
+        train_rows = split[n_val:].sort().values
+        x_val, y_val = x[split[:n_val]], y[split[:n_val]]  # (n_val, *shape), (n_val,)
+        x, y = x[train_rows], y[train_rows]  # (n - n_val, *shape), (n - n_val,)
     optimizer = torch.optim.Adam(
         model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
     )
     loss_fn = nn.CrossEntropyLoss()
     model.train()
     n = x.shape[0]
+    best_loss = math.inf
+    best_state: dict[str, torch.Tensor] | None = None
+    epochs_without_improvement = 0
     for _ in range(config.epochs):
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, config.batch_size):
@@ -86,6 +141,21 @@ def fit_classifier(
             optimizer.zero_grad(set_to_none=True)
             loss_fn(model(inputs), y[batch]).backward()
             optimizer.step()
+        if x_val is None or y_val is None or config.patience is None:
+            continue
+        model.eval()
+        with torch.no_grad():
+            val_loss = float(loss_fn(model(x_val), y_val))
+        model.train()
+        if val_loss < best_loss:
+            best_loss, epochs_without_improvement = val_loss, 0
+            best_state = {name: value.detach().clone() for name, value in model.state_dict().items()}
+        else:
+            epochs_without_improvement += 1
+            if epochs_without_improvement >= config.patience:
+                break
+    if best_state is not None:
+        model.load_state_dict(best_state)
     model.eval()
     return model
 

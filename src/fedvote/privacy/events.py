@@ -148,6 +148,51 @@ def weighted_voting_events(sigma: float, queries: int, max_weight: float) -> Lev
     )
 
 
+# Sensitivity of one agent's one-hot accuracy bin (the summary the relative weighting
+# schemes release once): zero-out removes a one-hot vector (1), replace-one moves it (√2).
+ACCURACY_SUMMARY_AGENT_SENSITIVITY = 1.0
+ACCURACY_SUMMARY_INSTANCE_SENSITIVITY = math.sqrt(2.0)
+
+
+def accuracy_summary_events(sigma: float) -> LevelEvents:
+    """One release of the noisy histogram of the agents' validation accuracies (B bins).
+
+    Each agent adds the one-hot bin of its accuracy (a function of its private teacher)
+    plus its noise share; the sum is a Gaussian mechanism with s = 1 (agent, zero-out) and
+    s = √2 (instance: one record can move the agent's accuracy into another bin).
+    """
+    return LevelEvents(
+        agent=gaussian_release_event(sigma, ACCURACY_SUMMARY_AGENT_SENSITIVITY, 1),
+        instance=gaussian_release_event(sigma, ACCURACY_SUMMARY_INSTANCE_SENSITIVITY, 1),
+        agent_sensitivity=ACCURACY_SUMMARY_AGENT_SENSITIVITY,
+        instance_sensitivity=ACCURACY_SUMMARY_INSTANCE_SENSITIVITY,
+    )
+
+
+def weighted_pate_events(
+    sigma: float, queries: int, max_weight: float, summary_sigma: float | None = None
+) -> LevelEvents:
+    """Every release of a reputation-weighted PATE run: the accuracy summary, then the votes.
+
+    ``summary_sigma`` None: no summary (one-model-one-vote, accuracy weights); else the
+    summary (:func:`accuracy_summary_events`) composed with ``queries`` weighted votes
+    (:func:`weighted_voting_events`). Sequential composition is adaptive: the weights
+    depend on the released summary, and each agent's weight on its own data only, so the
+    votes keep sensitivity w_max / √2·w_max given the summary (``docs/privacy.md``). The
+    sensitivities reported are the votes'.
+    """
+    votes = weighted_voting_events(sigma, queries, max_weight)
+    if summary_sigma is None:
+        return votes
+    summary = accuracy_summary_events(summary_sigma)
+    return LevelEvents(
+        agent=dp_event.ComposedDpEvent([summary.agent, votes.agent]),
+        instance=dp_event.ComposedDpEvent([summary.instance, votes.instance]),
+        agent_sensitivity=votes.agent_sensitivity,
+        instance_sensitivity=votes.instance_sensitivity,
+    )
+
+
 def multilabel_events(sigma: float, queries: int, tau: int) -> LevelEvents:
     """Multi-label votes in {0, 1}^C clipped to at most ``tau`` positive labels per agent.
 
@@ -259,3 +304,76 @@ def dp_fedavg_events(sampling_rate: float, noise_multiplier: float, rounds: int)
     else:
         instance = gaussian_release_event(noise_multiplier, 2.0, rounds)
     return LevelEvents(agent=agent, instance=instance, agent_sensitivity=1.0, instance_sensitivity=2.0)
+
+
+# --- FedAUXfdp: output-perturbed logistic heads (fedaux-fdp.txt) ------------------------------
+
+
+def perturbed_head_events(
+    noise_stds: list[float] | None,
+    instance_sensitivities: list[float],
+    agent_sensitivity: float | None,
+) -> LevelEvents:
+    """One head released once by every agent: agent i adds N(0, σᵢ²) to its head.
+
+    ``instance_sensitivities[i]`` is Δᵢ, the replace-one sensitivity of agent i's head
+    (Theorem 1 of ``fedaux-fdp.txt``: 2√C/(λ·nᵢ); binary: 2/(λ·(nᵢ + |D⁻|))), and
+    ``agent_sensitivity`` R bounds every head's norm (zero-out; None: unbounded). The
+    agents' records are disjoint, so a replaced record — or a zeroed agent — changes one
+    agent's head only (parallel composition): each level's event is the worst agent's,
+    Gaussian(min σᵢ/Δᵢ) and Gaussian(min σᵢ/R). ``noise_stds`` None: released without
+    noise (ε = ∞ at both levels).
+    """
+    if not instance_sensitivities or any(not s > 0 for s in instance_sensitivities):
+        raise ConfigError("instance_sensitivities", f"need one value > 0 per agent: {instance_sensitivities}")
+    if noise_stds is None:
+        return LevelEvents(
+            agent=dp_event.NonPrivateDpEvent(),
+            instance=dp_event.NonPrivateDpEvent(),
+            agent_sensitivity=math.inf if agent_sensitivity is None else agent_sensitivity,
+            instance_sensitivity=max(instance_sensitivities),
+        )
+    if len(noise_stds) != len(instance_sensitivities) or any(not s > 0 for s in noise_stds):
+        raise ConfigError("noise_stds", "need one noise std > 0 per agent, as many as sensitivities")
+    ratio = min(s / d for s, d in zip(noise_stds, instance_sensitivities, strict=True))
+    agent: dp_event.DpEvent = dp_event.NonPrivateDpEvent()
+    if agent_sensitivity is not None:
+        agent = dp_event.GaussianDpEvent(min(noise_stds) / agent_sensitivity)
+    return LevelEvents(
+        agent=agent,
+        instance=dp_event.GaussianDpEvent(ratio),
+        agent_sensitivity=math.inf if agent_sensitivity is None else agent_sensitivity,
+        instance_sensitivity=max(instance_sensitivities),
+    )
+
+
+# --- PriFedSync (federated-f-dp-prifedsync.txt) ------------------------------------------------
+
+
+def prifedsync_events(round_mu: float, rounds: int) -> LevelEvents:
+    """PriFedSync rounds whose record-level guarantee is Gaussian DP with ``round_mu`` each.
+
+    Instance level (replace-one record of one client): ``SelfComposed(Gaussian(1/μ_r), R)``.
+    A Gaussian event with noise multiplier z is exactly (1/z)-GDP, and μ-GDP composes as
+    √(Σμ²) (Lemma 3.4), so R rounds are √R·μ_r-GDP — Theorem 2's μ for K·R steps, which
+    grows as √(KR) (:func:`fedvote.privacy.fdp.prifedsync_mu` with R = 1 gives μ_r).
+    ``round_mu`` = ∞ (σ = 0) is a non-private round.
+
+    Agent level: a client's whole data is not protected (per-record clipping bounds no
+    client's total influence; user-level DP is not PriFedSync's notion): non-private.
+    """
+    _check_count("rounds", rounds)
+    if not round_mu >= 0:
+        raise ConfigError("mu", f"must be >= 0, got {round_mu}")
+    if rounds == 0 or round_mu == 0:
+        instance: dp_event.DpEvent = dp_event.NoOpDpEvent()
+    elif not math.isfinite(round_mu):
+        instance = dp_event.NonPrivateDpEvent()
+    else:
+        instance = dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(1.0 / round_mu), rounds)
+    return LevelEvents(
+        agent=dp_event.NonPrivateDpEvent(),
+        instance=instance,
+        agent_sensitivity=math.inf,
+        instance_sensitivity=1.0,
+    )

@@ -8,13 +8,18 @@ the *sum* of their noisy votes (as secure aggregation would reveal it).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from fedvote.agents.behaviour import Behaviour
+from fedvote.aggregation.voting import WeightRule
 from fedvote.data.federation import LabeledData
+from fedvote.models.batched_dp_sgd import NoisyTraining
 from fedvote.models.features import FeatureExtractor
 from fedvote.models.local_training import LocalTraining, LocalUpdates
+from fedvote.models.logistic_heads import HeadFeatures, HeadRequest, ReleasedHeads
 from fedvote.models.training import TrainingConfig
 from fedvote.progress import NO_PROGRESS, Progress
 
@@ -42,6 +47,24 @@ class Communication:
             "download_floats": self.download_floats,
             "rounds": self.rounds,
         }
+
+
+def agent_training_seeds(seed: int, num_agents: int) -> list[int]:
+    """Each agent's teacher seed (N,), a function of the run's ``seed`` only.
+
+    Shared by every transport, so agent i trains the same teacher in-process and on its
+    own node.
+    """
+    return [int(s) for s in np.random.SeedSequence([seed, 0xA6E]).generate_state(num_agents)]
+
+
+def agent_noise_seeds(entropy: int, agent_id: int) -> np.random.SeedSequence:
+    """Agent ``agent_id``'s privacy-noise stream: child i of ``SeedSequence(entropy)``.
+
+    The same stream ``SeedSequence(entropy).spawn(N)[agent_id]`` gives, so an agent
+    seeded for a reproducible simulation draws the same noise under every transport.
+    """
+    return np.random.SeedSequence(entropy, spawn_key=(agent_id,))
 
 
 class Transport(ABC):
@@ -73,6 +96,41 @@ class Transport(ABC):
     def teacher_accuracies(self, test: LabeledData) -> np.ndarray:
         """Simulation-only diagnostic: each teacher's test accuracy, (N,). Not a release."""
 
+    # --- Reputation-weighted voting (reputation-weighted-pate.txt) -------------------------
+    # Not abstract: transports that do not support weighted voting refuse it when asked.
+
+    def accuracy_summary(
+        self, validation: LabeledData, bins: int, noise_std: float, min_responders: int
+    ) -> VoteSum | None:
+        """Sum of the agents' noisy one-hot accuracy bins, ``sums`` (1, B); one round.
+
+        ``validation`` (public, labelled) goes down to every agent; each measures its
+        teacher on it and sends the one-hot bin of its accuracy plus N(0, noise_std²).
+        ``None`` (nothing released) when fewer than ``min_responders`` answered.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support weighted voting")
+
+    def assign_weights(self, validation: LabeledData | None, rule: WeightRule) -> None:
+        """Every agent fixes its own vote weight from ``rule`` and its validation accuracy.
+
+        Nothing comes back: weights stay inside the agents (``rule`` carries only public
+        values: the scheme, [w_min, w_max] and the released accuracy summary).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support weighted voting")
+
+    def weighted_vote_sum(
+        self, query_indices: np.ndarray, noise_std: float, min_responders: int
+    ) -> VoteSum | None:
+        """Sum of the agents' weighted noisy votes w_i·e_{f_i(x)} + N(0, noise_std²); as :meth:`vote_sum`.
+
+        Needs :meth:`assign_weights` first.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support weighted voting")
+
+    def simulate_behaviours(self, behaviours: Sequence[Behaviour]) -> None:
+        """Simulation only: make agent i behave as ``behaviours[i]`` (bad and malicious teachers)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot simulate agent behaviours")
+
     # --- Private-kNN-FL (Algorithm 2) ---------------------------------------------------
     # Not abstract: transports that do not support kNN voting refuse it when asked.
 
@@ -101,6 +159,20 @@ class Transport(ABC):
     # --- Gradient-based baselines (FedAvg, DP-FedAvg, DP-FedSGD) ----------------------------
     # Not abstract: transports that do not support local training refuse it when asked.
 
+    # --- FedAUXfdp (fedaux-fdp.txt): output-perturbed logistic heads ---------------------------
+    # Not abstract: transports that do not support it refuse it when asked.
+
+    def private_heads(
+        self, features: HeadFeatures, request: HeadRequest, progress: Progress = NO_PROGRESS
+    ) -> list[ReleasedHeads]:
+        """Ship the public feature map h̃ to every agent; each releases its perturbed heads.
+
+        One communication round: h̃ (and the negative-data indices) down, each agent's
+        class head (C·(d+1) floats) and scoring head (d+1) up. The agents fit and perturb
+        inside their boundary (:meth:`fedvote.agents.agent.Agent.private_heads`).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support FedAUX private heads")
+
     def record_counts(self) -> np.ndarray:
         """Each agent's number of private records n_i, (N,) — public metadata, as in the papers."""
         raise NotImplementedError(f"{type(self).__name__} does not support gradient-based methods")
@@ -115,3 +187,34 @@ class Transport(ABC):
         ``training`` asks). Counts d·m floats each way and one round, also when m = 0.
         """
         raise NotImplementedError(f"{type(self).__name__} does not support gradient-based methods")
+
+    # --- PriFedSync (federated-f-dp-prifedsync.txt): personalised models, local noisy SGD ---
+    # Not abstract: transports that do not support it refuse it when asked.
+
+    def private_local_models(
+        self, helpers: np.ndarray, agent_ids: np.ndarray, training: NoisyTraining
+    ) -> np.ndarray:
+        """One synchronisation round: client ``agent_ids[j]`` gets helper ``helpers[j]`` (m, d).
+
+        Each runs Algorithm 2 (K steps of noisy SGD or Adam, per-sample clip C, noise
+        N(0, 4C²σ²)) from its helper on its own records and sends back its private model,
+        (m, d). Counts d·m floats each way and one round, also when m = 0.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support PriFedSync")
+
+    def client_accuracies(
+        self,
+        models: np.ndarray,
+        agent_ids: np.ndarray,
+        test: LabeledData,
+        *,
+        per_client: int,
+        layer_sizes: tuple[int, ...],
+    ) -> np.ndarray:
+        """Simulation-only diagnostic: ``models[j]``'s accuracy on client ``agent_ids[j]``'s test set.
+
+        A client's test set is ``per_client`` records of ``test`` with the labels it trained
+        on (:func:`fedvote.data.client_test.client_test_indices`). Not a release: it reads
+        the clients' label sets, which a deployment would evaluate client-side.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not support PriFedSync")

@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from fedvote.agents.agent import Agent
+from fedvote.agents.behaviour import Behaviour
 from fedvote.aggregation.knn import KnnIndex
+from fedvote.aggregation.secure_sum import FixedPoint, SecureSumAborted, secure_sum
+from fedvote.aggregation.voting import WeightRule
 from fedvote.data.federation import Federation, LabeledData
+from fedvote.models.batched_dp_sgd import NoisyTraining
 from fedvote.models.ensemble import ModelEnsemble, fit_ensemble
 from fedvote.models.features import FeatureExtractor
 from fedvote.models.local_training import LocalTraining, LocalUpdates
+from fedvote.models.logistic_heads import HeadFeatures, HeadRequest, ReleasedHeads
 from fedvote.models.training import TrainingConfig
 from fedvote.models.zoo import resolve_model_name
 from fedvote.progress import NO_PROGRESS, Progress
-from fedvote.transport.base import Transport, VoteSum
+from fedvote.transport.base import Transport, VoteSum, agent_noise_seeds, agent_training_seeds
+from fedvote.transport.batched_clients import BatchedClients, default_device
 
 
 class LocalTransport(Transport):
@@ -40,6 +47,11 @@ class LocalTransport(Transport):
         adds its own noise share from its own generator.
     device : str or torch.device
         Where the batched ensemble trains and votes (default ``"cpu"``; e.g. ``"cuda"``).
+    secure_sum : bool
+        Sum the agents' noisy releases through the pairwise-mask secure-sum protocol
+        (:mod:`fedvote.aggregation.secure_sum`, fresh OS-random seeds every round), so the
+        server-side view is masked vectors and their total; the decoded sum equals the
+        plain sum up to the fixed-point resolution 2^-24 per agent. Default ``False``.
 
     """
 
@@ -51,19 +63,23 @@ class LocalTransport(Transport):
         noise_seed: int | None = None,
         batched: bool = True,
         device: str | torch.device = "cpu",
+        secure_sum: bool = False,
     ):
         super().__init__()
+        self._secure_codec = FixedPoint() if secure_sum else None
+        if self._secure_codec is not None:
+            self._secure_codec.check_capacity(federation.num_agents)
         entropy = noise_seed if noise_seed is not None else secrets.randbits(128)
-        noise_streams = np.random.SeedSequence(entropy).spawn(federation.num_agents)
-        training_seeds = np.random.SeedSequence([seed, 0xA6E]).generate_state(federation.num_agents)
+        self._noise_entropy = entropy  # PriFedSync's batched clients draw from it too
+        training_seeds = agent_training_seeds(seed, federation.num_agents)
         self._agents = [
             Agent(
                 agent_id=i,
                 data=data,
                 public_features=federation.public.features,
                 num_classes=federation.num_classes,
-                noise_rng=np.random.default_rng(noise_streams[i]),
-                seed=int(training_seeds[i]),
+                noise_rng=np.random.default_rng(agent_noise_seeds(entropy, i)),
+                seed=training_seeds[i],
             )
             for i, data in enumerate(federation.agents)
         ]
@@ -72,7 +88,7 @@ class LocalTransport(Transport):
         # trains from it directly and installs each trained teacher in its agent.
         self._private = federation.agents
         self._public_features = federation.public.features
-        self._training_seeds = [int(s) for s in training_seeds]
+        self._training_seeds = training_seeds
         self._batched = batched
         self._device = torch.device(device)
         self._ensemble: ModelEnsemble | None = None
@@ -82,6 +98,11 @@ class LocalTransport(Transport):
     def num_agents(self) -> int:
         """Number of agents N."""
         return len(self._agents)
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes C (the width of a vote)."""
+        return self._num_classes
 
     @property
     def batched(self) -> bool:
@@ -114,8 +135,9 @@ class LocalTransport(Transport):
     def _batch_pays_off(self, config: TrainingConfig) -> bool:
         """Batch when allowed, except CNNs on the CPU.
 
-        There vmap over convolutions is slower than the per-agent loop
-        (benchmarks/bench_teachers.py measured 0.2-0.5x).
+        There one agent's convolution step is already compute-bound and stacking N
+        agents' activations takes them out of cache: the batched CNN (grouped
+        convolutions) is slower than the per-agent loop (benchmarks/bench_teachers.py).
         """
         if not self.batched or config.augment_shift:  # the ensemble does not augment
             return False
@@ -131,17 +153,98 @@ class LocalTransport(Transport):
         self.communication.rounds += 1
         if len(responders) < min_responders:
             return None
-        sums = np.zeros((query_indices.shape[0], self._num_classes), dtype=np.float64)
         if self._ensemble is None:
-            for agent in responders:
-                sums += agent.noisy_votes(query_indices, noise_std)
-            return VoteSum(sums=sums, responders=len(responders))
+            releases = [agent.noisy_votes(query_indices, noise_std) for agent in responders]  # N × (Q, C)
+            return self._released_sum(releases, min_responders)
         # Every teacher's vote in one tensor op; each agent then adds its own noise share.
-        labels = self._ensemble.predict(self._public_features[query_indices]).cpu().numpy()  # (N, Q)
+        labels = self._voted_labels(query_indices)  # (N, Q)
         votes = np.eye(self._num_classes, dtype=np.float64)[labels]  # (N, Q, C) one-hot
-        for agent, vote in zip(responders, votes, strict=True):
-            sums += agent.add_noise_share(vote, noise_std)
-        return VoteSum(sums=sums, responders=len(responders))
+        releases = [
+            agent.add_noise_share(vote, noise_std, num_queries=query_indices.shape[0], one_hot=True)
+            for agent, vote in zip(responders, votes, strict=True)
+        ]
+        return self._released_sum(releases, min_responders)
+
+    def _released_sum(self, releases: list[np.ndarray], min_responders: int) -> VoteSum | None:
+        """The sum of the responders' releases (all one shape): in memory, or by secure sum.
+
+        With ``secure_sum`` the releases go through one fresh
+        :class:`~fedvote.aggregation.secure_sum.SecureSumRound` with dropout threshold
+        t = max(min_responders, ⌊N/2⌋ + 1); a round that cannot be unmasked releases
+        nothing (``None``, so the caller voids its charge).
+        """
+        if self._secure_codec is None:
+            sums = np.zeros_like(releases[0])
+            for release in releases:  # in the agents' order, as they arrive
+                sums += release
+            return VoteSum(sums=sums, responders=len(releases))
+        threshold = min(self.num_agents, max(min_responders, self.num_agents // 2 + 1))
+        try:
+            total = secure_sum(releases, threshold=threshold, codec=self._secure_codec)
+        except SecureSumAborted:
+            return None
+        return VoteSum(sums=total, responders=len(releases))
+
+    def _voted_labels(self, query_indices: np.ndarray) -> np.ndarray:
+        """Batched path: every teacher's prediction, passed through its agent's behaviour, (N, Q)."""
+        assert self._ensemble is not None
+        labels = self._ensemble.predict(self._public_features[query_indices]).cpu().numpy()  # (N, Q)
+        return np.stack([agent.behave(row) for agent, row in zip(self._agents, labels, strict=True)])
+
+    # --- Reputation-weighted voting (reputation-weighted-pate.txt) -------------------------
+
+    def simulate_behaviours(self, behaviours: Sequence[Behaviour]) -> None:
+        """Make agent i behave as ``behaviours[i]`` (honest, random, constant, adversarial)."""
+        if len(behaviours) != self.num_agents:
+            raise ValueError(f"{len(behaviours)} behaviours for {self.num_agents} agents")
+        for agent, behaviour in zip(self._agents, behaviours, strict=True):
+            agent.set_behaviour(behaviour)
+
+    def accuracy_summary(
+        self, validation: LabeledData, bins: int, noise_std: float, min_responders: int
+    ) -> VoteSum | None:
+        """Sum of every agent's noisy one-hot accuracy bin, (1, B); in-process all respond."""
+        responders = self._agents
+        # Down: the validation set (features and labels) to each agent; up: B floats each.
+        self.communication.download_floats += len(self._agents) * validation.features.size + len(validation)
+        self.communication.upload_floats += len(responders) * bins
+        self.communication.rounds += 1
+        if len(responders) < min_responders:
+            return None
+        releases = [agent.noisy_accuracy_bin(validation, bins, noise_std)[None, :] for agent in responders]
+        return self._released_sum(releases, min_responders)  # sums: (1, B)
+
+    def assign_weights(self, validation: LabeledData | None, rule: WeightRule) -> None:
+        """Every agent fixes its own weight from ``rule``; nothing comes back."""
+        # Down: the rule (scheme, range, span and the B-bin summary); the validation set was
+        # already sent with the summary round, or is sent now.
+        summary = 0 if rule.histogram is None else rule.histogram.size
+        self.communication.download_floats += len(self._agents) * (4 + summary)
+        if validation is not None and rule.histogram is None:
+            validation_floats = validation.features.size + len(validation)
+            self.communication.download_floats += len(self._agents) * validation_floats
+        for agent in self._agents:
+            agent.set_weight(validation, rule)
+
+    def weighted_vote_sum(
+        self, query_indices: np.ndarray, noise_std: float, min_responders: int
+    ) -> VoteSum | None:
+        """Sum of all agents' weighted noisy votes; in-process every agent responds."""
+        responders = self._agents
+        self.communication.download_floats += len(self._agents) * query_indices.shape[0]
+        self.communication.upload_floats += len(responders) * query_indices.shape[0] * self._num_classes
+        self.communication.rounds += 1
+        if len(responders) < min_responders:
+            return None
+        if self._ensemble is None:
+            releases = [agent.weighted_noisy_votes(query_indices, noise_std) for agent in responders]
+            return self._released_sum(releases, min_responders)  # sums: (Q, C)
+        votes = np.eye(self._num_classes, dtype=np.float64)[self._voted_labels(query_indices)]  # (N, Q, C)
+        releases = [
+            agent.add_weighted_noise_share(vote, noise_std)
+            for agent, vote in zip(responders, votes, strict=True)
+        ]
+        return self._released_sum(releases, min_responders)
 
     def teacher_accuracies(self, test: LabeledData) -> np.ndarray:
         """Each teacher's test accuracy, (N,) — a diagnostic the simulation can afford."""
@@ -151,6 +254,23 @@ class LocalTransport(Transport):
             return np.array([agent.teacher_accuracy(test) for agent in self._agents])
         predictions = self._ensemble.predict(test.features).cpu().numpy()  # (N, T)
         return np.mean(predictions == test.labels[None, :], axis=1)
+
+    def clean_vote_histograms(self, query_indices: np.ndarray) -> np.ndarray:
+        """Simulation-only diagnostic: the noiseless vote sums Σᵢ fᵢ(x) of ``query_indices``, (Q, C).
+
+        The teachers' one-hot votes, or the kNN votes after :meth:`prepare_knn`. Not a
+        release and not communication: in a deployment these sums exist nowhere. They
+        feed the data-dependent analysis (:mod:`fedvote.privacy.data_dependent`).
+        """
+        queries = np.asarray(query_indices, dtype=np.int64)
+        if self._knn is not None and self._ensemble is None:  # kNN agents (prepare_knn)
+            if self._knn.index is not None:
+                return self._knn.index.votes(self._knn.public[queries]).sum(axis=0)  # (Q, C)
+            return np.sum([agent.knn_noisy_votes(queries, 0.0) for agent in self._agents], axis=0)
+        if self._ensemble is None:  # noise_std 0 adds no noise and draws nothing
+            return np.sum([agent.noisy_votes(queries, 0.0) for agent in self._agents], axis=0)
+        labels = self._ensemble.predict(self._public_features[queries]).cpu().numpy()  # (N, Q)
+        return np.eye(self._num_classes, dtype=np.float64)[labels].sum(axis=0)  # (Q, C)
 
     def _shares_architecture(self) -> bool:
         """All agents' examples have one shape (so their teachers one architecture)."""
@@ -216,16 +336,16 @@ class LocalTransport(Transport):
         self.communication.rounds += 1
         if len(responders) < min_responders:
             return None
-        sums = np.zeros((query_indices.shape[0], self._num_classes), dtype=np.float64)
         if self._knn.index is None:
-            for agent in responders:
-                sums += agent.knn_noisy_votes(query_indices, noise_std)
-            return VoteSum(sums=sums, responders=len(responders))
+            releases = [agent.knn_noisy_votes(query_indices, noise_std) for agent in responders]
+            return self._released_sum(releases, min_responders)  # sums: (Q, C)
         # Every agent's clean kNN vote in one batched pass; each agent adds its noise share.
         votes = self._knn.index.votes(self._knn.public[query_indices])  # (N, Q, C)
-        for agent, vote in zip(responders, votes, strict=True):
-            sums += agent.add_noise_share(vote, noise_std)
-        return VoteSum(sums=sums, responders=len(responders))
+        releases = [
+            agent.add_noise_share(vote, noise_std, num_queries=query_indices.shape[0])
+            for agent, vote in zip(responders, votes, strict=True)
+        ]
+        return self._released_sum(releases, min_responders)
 
     def _knn_accuracies(self, test: LabeledData) -> np.ndarray:
         """Each agent's noiseless kNN classifier's test accuracy, (N,) — a diagnostic."""
@@ -237,6 +357,29 @@ class LocalTransport(Transport):
 
 
     # --- Gradient-based baselines (FedAvg, DP-FedAvg, DP-FedSGD) ----------------------------
+
+    def private_heads(
+        self, features: HeadFeatures, request: HeadRequest, progress: Progress = NO_PROGRESS
+    ) -> list[ReleasedHeads]:
+        """Every agent's perturbed heads, one agent after another (one round)."""
+        released = []
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # small per-agent problems: intra-op threads only contend
+        try:
+            with progress.step("fitting and perturbing the agents' heads", total=self.num_agents) as bar:
+                for agent in self._agents:
+                    released.append(agent.private_heads(features, request))
+                    bar.advance()
+        finally:
+            torch.set_num_threads(threads)
+        negatives = 0 if request.negative_indices is None else int(request.negative_indices.shape[0])
+        self.communication.download_floats += self.num_agents * (features.num_floats + negatives)
+        self.communication.upload_floats += sum(
+            heads.class_head.size + (0 if heads.score_head is None else heads.score_head.size) + 1
+            for heads in released
+        )
+        self.communication.rounds += 1
+        return released
 
     def record_counts(self) -> np.ndarray:
         """Each agent's number of private records n_i, (N,)."""
@@ -268,6 +411,50 @@ class LocalTransport(Transport):
             torch.set_num_threads(threads)
         records = np.array([self._agents[int(i)].num_records for i in ids], dtype=np.int64)
         return LocalUpdates(agent_ids=ids, updates=updates, records=records)
+
+    # --- PriFedSync (federated-f-dp-prifedsync.txt) -------------------------------------------
+
+    def private_local_models(
+        self, helpers: np.ndarray, agent_ids: np.ndarray, training: NoisyTraining
+    ) -> np.ndarray:
+        """The listed clients' private models (m, d), trained together (:class:`BatchedClients`).
+
+        On CUDA when available. The batch draws and the noise come from one privacy
+        generator seeded from the transport's noise entropy (a batched simulation; each
+        client's draws are still independent of every other client's data).
+        """
+        ids = np.asarray(agent_ids, dtype=np.int64).reshape(-1)
+        d = int(np.asarray(helpers).shape[1]) if np.asarray(helpers).ndim == 2 else 0
+        self.communication.download_floats += d * ids.shape[0]
+        self.communication.upload_floats += d * ids.shape[0]
+        self.communication.rounds += 1
+        return self._prifedsync_clients().train(helpers, ids, training)
+
+    def client_accuracies(
+        self,
+        models: np.ndarray,
+        agent_ids: np.ndarray,
+        test: LabeledData,
+        *,
+        per_client: int,
+        layer_sizes: tuple[int, ...],
+    ) -> np.ndarray:
+        """Each model's accuracy on its client's own test set (simulation-only), (m,)."""
+        return self._prifedsync_clients().accuracies(
+            models, agent_ids, test, per_client=per_client, layer_sizes=layer_sizes
+        )
+
+    def _prifedsync_clients(self) -> BatchedClients:
+        clients: BatchedClients | None = getattr(self, "_batched_clients", None)
+        if clients is None:
+            clients = BatchedClients(
+                self._private,
+                noise_entropy=self._noise_entropy,
+                test_seeds=self._training_seeds,
+                device=default_device(self._device),
+            )
+            self._batched_clients = clients
+        return clients
 
 @dataclass(frozen=True, eq=False)
 class _LocalKnn:

@@ -1,0 +1,130 @@
+"""End-to-end PATE-FL on the paper's MNIST non-IID setting, phase by phase.
+
+Runs ``fedvote.runner.run`` on ``experiments/pate_mnist_noniid.json`` (100 agents, 6 classes
+each, CNN teachers and student, 200 queries, ε = 4.3 at δ = 1e-3) and records, for each
+phase, its wall time and the process's peak resident memory during it (reset when the phase
+starts): building the federation, calibrating σ (accounting), training the teachers, the
+noisy votes, training the student (with its self-training rounds), and the evaluation
+(test accuracy, teacher accuracies, data-dependent analysis and the final ε).
+
+MNIST comes from $FEDVOTE_DATA or ../shared/datasets; without it the benchmark prints a note
+and writes a results file with no rows. ``--teacher-epochs`` / ``--student-epochs`` shorten
+the run (the defaults are the experiment's).
+
+Run: ``python benchmarks/bench_end_to_end.py`` (``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import ROOT, default_data_dir, peak_rss_mb, print_table, reset_peak, write_results
+from fedvote.config import load_run_config
+from fedvote.progress import StepBar
+from fedvote.runner import run
+
+CONFIG = ROOT / "experiments" / "pate_mnist_noniid.json"
+COLUMNS = [
+    {"key": "phase", "label": "phase"},
+    {"key": "seconds", "label": "seconds", "format": ".2f"},
+    {"key": "share", "label": "share", "format": ".0%"},
+    {"key": "peak_mb", "label": "peak MB", "format": ".0f"},
+]
+
+
+class _Silent:
+    def advance(self, amount: int = 1) -> None:
+        """Ignore progress."""
+
+
+class PhaseTimer:
+    """A fedvote ``Progress`` that times every step and records its peak memory."""
+
+    def __init__(self) -> None:
+        self.phases: list[dict[str, Any]] = []
+
+    @contextmanager
+    def step(self, description: str, total: int) -> Iterator[StepBar]:
+        reset_peak()
+        start = time.perf_counter()
+        try:
+            yield _Silent()
+        finally:
+            seconds = time.perf_counter() - start
+            self.phases.append({"phase": description, "seconds": seconds, "peak_mb": peak_rss_mb()})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, default=CONFIG)
+    parser.add_argument("--teacher-epochs", type=int, default=None, help="override the teachers' epochs")
+    parser.add_argument("--student-epochs", type=int, default=None, help="override the student's epochs")
+    args = parser.parse_args(argv)
+    config = load_run_config(args.config)
+    data_dir = default_data_dir()
+    title = "End-to-end PATE-FL, MNIST non-IID (experiments/pate_mnist_noniid.json)"
+    if data_dir is None or not (data_dir / "mnist").is_dir():
+        note = "skipped: MNIST not found (set FEDVOTE_DATA or put it in ../shared/datasets/mnist)"
+        print(note)
+        write_results("end_to_end", title=title, rows=[], columns=COLUMNS, notes=note)
+        return 0
+    federation = dataclasses.replace(config.federation, data_dir=str(data_dir))
+    teacher, student = config.teacher, config.student
+    if args.teacher_epochs is not None:
+        teacher = dataclasses.replace(teacher, epochs=args.teacher_epochs)
+    if args.student_epochs is not None:
+        student = dataclasses.replace(student, epochs=args.student_epochs)
+    config = dataclasses.replace(config, federation=federation, teacher=teacher, student=student)
+
+    timer = PhaseTimer()
+    reset_peak()
+    result = run(config, progress=timer)
+    total = result.timings["total_s"]
+    steps = list(timer.phases)
+    rows: list[dict[str, Any]] = [
+        {"phase": "federation (load and partition MNIST)", "seconds": result.timings["data_s"], "peak_mb": None},
+        {"phase": "accounting: calibrate σ to the target ε", "seconds": result.timings["calibration_s"], "peak_mb": None},
+        *steps,
+        {"phase": "evaluation: accuracy, teachers, data-dependent ε", "seconds": result.timings["evaluation_s"], "peak_mb": None},
+        {"phase": "total", "seconds": total, "peak_mb": peak_rss_mb()},
+    ]
+    for row in rows:
+        row["share"] = row["seconds"] / total if total else None
+    print_table(rows, COLUMNS)
+    epsilon = result.privacy.agent.epsilon
+    summary = [
+        f"{result.agents} agents, {result.queries} queries, σ = {result.sigma:.2f}: student test accuracy "
+        f"{result.accuracy:.4f}, pseudo-label accuracy {result.label_accuracy or 0:.4f}, teachers "
+        f"{result.teacher_accuracy or 0:.4f} on average; agent-level ε = {epsilon if epsilon is None else round(epsilon, 3)}",
+        f"teacher model {config.teacher.model} ({config.teacher.epochs} epochs), student "
+        f"{config.student.model} ({config.student.epochs} epochs); total {total:.1f} s",
+    ]
+    for line in summary:
+        print(line)
+    out = write_results(
+        "end_to_end",
+        title=title,
+        rows=rows,
+        columns=COLUMNS,
+        notes=(
+            "phases as fedvote.runner.run reports them (timings) and as its progress steps mark them; "
+            "peak MB: the process's resident set during the phase (reset at its start)"
+        ),
+        summary=summary,
+    )
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,522 @@
+"""``fedvote deploy``: run PATE-FL / Private-kNN-FL on Flower, one agent per node.
+
+Register with ``cli.add_command(deploy)``. The commands wrap Flower's own executables
+(``flower-superlink``, ``flower-supernode``, ``flwr run``) with the flags fedvote needs;
+nothing here does networking itself. Walk-through: ``docs/deploy.md``.
+
+* ``split``     build the federation of a config and write one file per agent + the server's;
+* ``agent``     start agent i as a Flower SuperNode holding its file;
+* ``superlink`` start a Flower SuperLink (for users who keep one running);
+* ``server``    submit the run to a SuperLink (started here unless ``--superlink``) and wait;
+* ``app``       write the Flower App project for ``flwr run`` by hand;
+* ``simulate``  run the same ServerApp/ClientApp under Flower's simulation engine (Ray).
+
+TLS is the default: ``--insecure`` is for loopback tests only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fedvote.config import load_run_config
+from fedvote.errors import ConfigError
+
+FLOWER_MISSING = 'Flower is not installed; install it with: pip install "fedvote[deploy]"'
+DEFAULT_SUPERLINK_PORT = 9093
+CONNECTION = "fedvote"  # the SuperLink connection name in the private Flower config
+
+
+@click.group()
+def deploy() -> None:
+    """Run PATE-FL / Private-kNN-FL on Flower: each agent on its own node, sums by SecAgg+."""
+
+
+# --- split / app -------------------------------------------------------------------------
+
+
+@deploy.command()
+@click.option("--config", "config_file", required=True, type=click.Path(dir_okay=False),
+              help="The run's config (a run.json or a result.json); as for fedvote run --config.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for agent-<i>.npz, server.npz and run.json.")
+def split(config_file: str, out_dir: str) -> None:
+    """Build the config's federation and write each agent's file and the server's."""
+    from fedvote.transport.flower_files import write_deployment_files
+
+    config = load_run_config(config_file)
+    for path in write_deployment_files(config, out_dir):
+        click.echo(f"wrote {path}")
+
+
+@deploy.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+def app(directory: str) -> None:
+    """Write fedvote's Flower App project (a pyproject.toml) into DIRECTORY, for flwr run."""
+    from fedvote.deploy_app import write_app_project
+
+    click.echo(f"wrote {write_app_project(directory)}")
+
+
+# --- TLS options ---------------------------------------------------------------------------
+
+
+def _tls_server_options(command: Any) -> Any:
+    for option in reversed(
+        [
+            click.option("--insecure", is_flag=True,
+                         help="No TLS: unencrypted traffic. For loopback tests only."),
+            click.option("--ssl-certfile", type=click.Path(dir_okay=False, exists=True), default=None,
+                         help="The SuperLink's TLS certificate (PEM)."),
+            click.option("--ssl-keyfile", type=click.Path(dir_okay=False, exists=True), default=None,
+                         help="The SuperLink's TLS private key (PEM)."),
+            click.option("--ssl-ca-certfile", type=click.Path(dir_okay=False, exists=True), default=None,
+                         help="The CA certificate that signed it (PEM)."),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def _superlink_tls_flags(
+    insecure: bool, certfile: str | None, keyfile: str | None, ca_certfile: str | None
+) -> list[str]:
+    given = [v for v in (certfile, keyfile, ca_certfile) if v is not None]
+    if insecure:
+        if given:
+            raise ConfigError("insecure", "give either --insecure or the --ssl-* files, not both")
+        return ["--insecure"]
+    if len(given) != 3:
+        raise ConfigError(
+            "ssl_certfile", "TLS needs --ssl-certfile, --ssl-keyfile and --ssl-ca-certfile (or --insecure)"
+        )
+    assert certfile is not None and keyfile is not None and ca_certfile is not None
+    return [
+        "--ssl-certfile", str(Path(certfile).resolve()),
+        "--ssl-keyfile", str(Path(keyfile).resolve()),
+        "--ssl-ca-certfile", str(Path(ca_certfile).resolve()),
+    ]
+
+
+def _client_tls(insecure: bool, root_certificates: str | None) -> list[str]:
+    if insecure and root_certificates is not None:
+        raise ConfigError("insecure", "give either --insecure or --root-certificates, not both")
+    if insecure:
+        return ["--insecure"]
+    if root_certificates is None:
+        raise ConfigError("root_certificates", "TLS needs --root-certificates CA.pem (or --insecure)")
+    return ["--root-certificates", str(Path(root_certificates).resolve())]
+
+
+# --- agent -----------------------------------------------------------------------------------
+
+
+@deploy.command()
+@click.option("--id", "agent_id", required=True, type=int, help="This agent's index i.")
+@click.option("--data", "data_file", required=True, type=click.Path(dir_okay=False),
+              help="The agent's file (agent-<i>.npz from fedvote deploy split).")
+@click.option("--superlink", default=f"127.0.0.1:{DEFAULT_SUPERLINK_PORT}", show_default=True,
+              help="The SuperLink's address host:port.")
+@click.option("--insecure", is_flag=True, help="No TLS: unencrypted traffic. For loopback tests only.")
+@click.option("--root-certificates", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="CA certificate (PEM) that signed the SuperLink's certificate.")
+@click.option("--port", "runtime_port", type=int, default=None,
+              help="Local port of the SuperNode's runtime API [default: a free port].")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Flower's home for this node (FLWR_HOME) [default: a temporary directory].")
+def agent(
+    agent_id: int,
+    data_file: str,
+    superlink: str,
+    insecure: bool,
+    root_certificates: str | None,
+    runtime_port: int | None,
+    workdir: str | None,
+) -> None:
+    """Start agent i as a Flower SuperNode; it serves runs until stopped (Ctrl-C)."""
+    from fedvote.transport.flower_files import load_agent_file
+
+    file = load_agent_file(data_file)
+    if file.agent_id != agent_id:
+        raise ConfigError("id", f"{data_file} holds agent {file.agent_id}, not agent {agent_id}")
+    tls = _client_tls(insecure, root_certificates)
+    port = runtime_port if runtime_port is not None else free_port()
+    data = str(Path(data_file).resolve())
+    command = [
+        _flower_executable("flower-supernode"),
+        *tls,
+        "--superlink", superlink,
+        "--port", str(port),
+        "--node-config", f"agent-id={agent_id} data={json.dumps(data)}",
+    ]
+    with _flower_home(workdir, "fedvote-agent-") as home:
+        click.echo(f"fedvote: agent {agent_id} ({len(file.data)} records) joins {superlink}", err=True)
+        sys.exit(_run_foreground(command, home))
+
+
+# --- superlink -------------------------------------------------------------------------------
+
+
+@deploy.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=DEFAULT_SUPERLINK_PORT, show_default=True, type=int,
+              help="Port of the SuperLink (fleet, control and runtime APIs).")
+@_tls_server_options
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Flower's home for the SuperLink (FLWR_HOME) [default: a temporary directory].")
+def superlink(
+    host: str,
+    port: int,
+    insecure: bool,
+    ssl_certfile: str | None,
+    ssl_keyfile: str | None,
+    ssl_ca_certfile: str | None,
+    workdir: str | None,
+) -> None:
+    """Start a Flower SuperLink that runs fedvote's ServerApp; serves until stopped (Ctrl-C)."""
+    tls = _superlink_tls_flags(insecure, ssl_certfile, ssl_keyfile, ssl_ca_certfile)
+    with _flower_home(workdir, "fedvote-superlink-") as home:
+        sys.exit(_run_foreground(_superlink_command(host, port, tls), home))
+
+
+def _superlink_command(host: str, port: int, tls: list[str]) -> list[str]:
+    return [
+        _flower_executable("flower-superlink"),
+        *tls,
+        "--host", host,
+        "--port", str(port),
+        # fedvote is installed on the node; never let Flower install an app's dependencies
+        "--disable-runtime-dependency-installation",
+    ]
+
+
+# --- server ----------------------------------------------------------------------------------
+
+
+@deploy.command()
+@click.option("--config", "config_file", required=True, type=click.Path(dir_okay=False, exists=True),
+              help="The run's config (run.json from fedvote deploy split).")
+@click.option("--data", "server_file", required=True, type=click.Path(dir_okay=False, exists=True),
+              help="The server's file (server.npz from fedvote deploy split).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for result.json.")
+@click.option("--superlink", "superlink_address", default=None,
+              help="Submit to this running SuperLink (host:port) instead of starting one here.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Without --superlink: address the SuperLink started here listens on.")
+@click.option("--port", default=DEFAULT_SUPERLINK_PORT, show_default=True, type=int,
+              help="Without --superlink: port of the SuperLink started here.")
+@_tls_server_options
+@click.option("--root-certificates", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="With --superlink over TLS: CA certificate (PEM) of the SuperLink's certificate.")
+@click.option("--round-timeout", type=float, default=120.0, show_default=True,
+              help="Seconds to wait for the agents' replies in each round; later ones have dropped out.")
+@click.option("--train-timeout", type=float, default=600.0, show_default=True,
+              help="Seconds to wait for the agents to train their teachers (or embed their records).")
+@click.option("--connect-timeout", type=float, default=600.0, show_default=True,
+              help="Seconds to wait for all agents to connect before the first round.")
+@click.option("--record-votes", is_flag=True, help="Write every released vote sum into result.json.")
+@click.option("--query-batch-size", type=int, default=0,
+              help="Queries per vote round (one SecAgg+ round each) [default: the method's].")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Flower's home for the SuperLink and flwr (FLWR_HOME) [default: a temporary directory].")
+def server(
+    config_file: str,
+    server_file: str,
+    out_dir: str,
+    superlink_address: str | None,
+    host: str,
+    port: int,
+    insecure: bool,
+    ssl_certfile: str | None,
+    ssl_keyfile: str | None,
+    ssl_ca_certfile: str | None,
+    root_certificates: str | None,
+    round_timeout: float,
+    train_timeout: float,
+    connect_timeout: float,
+    record_votes: bool,
+    query_batch_size: int,
+    workdir: str | None,
+) -> None:
+    """Run the config on the agents' nodes: start a SuperLink (or use one), submit, wait, report."""
+    load_run_config(config_file)  # refuse a bad config before anything starts
+    overrides = {
+        "config": str(Path(config_file).resolve()),
+        "server-data": str(Path(server_file).resolve()),
+        "out": str(Path(out_dir).resolve()),
+        "round-timeout": float(round_timeout),
+        "train-timeout": float(train_timeout),
+        "connect-timeout": float(connect_timeout),
+        "record-votes": bool(record_votes),
+        "query-batch-size": int(query_batch_size),
+    }
+    if superlink_address is None:  # start a SuperLink here; flwr reaches it with its CA
+        tls = _superlink_tls_flags(insecure, ssl_certfile, ssl_keyfile, ssl_ca_certfile)
+        address, ca_file = f"{host}:{port}", ssl_ca_certfile
+    else:
+        tls = _client_tls(insecure, root_certificates)
+        address, ca_file = superlink_address, root_certificates
+    connection: dict[str, Any] = {"address": address}
+    if insecure:
+        connection["insecure"] = True
+    else:
+        connection["root-certificates"] = str(Path(str(ca_file)).resolve())
+    result_file = Path(out_dir) / "result.json"
+    result_file.unlink(missing_ok=True)
+    with _flower_home(workdir, "fedvote-server-") as home:
+        app_dir = _write_flwr_files(home, connection, overrides)
+        command = _superlink_command(host, port, tls) if superlink_address is None else None
+        with _background(command, home) as link:
+            if superlink_address is None:
+                _wait_for_port(host, port, timeout=120.0, process=link, log=home / "superlink.log")
+                click.echo(f"fedvote: SuperLink on {host}:{port} (log: {home / 'superlink.log'})", err=True)
+            click.echo(f"fedvote: submitting the run to {connection['address']}", err=True)
+            code = _run_foreground(
+                [
+                    _flower_executable("flwr"), "run", str(app_dir), CONNECTION,
+                    "--run-config", str(home / "run-config.toml"), "--stream",
+                ],
+                home,
+            )
+    if not result_file.is_file():
+        raise click.ClickException(f"the run wrote no result (flwr run exited with {code}); see the log")
+    click.echo(deployment_summary(json.loads(result_file.read_text())))
+    click.echo(f"wrote {result_file}", err=True)
+
+
+def deployment_summary(result: dict[str, Any]) -> str:
+    """A few lines from a deployment's result.json: accuracy, ε per level, rounds, dropouts."""
+    flower = result.get("flower", {})
+    lines = [
+        f"fedvote {result['method']} on Flower: {result['agents']} agents, {result['queries']} queries "
+        f"released, σ = {result['sigma']:.4g}",
+        f"  student accuracy      {result['accuracy']:.3f}   (test set)",
+    ]
+    if result.get("label_accuracy") is not None:
+        lines.append(f"  pseudo-label accuracy {result['label_accuracy']:.3f}")
+    privacy = result["privacy"]
+    for level in ("agent", "instance"):
+        epsilon = privacy[level]["epsilon"]
+        text = "unbounded (not private)" if epsilon is None else f"{epsilon:.4f} at δ = {privacy['delta']:g}"
+        lines.append(f"  {'ε (' + level + '-level)':<22}{text}")
+    lines.append(
+        f"  vote rounds           {flower.get('released_rounds', 0)} released, "
+        f"{flower.get('refused_rounds', 0)} refused (fewer than t responders)"
+    )
+    dropped = flower.get("dropped_agents") or []
+    lines.append(f"  dropped agents        {', '.join(map(str, dropped)) if dropped else 'none'}")
+    return "\n".join(lines)
+
+
+def _write_flwr_files(home: Path, connection: dict[str, Any], overrides: dict[str, Any]) -> Path:
+    """The Flower App project, the run-config overrides and the SuperLink connection in ``home``."""
+    from fedvote.deploy_app import write_app_project
+
+    app_dir = home / "app"
+    write_app_project(app_dir)
+    (home / "run-config.toml").write_text("".join(f"{k} = {_toml(v)}\n" for k, v in overrides.items()))
+    lines = ["[superlink]", f'default = "{CONNECTION}"', "", f"[superlink.{CONNECTION}]"]
+    lines += [f"{k} = {_toml(v)}" for k, v in connection.items()]
+    (home / "config.toml").write_text("\n".join(lines) + "\n")
+    return app_dir
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(str(value))  # a TOML basic string is a JSON string
+
+
+# --- simulate -------------------------------------------------------------------------------
+
+
+@deploy.command()
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False, exists=True),
+              help="The directory fedvote deploy split wrote (run.json, server.npz, agent-<i>.npz).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for result.json.")
+@click.option("--cpus-per-agent", type=float, default=1.0, show_default=True,
+              help="CPUs Ray reserves for each ClientApp (fewer: more agents at once).")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Flower's home (FLWR_HOME) [default: a temporary directory].")
+def simulate(data_dir: str, out_dir: str, cpus_per_agent: float, workdir: str | None) -> None:
+    """Run the same ServerApp/ClientApp under Flower's simulation engine (needs fedvote[simulation])."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as error:
+        message = 'Flower\'s simulation engine needs Ray: pip install "fedvote[simulation]"'
+        raise ConfigError("simulation", message) from error
+    data = Path(data_dir).resolve()
+    config = load_run_config(data / "run.json")
+    overrides = {
+        "config": str(data / "run.json"),
+        "server-data": str(data / "server.npz"),
+        "out": str(Path(out_dir).resolve()),
+        "agent-data": str(data / "agent-{partition-id}.npz"),
+    }
+    result_file = Path(out_dir) / "result.json"
+    result_file.unlink(missing_ok=True)
+    port = free_port()
+    with _flower_home(workdir, "fedvote-simulation-") as home:
+        app_dir = _write_flwr_files(home, {"address": f"127.0.0.1:{port}", "insecure": True}, overrides)
+        simulation_link = [*_superlink_command("127.0.0.1", port, ["--insecure"]), "--simulation"]
+        with _background(simulation_link, home) as link:  # a SuperLink of our own, in simulation mode
+            _wait_for_port("127.0.0.1", port, timeout=120.0, process=link, log=home / "superlink.log")
+            code = _run_foreground(
+                [
+                    _flower_executable("flwr"), "run", str(app_dir), CONNECTION,
+                    "--run-config", str(home / "run-config.toml"),
+                    "--federation-config",
+                    f"num-supernodes={config.federation.agents} client-resources-num-cpus={cpus_per_agent}",
+                    "--stream",
+                ],
+                home,
+            )
+    if not result_file.is_file():
+        raise click.ClickException(f"the simulation wrote no result (flwr run exited with {code})")
+    click.echo(deployment_summary(json.loads(result_file.read_text())))
+    click.echo(f"wrote {result_file}", err=True)
+
+
+# --- processes --------------------------------------------------------------------------------
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def _flower_executable(name: str) -> str:
+    """Flower's ``name`` beside this Python (the same environment), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise ConfigError("flower", FLOWER_MISSING)
+    return found
+
+
+@contextmanager
+def _flower_home(workdir: str | None, prefix: str) -> Iterator[Path]:
+    """FLWR_HOME for Flower's processes: ``workdir``, or a temporary directory removed after."""
+    if workdir is not None:
+        home = Path(workdir).resolve()
+        home.mkdir(parents=True, exist_ok=True)
+        yield home
+        return
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _environment(home: Path) -> dict[str, str]:
+    """The environment for Flower's processes: FLWR_HOME, this environment's scripts first on PATH.
+
+    Flower starts its helpers (flower-superexec, flwr-serverapp, flwr-clientapp) by name.
+    """
+    scripts = str(Path(sys.executable).parent)
+    path = os.pathsep.join([scripts, os.environ.get("PATH", "")])
+    # Flower reports usage to telemetry.flower.ai and checks PyPI for updates unless told
+    # not to; a privacy tool keeps quiet unless the user set these variables.
+    quiet = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1"}
+    return {**quiet, **os.environ, "FLWR_HOME": str(home), "PYTHONUNBUFFERED": "1", "PATH": path}
+
+
+def _run_foreground(command: Sequence[str], home: Path) -> int:
+    """Run ``command`` to its end; on SIGTERM / Ctrl-C stop it first. Returns its exit status."""
+    process = subprocess.Popen(list(command), env=_environment(home))
+    with _stop_on_signals(process):
+        return process.wait()
+
+
+@contextmanager
+def _background(
+    command: Sequence[str] | None, home: Path, log_name: str = "superlink.log"
+) -> Iterator[subprocess.Popen[bytes] | None]:
+    """Run ``command`` (if any) beside the block, its output in ``home/log_name``; stop it after."""
+    if command is None:
+        yield None
+        return
+    with (home / log_name).open("ab") as log:
+        process = subprocess.Popen(
+            list(command), env=_environment(home), stdout=log, stderr=subprocess.STDOUT
+        )
+    with _stop_on_signals(process):
+        try:
+            yield process
+        finally:
+            _stop(process)
+
+
+@contextmanager
+def _stop_on_signals(process: subprocess.Popen[bytes]) -> Iterator[None]:
+    """While the block runs, SIGTERM (and SIGINT) stop ``process`` before this one exits."""
+
+    def handler(signum: int, frame: object) -> None:
+        # Only signal here: waiting inside a handler that interrupted Popen.wait deadlocks.
+        if process.poll() is None:
+            process.terminate()
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        if process.poll() is None:
+            _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _wait_for_port(
+    host: str,
+    port: int,
+    timeout: float,
+    process: subprocess.Popen[bytes] | None = None,
+    log: Path | None = None,
+) -> None:
+    """Wait until ``host:port`` accepts connections; fail early if ``process`` exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log is not None and log.is_file() else ""
+            raise click.ClickException(f"the SuperLink exited with status {process.returncode}:\n{tail}")
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise click.ClickException(f"the SuperLink did not start listening on {host}:{port} within {timeout:g} s")

@@ -1,0 +1,495 @@
+"""FedAUXfdp: one-shot, fully differentially private federated distillation (``fedaux-fdp.txt``).
+
+One communication round (the paper's Figure 1, with Section 4's modification):
+
+1. the server splits its public auxiliary pool into a distillation set (80 %) and a
+   pre-training set (20 %), and fits the feature extractor h₀ on the pre-training set
+   only, without labels (:mod:`fedvote.models.features`; PCA by default, an autoencoder
+   with ``--extractor autoencoder`` — the paper uses contrastive learning). h₀ and a
+   public normalisation make h̃ with ‖h̃(x)‖ ≤ 1 for every x
+   (:class:`~fedvote.models.logistic_heads.HeadFeatures`);
+2. every agent fits a **scoring head**, binary L2-regularised logistic regression of
+   h̃(own records) against h̃(public negatives D⁻ = the pre-training set), and
+3. a **class head**, C-class L2-regularised logistic regression on h̃(own records),
+   both minimising mean loss + λ/2·‖β‖² (eq. 2) and released with Gaussian output
+   perturbation at sensitivities 2/(λ·(nᵢ + |D⁻|)) and 2√C/(λ·nᵢ) (Theorem 1);
+4. the server labels the distillation set with eq. (1), Σᵢ fᵢ(x)·gᵢ(x) / Σᵢ fᵢ(x), and
+   distils a student: a logistic head on the frozen h̃ (the paper distils into the whole
+   network; here h₀ stays frozen, so the student is h̃ followed by a linear layer).
+
+Variants (one pipeline, the flags below differ):
+
+* ``fedaux-fdp`` — the method; ``--no-class-privacy`` gives Table 3's "None" row;
+* ``fedaux-f`` — FedAUX with a frozen extractor (+F): private scores, class heads trained
+  by local epochs without regulariser and released *without* noise; the student starts
+  from the clients' averaged heads (the paper's step 4 of FedAUX);
+* ``fedd-p`` — ensemble distillation of the private class heads, soft label the plain
+  mean of gᵢ(x); no scoring heads, the whole budget on the class heads;
+* ``fedavg-p`` — the server head is the nᵢ-weighted average of the private class heads;
+  no distillation, no scoring heads.
+
+Privacy (``docs/privacy.md``). Instance level (replace-one record of one agent): each
+agent's two releases are Gaussian mechanisms with the sensitivities above; agents hold
+disjoint records, so across agents it is parallel composition. ``privacy.instance.epsilon``
+is the paper's basic composition ε_scores + ε_classes at δ = δ_scores + δ_classes (the run's
+δ, split equally between the noised heads); ``epsilon_pld`` is the PLD of the same two
+Gaussian releases. Agent level (zero-out): every released head lies in the ball
+‖β‖ ≤ √(2·log K/λ) (J(β*) ≤ J(0); the agent projects onto it), so each release is a
+Gaussian mechanism with that sensitivity — a sound but large ε.
+
+Differences from the paper, on purpose: features are clipped to a public constant (eq. 4
+divides by the max-norm over the private D); every class head has all C rows (the paper's
+scikit-learn fit has only the classes an agent holds, which reveals that set and makes C
+data-dependent).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+import torch
+from scipy import special
+from torch import nn
+
+from fedvote.data.federation import ServerData
+from fedvote.errors import ConfigError
+from fedvote.methods.base import Method, MethodOutcome
+from fedvote.methods.options import method_option
+from fedvote.models.features import fit_feature_extractor
+from fedvote.models.logistic_heads import (
+    HeadFeatures,
+    HeadRequest,
+    ReleasedHeads,
+    head_norm_bound,
+    public_head_features,
+)
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.calibrate import (
+    analytic_gaussian_sigma,
+    binary_logistic_sensitivity,
+    classic_gaussian_sigma,
+    multinomial_logistic_sensitivity,
+)
+from fedvote.privacy.events import LevelEvents, perturbed_head_events
+from fedvote.privacy.ledger import PrivacyLedger, compose_releases
+from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.results import PrivacyReport
+from fedvote.transport.base import Transport
+
+if TYPE_CHECKING:
+    from fedvote.config import RunConfig
+
+# The paper's score budget (Section 5): (ε = 0.1, δ = 1e-5).
+DEFAULT_EPSILON_SCORES = 0.1
+EXTRACTOR_KINDS: tuple[str, ...] = ("autoencoder", "pca", "random", "identity")
+GAUSSIAN_CALIBRATIONS: tuple[str, ...] = ("analytic", "classic")
+
+
+@dataclass(frozen=True)
+class FedAuxOptions:
+    """Settings of FedAUXfdp and its baselines (``fedvote run --method fedaux-fdp ...``)."""
+
+    epsilon_scores: float | None = method_option(
+        None, "ε of each agent's scoring head (default 0.1, the paper's); not for fedd-p/fedavg-p"
+    )
+    epsilon_classes: float = method_option(
+        0.5, "ε of each agent's class head (fedd-p, fedavg-p: their whole budget)"
+    )
+    class_privacy: bool = method_option(
+        True, "perturb the class heads (--no-class-privacy: Table 3's 'None' row of fedaux-fdp)"
+    )
+    lambda_: float = method_option(
+        0.01, "λ of both heads' objective, mean loss + λ/2·‖β‖² (eq. 2)", flag="--lambda"
+    )
+    gaussian: str = method_option(
+        "analytic",
+        "σ of each head: analytic Gaussian (Balle & Wang 2018) or the paper's classic one (ε < 1)",
+        choices=GAUSSIAN_CALIBRATIONS,
+    )
+    extractor: str = method_option(
+        "pca", "h₀, fitted without labels on the public pre-training split", choices=EXTRACTOR_KINDS
+    )
+    extractor_dim: int = method_option(32, "output dimension of h₀")
+    extractor_epochs: int = method_option(30, "training epochs of an autoencoder h₀")
+    feature_clip: float | None = method_option(
+        None, "public constant B: h₀ outputs are centred, divided by B and clipped to norm 1 "
+        "(default: the median norm on the pre-training split)"
+    )
+    distill_fraction: float = method_option(
+        0.8, "share of the public pool used for distillation; the rest pre-trains h₀"
+    )
+    distill_epochs: int = method_option(30, "epochs of the student's distillation")
+    local_epochs: int = method_option(40, "epochs of FedAUX+F's unregularised class heads")
+
+    def __post_init__(self) -> None:
+        for name in ("epsilon_scores", "epsilon_classes", "lambda_"):
+            value = getattr(self, name)
+            if value is not None and (not value > 0 or not math.isfinite(value)):
+                raise ConfigError(name, f"must be a finite number > 0, got {value}")
+        if self.gaussian not in GAUSSIAN_CALIBRATIONS:
+            choices = ", ".join(GAUSSIAN_CALIBRATIONS)
+            raise ConfigError("gaussian", f"must be one of {choices}, got {self.gaussian!r}")
+        if self.extractor not in EXTRACTOR_KINDS:
+            choices = ", ".join(EXTRACTOR_KINDS)
+            raise ConfigError("extractor", f"must be one of {choices}, got {self.extractor!r}")
+        for name in ("extractor_dim", "extractor_epochs", "distill_epochs", "local_epochs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(name, f"must be an integer >= 1, got {value!r}")
+        if self.feature_clip is not None and not self.feature_clip > 0:
+            raise ConfigError("feature_clip", f"must be > 0, got {self.feature_clip}")
+        if not 0.0 < self.distill_fraction < 1.0:
+            raise ConfigError("distill_fraction", f"must lie in (0, 1), got {self.distill_fraction}")
+
+
+def noise_multiplier(epsilon: float, delta: float, gaussian: str) -> float:
+    """σ/Δ of one Gaussian release that is (ε, δ)-DP: analytic (any ε) or classic (ε < 1)."""
+    if gaussian == "classic":
+        return classic_gaussian_sigma(epsilon, delta, 1.0)
+    return analytic_gaussian_sigma(epsilon, delta, 1.0)
+
+
+def certainty_weighted_soft_labels(class_probs: np.ndarray, log_scores: np.ndarray) -> np.ndarray:
+    """Eq. (1): Σᵢ fᵢ(x)·gᵢ(x) / Σᵢ fᵢ(x) for every x, (Q, C).
+
+    ``class_probs`` (N, Q, C) are gᵢ(x); ``log_scores`` (N, Q) are log fᵢ(x). Computed as
+    Σᵢ softmaxᵢ(log fᵢ(x))·gᵢ(x), the same value without underflow when every fᵢ(x) is tiny.
+    """
+    weights = special.softmax(log_scores, axis=0)  # (N, Q), sums to 1 over agents
+    return np.einsum("nq,nqc->qc", weights, class_probs)
+
+
+def mean_soft_labels(class_probs: np.ndarray) -> np.ndarray:
+    """FedD's soft label: the plain mean (1/N) Σᵢ gᵢ(x), (Q, C), from ``class_probs`` (N, Q, C)."""
+    return class_probs.mean(axis=0)
+
+
+class HeadOnFeatures(nn.Module):
+    """The server model: x ↦ W·h̃(x), W (C, d + 1), on the frozen public feature map h̃."""
+
+    def __init__(self, features: HeadFeatures, weight: np.ndarray) -> None:
+        super().__init__()
+        self.features = features
+        self.weight = nn.Parameter(torch.as_tensor(weight, dtype=torch.float32), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits (n, C) for examples ``x`` (n, *shape)."""
+        z = torch.as_tensor(self.features.transform(x.detach().cpu().numpy()), dtype=torch.float32)
+        return z @ self.weight.T
+
+
+def distil_head(
+    z: np.ndarray, soft_labels: np.ndarray, *, start: np.ndarray, epochs: int, seed: int
+) -> np.ndarray:
+    """A linear head (C, d + 1) trained on h̃-features ``z`` (Q, d + 1) to match ``soft_labels`` (Q, C).
+
+    Cross-entropy against the soft labels, Adam (lr 1e-2), batches of 128, from ``start``.
+    Post-processing of released heads on public data: no privacy cost.
+    """
+    generator = torch.Generator().manual_seed(int(seed))
+    x = torch.as_tensor(z, dtype=torch.float32)
+    y = torch.as_tensor(soft_labels, dtype=torch.float32)
+    weight = torch.tensor(start, dtype=torch.float32, requires_grad=True)
+    optimiser = torch.optim.Adam([weight], lr=1e-2)
+    for _ in range(epochs):
+        order = torch.randperm(x.shape[0], generator=generator)
+        for begin in range(0, x.shape[0], 128):
+            rows = order[begin : begin + 128]
+            loss = -(y[rows] * torch.log_softmax(x[rows] @ weight.T, dim=1)).sum(dim=1).mean()
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+    return weight.detach().numpy().astype(np.float64)
+
+
+@dataclass(frozen=True)
+class FedAuxFdp(Method):
+    """FedAUXfdp (``fedaux-fdp``); the baselines are subclasses that switch the parts below.
+
+    Parameters
+    ----------
+    options : FedAuxOptions
+        The method's settings.
+    delta : float
+        The run's total δ, split equally between the noised heads (basic composition).
+    seed : int
+        Seeds the pool split, h₀ and the student (not the privacy noise).
+
+    """
+
+    name = "fedaux-fdp"
+    calibration_level: ClassVar[str | None] = None  # the budget is given per head, not calibrated
+    options_type: ClassVar[type | None] = FedAuxOptions
+    # What distinguishes the variants.
+    uses_scores: ClassVar[bool] = True
+    class_head_kind: ClassVar[str] = "logistic"
+    aggregation: ClassVar[str] = "weighted-distill"  # | "mean-distill" | "average-heads"
+    start_from_average: ClassVar[bool] = False
+
+    options: FedAuxOptions = field(default_factory=FedAuxOptions)
+    delta: float = 1e-5
+    seed: int = 0
+    sigma: float = field(init=False, default=0.0)  # σ/Δ of the class heads (0: not noised)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.delta < 1.0:
+            raise ConfigError("delta", f"must lie in (0, 1), got {self.delta}")
+        if not self.uses_scores and self.options.epsilon_scores is not None:
+            raise ConfigError(
+                "epsilon_scores",
+                f"{self.name} releases no scoring heads; give its budget as --epsilon-classes",
+            )
+        if self.class_head_kind == "sgd" and not self.options.class_privacy:
+            pass  # FedAUX+F's heads are never noised; --no-class-privacy only repeats it
+        elif not self.options.class_privacy and not self.uses_scores:
+            raise ConfigError("class_privacy", f"{self.name} without class privacy releases nothing private")
+        multiplier = self.class_multiplier
+        object.__setattr__(self, "sigma", 0.0 if multiplier is None else multiplier)
+
+    @classmethod
+    def from_config(
+        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
+    ) -> FedAuxFdp:
+        """The method with the run's options, δ and seed; ``--epsilon`` and ``--sigma`` are refused."""
+        if config.privacy.epsilon is not None:
+            raise ConfigError(
+                "epsilon", f"{cls.name} takes its budget per head: use --epsilon-scores/--epsilon-classes"
+            )
+        if config.privacy.sigma is not None:
+            raise ConfigError("sigma", f"{cls.name} derives σ from --epsilon-scores/--epsilon-classes and δ")
+        options = config.method_options() or FedAuxOptions()
+        return cls(options=options, delta=config.privacy.delta, seed=config.seed)
+
+    def with_sigma(self, sigma: float) -> FedAuxFdp:
+        """Refused: σ follows from each head's (ε, δ) and sensitivity."""
+        raise ConfigError("sigma", f"{self.name} derives σ from --epsilon-scores/--epsilon-classes and δ")
+
+    # --- the budget ---------------------------------------------------------------------
+
+    @property
+    def class_noised(self) -> bool:
+        """Whether the class heads carry noise."""
+        return self.class_head_kind == "logistic" and self.options.class_privacy
+
+    @property
+    def epsilon_scores(self) -> float | None:
+        """ε of each scoring head (None: no scoring head)."""
+        if not self.uses_scores:
+            return None
+        value = self.options.epsilon_scores
+        return DEFAULT_EPSILON_SCORES if value is None else value
+
+    @property
+    def head_delta(self) -> float:
+        """δ of each noised head: the run's δ split equally among them (basic composition)."""
+        noised = int(self.uses_scores) + int(self.class_noised)
+        return self.delta / max(1, noised)
+
+    @property
+    def score_multiplier(self) -> float | None:
+        """σ/Δ of the scoring heads (None: no scoring head)."""
+        epsilon = self.epsilon_scores
+        return None if epsilon is None else noise_multiplier(epsilon, self.head_delta, self.options.gaussian)
+
+    @property
+    def class_multiplier(self) -> float | None:
+        """σ/Δ of the class heads (None: released without noise)."""
+        if not self.class_noised:
+            return None
+        return noise_multiplier(self.options.epsilon_classes, self.head_delta, self.options.gaussian)
+
+    def release_events(
+        self, record_counts: list[int] | None, negatives: int, num_classes: int
+    ) -> list[LevelEvents]:
+        """The run's releases (scoring heads, then class heads), each over all agents.
+
+        ``record_counts`` nᵢ (public metadata) fix every agent's σᵢ = multiplier·Δᵢ; None
+        (before the run) plans the instance level exactly (σᵢ/Δᵢ is the multiplier for
+        every agent) and the agent level as unbounded.
+        """
+        lam = self.options.lambda_
+        sizes = record_counts if record_counts is not None else [1]
+        releases: list[LevelEvents] = []
+        heads: list[tuple[float | None, list[float], float]] = []
+        if self.uses_scores:
+            deltas = [binary_logistic_sensitivity(lam, n + negatives) for n in sizes]
+            heads.append((self.score_multiplier, deltas, head_norm_bound(2, lam)))
+        class_deltas = [multinomial_logistic_sensitivity(num_classes, lam, n) for n in sizes]
+        heads.append((self.class_multiplier, class_deltas, head_norm_bound(num_classes, lam)))
+        for multiplier, deltas, radius in heads:
+            if record_counts is None:  # σᵢ/Δᵢ is the multiplier for every agent; R/σᵢ needs nᵢ
+                stds = None if multiplier is None else [multiplier]
+                releases.append(perturbed_head_events(stds, [1.0], None))
+                continue
+            stds = None if multiplier is None else [multiplier * d for d in deltas]
+            releases.append(perturbed_head_events(stds, deltas, radius))
+        return releases
+
+    def planned_events(self) -> LevelEvents:
+        """The composed releases before the run (agent level unbounded until nᵢ are known)."""
+        releases = self.release_events(None, 0, 2)
+        return LevelEvents(
+            agent=compose_releases(releases, "agent"),
+            instance=compose_releases(releases, "instance"),
+            agent_sensitivity=max(r.agent_sensitivity for r in releases),
+            instance_sensitivity=max(r.instance_sensitivity for r in releases),
+        )
+
+    def stated_privacy(self, report: PrivacyReport) -> PrivacyReport:
+        """Instance ε as the paper composes it, ε_scores + ε_classes; the accountant's PLD beside it.
+
+        Each noised head is (εₕ, δ/k)-DP by calibration, so basic composition gives
+        (Σ εₕ, δ)-DP at the run's δ; ``epsilon_pld`` is the PLD of the same Gaussian
+        releases at δ, never larger. A head released without noise leaves ε = ∞.
+        """
+        instance = report.instance
+        if instance.epsilon is None:
+            return report
+        class_epsilon = self.options.epsilon_classes if self.class_noised else None
+        stated = sum(e for e in (self.epsilon_scores, class_epsilon) if e is not None)
+        return dataclasses.replace(
+            report,
+            instance=dataclasses.replace(instance, epsilon=stated, epsilon_pld=self._pld_epsilon(report)),
+        )
+
+    def _pld_epsilon(self, report: PrivacyReport) -> float:
+        events = self.planned_events().instance
+        if report.accountant == "pld" and report.instance.epsilon is not None:
+            return report.instance.epsilon
+        return epsilon_for(events, report.delta, "pld")
+
+    # --- the run ------------------------------------------------------------------------
+
+    def split_pool(self, pool_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(distillation indices, pre-training indices) of the public pool, seeded."""
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0xFEDA]))
+        order = rng.permutation(pool_size)
+        cut = int(round(self.options.distill_fraction * pool_size))
+        if not 0 < cut < pool_size:
+            raise ConfigError("distill_fraction", f"leaves an empty split of the {pool_size}-point pool")
+        return np.sort(order[:cut]), np.sort(order[cut:])
+
+    def fit_features(self, pretraining: np.ndarray) -> HeadFeatures:
+        """h₀ fitted without labels on the public pre-training split, and h̃ from it."""
+        options = self.options
+        extractor = fit_feature_extractor(
+            options.extractor,
+            pretraining,
+            dim=options.extractor_dim,
+            seed=self.seed,
+            epochs=options.extractor_epochs,
+        )
+        return public_head_features(extractor, pretraining, clip=options.feature_clip)
+
+    def head_request(self, num_classes: int, negatives: np.ndarray) -> HeadRequest:
+        """What each agent fits and how it perturbs it."""
+        return HeadRequest(
+            regularization=self.options.lambda_,
+            num_classes=num_classes,
+            negative_indices=negatives if self.uses_scores else None,
+            score_noise_multiplier=self.score_multiplier,
+            class_head=self.class_head_kind,
+            class_noise_multiplier=self.class_multiplier,
+            sgd_epochs=self.options.local_epochs,
+            seed=self.seed,
+        )
+
+    def server_head(self, released: list[ReleasedHeads], z: np.ndarray) -> np.ndarray:
+        """The server's head (C, d + 1) from the released heads and h̃(distillation set) ``z``."""
+        sizes = np.array([r.num_records for r in released], dtype=np.float64)
+        heads = np.stack([r.class_head for r in released])  # (N, C, d + 1)
+        average = np.einsum("n,ncd->cd", sizes / sizes.sum(), heads)
+        if self.aggregation == "average-heads":
+            return average
+        class_probs = special.softmax(np.einsum("qd,ncd->nqc", z, heads), axis=2)  # (N, Q, C)
+        if self.aggregation == "mean-distill":
+            soft = mean_soft_labels(class_probs)
+        else:
+            scores = np.stack([r.score_head for r in released if r.score_head is not None])  # (N, d + 1)
+            log_scores = -np.logaddexp(0.0, -(scores @ z.T))  # (N, Q): log σ(sᵢᵀ h̃(x))
+            soft = certainty_weighted_soft_labels(class_probs, log_scores)
+        start = average if self.start_from_average else np.zeros_like(average)
+        return distil_head(z, soft, start=start, epochs=self.options.distill_epochs, seed=self.seed)
+
+    def run(
+        self,
+        server: ServerData,
+        transport: Transport,
+        ledger: PrivacyLedger,
+        progress: Progress = NO_PROGRESS,
+    ) -> MethodOutcome:
+        """Pre-train h₀, collect the agents' perturbed heads (charged first), build the server model."""
+        distill, pretrain = self.split_pool(server.public_features.shape[0])
+        with progress.step("pre-training h₀ on the public split", total=1) as bar:
+            features = self.fit_features(server.public_features[pretrain])
+            bar.advance()
+        sizes = [int(n) for n in transport.record_counts()]
+        negatives = pretrain.shape[0] if self.uses_scores else 0
+        for release in self.release_events(sizes, negatives, server.num_classes):
+            ledger.charge(release)
+        request = self.head_request(server.num_classes, pretrain)
+        released = transport.private_heads(features, request, progress)
+        with progress.step("building the server model", total=1) as bar:
+            z = features.transform(server.public_features[distill])  # (Q, d + 1)
+            weight = self.server_head(released, z)
+            bar.advance()
+        return MethodOutcome(
+            student=HeadOnFeatures(features, weight).eval(),
+            query_indices=np.zeros(0, dtype=np.int64),
+            pseudo_labels=np.zeros(0, dtype=np.int64),
+            details={
+                "fedaux": {
+                    "epsilon_scores": self.epsilon_scores,
+                    "epsilon_classes": self.options.epsilon_classes if self.class_noised else None,
+                    "head_delta": self.head_delta,
+                    "lambda": self.options.lambda_,
+                    "gaussian": self.options.gaussian,
+                    "score_noise_multiplier": self.score_multiplier,
+                    "class_noise_multiplier": self.class_multiplier,
+                    "class_head": self.class_head_kind,
+                    "aggregation": self.aggregation,
+                    "extractor": features.extractor.kind,
+                    "extractor_dim": features.extractor.dim,
+                    "feature_clip": features.scale,
+                    "distillation_size": int(distill.shape[0]),
+                    "pretraining_size": int(pretrain.shape[0]),
+                    "negatives": negatives,
+                }
+            },
+        )
+
+
+@dataclass(frozen=True)
+class FedAuxF(FedAuxFdp):
+    """FedAUX+F: frozen h₀, private scores, unregularised SGD class heads released without noise.
+
+    The student starts from the clients' nᵢ-weighted average head, then is distilled on
+    eq. (1)'s soft labels (FedAUX's server step). Instance ε is ∞: the class heads are
+    not private, which is the point of the comparison (Table 3).
+    """
+
+    name = "fedaux-f"
+    class_head_kind: ClassVar[str] = "sgd"
+    start_from_average: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class FedDP(FedAuxFdp):
+    """FedD+P: ensemble distillation of the private class heads, soft label (1/N) Σᵢ gᵢ(x); no scores."""
+
+    name = "fedd-p"
+    uses_scores: ClassVar[bool] = False
+    aggregation: ClassVar[str] = "mean-distill"
+
+
+@dataclass(frozen=True)
+class FedAvgP(FedAuxFdp):
+    """FedAVG+P: the server head is the nᵢ-weighted average of the private class heads; one round."""
+
+    name = "fedavg-p"
+    uses_scores: ClassVar[bool] = False
+    aggregation: ClassVar[str] = "average-heads"

@@ -1,0 +1,281 @@
+"""Reputation-weighted PATE-FL (reputation-weighted-pate.txt, Sec. 3.1, 3.2.1 and 4.1.1).
+
+PATE-FL (Algorithm 1 of the voting paper) in which each agent's one-hot vote is scaled by
+a weight w_i ∈ [w_min, w_max] earned on a labelled *public* validation set: one model one
+vote (w = 1), accuracy, percentile, z-score or rank (Sec. 4.1.1), mapped into
+[w_min, w_max] = [0.1, 3] by default (the paper's footnote 8).
+
+Privacy (``docs/privacy.md``, "Reputation-weighted voting"): every agent computes its own
+weight and sends w_i·vote + its noise share, so the server never sees a weight. The
+accuracy scheme uses public constants only; the relative schemes first release a noisy
+histogram of all agents' accuracies (one Gaussian release, charged) and each agent
+derives its percentile / rank / z-score from it locally. The votes then have L2
+sensitivity w_max (agent level) and √2·w_max (instance level) — the paper's Sec. 3.1.1
+"sensitivity changes from 1 to max-weight" — so at equal ε the noise σ grows with w_max.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fedvote.agents.behaviour import BAD_KINDS, assign_behaviours
+from fedvote.aggregation.voting import (
+    RELATIVE_SCHEMES,
+    WEIGHT_SCHEMES,
+    WeightRule,
+    noise_share_std,
+    project_histogram,
+)
+from fedvote.data.federation import Federation, ServerData
+from fedvote.data.validation import load_validation_file, with_validation
+from fedvote.errors import ConfigError
+from fedvote.methods.base import Method, MethodOutcome
+from fedvote.methods.options import method_option
+from fedvote.methods.voting import check_voting_run, label_and_teach
+from fedvote.models.training import TrainingConfig
+from fedvote.privacy.events import (
+    LevelEvents,
+    accuracy_summary_events,
+    weighted_pate_events,
+    weighted_voting_events,
+)
+from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.transport.base import Transport
+
+if TYPE_CHECKING:
+    from fedvote.config import RunConfig
+
+
+@dataclass(frozen=True)
+class WeightedVotingOptions:
+    """The settings of ``--method weighted-pate`` (each is a ``fedvote run`` flag).
+
+    Validated on construction; one ``ConfigError`` naming the option on bad input.
+    """
+
+    scheme: str = method_option(
+        "zscore", "Weighting scheme (reputation paper, Sec. 4.1.1).", choices=WEIGHT_SCHEMES
+    )
+    min_weight: float = method_option(0.1, "Smallest vote weight w_min (the paper: 0.1).")
+    max_weight: float = method_option(
+        3.0, "Largest vote weight w_max (the paper: 3); the votes' sensitivity is w_max."
+    )
+    validation_size: int = method_option(
+        500, "Public-pool points labelled as the validation set (removed from the query pool)."
+    )
+    validation_file: str | None = method_option(
+        None, "A labelled public npz (x, y) to score teachers on instead of a pool slice."
+    )
+    summary_sigma: float = method_option(
+        8.0, "Noise std of the released accuracy histogram (percentile, zscore, rank only)."
+    )
+    summary_bins: int = method_option(10, "Equal-width accuracy bins of the released histogram.")
+    zscore_span: float = method_option(
+        1.0, "z-scores in [-span, span] map linearly to [w_min, w_max] (beyond: clipped)."
+    )
+    bad_fraction: float = method_option(
+        0.0, "Simulation: fraction of agents (seeded choice) that are bad teachers."
+    )
+    bad_kind: str = method_option(
+        "adversarial", "Simulation: what bad teachers do.", choices=BAD_KINDS
+    )
+    bad_target_class: int = method_option(0, "Simulation: the wrong class adversaries vote for.")
+
+    def __post_init__(self) -> None:
+        if self.scheme not in WEIGHT_SCHEMES:
+            choices = ", ".join(WEIGHT_SCHEMES)
+            raise ConfigError("scheme", f"unknown scheme {self.scheme!r}; choose from {choices}")
+        if not 0.0 < self.max_weight < float("inf"):
+            raise ConfigError("max_weight", f"must be a finite number > 0, got {self.max_weight}")
+        if not 0.0 <= self.min_weight <= self.max_weight:
+            raise ConfigError("min_weight", f"must lie in [0, {self.max_weight}], got {self.min_weight}")
+        if isinstance(self.validation_size, bool) or self.validation_size < 0:
+            raise ConfigError("validation_size", f"must be an integer >= 0, got {self.validation_size!r}")
+        if not self.summary_sigma > 0:
+            raise ConfigError("summary_sigma", f"must be > 0, got {self.summary_sigma}")
+        if self.summary_bins < 2:
+            raise ConfigError("summary_bins", f"must be at least 2, got {self.summary_bins}")
+        if not self.zscore_span > 0:
+            raise ConfigError("zscore_span", f"must be > 0, got {self.zscore_span}")
+        if not 0.0 <= self.bad_fraction <= 1.0:
+            raise ConfigError("bad_fraction", f"must lie in [0, 1], got {self.bad_fraction}")
+        if self.bad_kind not in BAD_KINDS:
+            choices = ", ".join(BAD_KINDS)
+            raise ConfigError("bad_kind", f"unknown kind {self.bad_kind!r}; choose from {choices}")
+        if self.bad_target_class < 0:
+            raise ConfigError("bad_target_class", f"must be >= 0, got {self.bad_target_class}")
+
+    @property
+    def relative(self) -> bool:
+        """Whether the scheme needs the released accuracy summary (percentile, zscore, rank)."""
+        return self.scheme in RELATIVE_SCHEMES
+
+    @property
+    def needs_validation(self) -> bool:
+        """Whether teachers are scored at all (every scheme but one-model-one-vote)."""
+        return self.scheme != "one-vote"
+
+    @property
+    def vote_max_weight(self) -> float:
+        """The largest weight a vote can carry: 1 for one-vote, else w_max."""
+        return 1.0 if self.scheme == "one-vote" else self.max_weight
+
+
+@dataclass(frozen=True)
+class WeightedPate(Method):
+    """Reputation-weighted PATE-FL with aggregate vote noise std ``sigma`` over ``queries`` queries.
+
+    Parameters
+    ----------
+    sigma : float
+        Std of the total noise on each weighted vote sum (σ); 0 runs the non-private
+        reference (the accuracy summary keeps its own noise).
+    queries, min_responders, teacher, student, query_batch_size, self_training_rounds,
+    student_min_margin, seed
+        As :class:`fedvote.methods.pate_fl.PateFL`.
+    options : WeightedVotingOptions
+        Scheme, weight range, validation set, accuracy summary and simulated bad teachers.
+
+    """
+
+    name = "weighted-pate"
+    options_type = WeightedVotingOptions
+
+    sigma: float
+    queries: int
+    min_responders: int
+    options: WeightedVotingOptions = WeightedVotingOptions()
+    teacher: TrainingConfig = TrainingConfig()
+    student: TrainingConfig = TrainingConfig()
+    query_batch_size: int = 1000
+    self_training_rounds: int = 2
+    student_min_margin: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sigma < 0:
+            raise ConfigError("sigma", f"must be >= 0, got {self.sigma}")
+        if self.queries < 1:
+            raise ConfigError("queries", f"must be at least 1, got {self.queries}")
+        if self.min_responders < 1:
+            raise ConfigError("min_responders", f"must be at least 1, got {self.min_responders}")
+        if self.query_batch_size < 1:
+            raise ConfigError("query_batch_size", f"must be at least 1, got {self.query_batch_size}")
+
+    @classmethod
+    def from_config(
+        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
+    ) -> WeightedPate:
+        """Weighted PATE-FL with the run's teacher/student settings, seed and options."""
+        return cls(
+            sigma=sigma,
+            queries=queries,
+            min_responders=min_responders,
+            options=config.method_options(),
+            teacher=config.teacher,
+            student=config.student,
+            self_training_rounds=config.self_training_rounds,
+            seed=config.seed,
+        )
+
+    @classmethod
+    def prepare_federation(cls, config: RunConfig, federation: Federation) -> Federation:
+        """Give the federation its labelled public validation set (file, or a pool slice).
+
+        Unchanged when it already has one or when the scheme scores nothing (one-vote).
+        """
+        options: WeightedVotingOptions = config.method_options()
+        if federation.validation is not None or not options.needs_validation:
+            return federation
+        if options.validation_file is not None:
+            validation = load_validation_file(
+                options.validation_file, federation.example_shape, federation.num_classes
+            )
+            return dataclasses.replace(federation, validation=validation)
+        if options.validation_size < 1:
+            raise ConfigError(
+                "validation_size",
+                f"the {options.scheme} scheme needs a validation set: give a size >= 1 or a file",
+            )
+        return with_validation(federation, options.validation_size, config.seed)
+
+    def with_sigma(self, sigma: float) -> WeightedPate:
+        """The same run with vote noise std ``sigma`` (the summary's noise is an option)."""
+        return dataclasses.replace(self, sigma=sigma)
+
+    def planned_events(self) -> LevelEvents:
+        """The accuracy summary (relative schemes) then ``queries`` weighted votes (s = w_max, √2·w_max)."""
+        summary = self.options.summary_sigma if self.options.relative else None
+        return weighted_pate_events(self.sigma, self.queries, self.options.vote_max_weight, summary)
+
+    def run(
+        self,
+        server: ServerData,
+        transport: Transport,
+        ledger: PrivacyLedger,
+        progress: Progress = NO_PROGRESS,
+    ) -> MethodOutcome:
+        """Train teachers, weight them on the validation set, label by weighted noisy vote, teach."""
+        options = self.options
+        pool_size = server.public_features.shape[0]
+        check_voting_run(self.queries, pool_size, self.min_responders, transport.num_agents)
+        validation = server.validation
+        if options.needs_validation and validation is None:
+            problem = f"the {options.scheme} scheme needs a labelled public validation set"
+            raise ConfigError("validation_size", problem)
+        if options.bad_fraction > 0:
+            transport.simulate_behaviours(
+                assign_behaviours(
+                    transport.num_agents,
+                    fraction=options.bad_fraction,
+                    kind=options.bad_kind,
+                    num_classes=server.num_classes,
+                    target_class=options.bad_target_class,
+                    seed=self.seed,
+                )
+            )
+        transport.train_teachers(self.teacher, progress)
+        histogram = None
+        if options.relative:
+            assert validation is not None
+            charge = ledger.charge(accuracy_summary_events(options.summary_sigma))
+            release = transport.accuracy_summary(
+                validation,
+                options.summary_bins,
+                noise_share_std(options.summary_sigma, self.min_responders),
+                self.min_responders,
+            )
+            if release is None:
+                ledger.void(charge)
+                raise RuntimeError("the accuracy summary did not reach the minimum number of responders")
+            histogram = project_histogram(release.sums[0], release.responders)  # (B,), post-processing
+        rule = WeightRule(
+            scheme=options.scheme,
+            min_weight=options.min_weight,
+            max_weight=options.max_weight,
+            zscore_span=options.zscore_span,
+            histogram=histogram,
+        )
+        transport.assign_weights(validation, rule)
+        outcome = label_and_teach(
+            self,
+            server,
+            events=lambda count: weighted_voting_events(self.sigma, count, options.vote_max_weight),
+            vote_sum=transport.weighted_vote_sum,
+            ledger=ledger,
+            progress=progress,
+        )
+        details = {
+            **outcome.details,
+            "scheme": options.scheme,
+            "weight_range": [options.min_weight, options.max_weight],
+            "validation_size": 0 if validation is None else len(validation),
+            "summary_sigma": options.summary_sigma if options.relative else None,
+            "accuracy_histogram": None if histogram is None else histogram.round(3).tolist(),
+            "bad_fraction": options.bad_fraction,
+            "bad_kind": options.bad_kind if options.bad_fraction > 0 else None,
+        }
+        return dataclasses.replace(outcome, details=details)

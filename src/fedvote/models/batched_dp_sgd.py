@@ -1,0 +1,266 @@
+"""PriFedSync's local private training (Algorithm 2) for many clients at once.
+
+Algorithm 2 of ``federated-f-dp-prifedsync.txt`` (noisy SGD; noisy Adam by Section
+3.4's remark): for k = 1..K, draw a batch I of B of the client's n records uniformly
+without replacement, clip every per-sample gradient vₗ to norm C, and step with
+(Σ_{ℓ∈I} vₗ + N(0, 4C²σ² I)) / B. This module runs that for m clients in one set of
+tensor operations: the m models (one architecture, each its own parameters) are stacked,
+so a step is a handful of batched matrix products instead of m Opacus loops.
+
+Per-sample gradient norms come from the layer-wise identity for a linear layer
+z = W a + b: the per-sample gradient of W is g aᵀ, whose Frobenius norm is ‖g‖·‖a‖, and
+that of b is g (Goodfellow 2015; the "ghost norm" of Lee & Kifer 2021). The clipped sum
+Σₗ sₗ gₗ aₗᵀ is then one batched product. This is DP-SGD exactly as Opacus computes it
+(per-sample clip factor min(1, C/‖vₗ‖), Opacus's is C/(‖vₗ‖ + 10⁻⁶)); the tests compare
+the clipped sums with Opacus's ``GradSampleModule``. It covers the multilayer
+perceptrons of :mod:`fedvote.models.zoo` (``logistic``, ``mlp``: Flatten, Linear,
+ReLU, …, Linear); other architectures are refused.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from fedvote.errors import ConfigError
+
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPS = 1e-8
+
+
+@dataclass(frozen=True)
+class NoisyTraining:
+    """What every sampled client runs in one PriFedSync round (Algorithm 2).
+
+    Parameters
+    ----------
+    layer_sizes : tuple of int
+        The perceptron's widths, input first: (784, 128, 10) is 784 → 128 → ReLU → 10.
+        The parameters travel flat in ``model.parameters()`` order (W₁, b₁, W₂, b₂, …).
+    steps : int
+        K, local iterations.
+    batch_size : int
+        B, records per step, drawn uniformly without replacement (must not exceed any
+        sampled client's n).
+    clip : float
+        C, the per-sample gradient norm bound.
+    sigma : float
+        σ: every step's clipped sum gets N(0, 4C²σ²) per coordinate (Algorithm 2); 0 adds
+        no noise (clipped, non-private training).
+    learning_rate : float
+        γ (constant over the K steps).
+    optimizer : {"sgd", "adam"}
+        Noisy SGD (Algorithm 2) or noisy Adam (Adam on the same noisy gradient, β =
+        (0.9, 0.999), state reset at the start of every round).
+
+    """
+
+    layer_sizes: tuple[int, ...]
+    steps: int
+    batch_size: int
+    clip: float
+    sigma: float
+    learning_rate: float
+    optimizer: str = "adam"
+
+    def __post_init__(self) -> None:
+        if len(self.layer_sizes) < 2 or min(self.layer_sizes) < 1:
+            raise ConfigError("model", f"layer sizes must be >= 2 positive widths, got {self.layer_sizes}")
+        if self.steps < 1:
+            raise ConfigError("local_steps", f"must be at least 1, got {self.steps}")
+        if self.batch_size < 1:
+            raise ConfigError("batch_size", f"must be at least 1, got {self.batch_size}")
+        if not self.clip > 0 or not math.isfinite(self.clip):
+            raise ConfigError("per_sample_clip", f"must be > 0, got {self.clip}")
+        if not self.sigma >= 0 or not math.isfinite(self.sigma):
+            raise ConfigError("sigma", f"must be >= 0, got {self.sigma}")
+        if not self.learning_rate > 0:
+            raise ConfigError("learning_rate", f"must be > 0, got {self.learning_rate}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+
+    @property
+    def noise_std(self) -> float:
+        """Std of the Gaussian on every step's clipped sum: 2Cσ (Algorithm 2)."""
+        return 2.0 * self.clip * self.sigma
+
+    @property
+    def num_parameters(self) -> int:
+        """d, the length of the flat parameter vector."""
+        return parameter_count(self.layer_sizes)
+
+
+def parameter_count(layer_sizes: tuple[int, ...]) -> int:
+    """The parameter count d of the perceptron with ``layer_sizes``: Σ (inₗ + 1)·outₗ."""
+    return sum((a + 1) * b for a, b in zip(layer_sizes[:-1], layer_sizes[1:], strict=True))
+
+
+def perceptron_layer_sizes(model: nn.Module) -> tuple[int, ...]:
+    """The widths of ``model`` if it is Flatten, Linear, (ReLU, Linear)*; else a ConfigError."""
+    modules = list(model.children()) if isinstance(model, nn.Sequential) else [model]
+    if modules and isinstance(modules[0], nn.Flatten):
+        modules = modules[1:]
+    linears = modules[0::2]
+    activations = modules[1::2]
+    ok = (
+        bool(linears)
+        and all(isinstance(m, nn.Linear) and m.bias is not None for m in linears)
+        and all(isinstance(m, nn.ReLU) for m in activations)
+        and len(activations) == len(linears) - 1
+    )
+    if not ok:
+        raise ConfigError("model", "PriFedSync's batched noisy SGD needs a perceptron ('logistic' or 'mlp')")
+    layers = [m for m in linears if isinstance(m, nn.Linear)]
+    sizes: list[int] = [layers[0].in_features]
+    for layer in layers:
+        if layer.in_features != sizes[-1]:
+            raise ConfigError("model", "the perceptron's layer widths do not chain")
+        sizes.append(layer.out_features)
+    return tuple(sizes)
+
+
+def _unflatten(flat: torch.Tensor, sizes: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Views (W (m, out, in), b (m, out)) of flat parameters (m, d), layer by layer."""
+    layers = []
+    offset = 0
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+        weight = flat[:, offset : offset + fan_in * fan_out].view(-1, fan_out, fan_in)
+        offset += fan_in * fan_out
+        bias = flat[:, offset : offset + fan_out]
+        offset += fan_out
+        layers.append((weight, bias))
+    return layers
+
+
+def stacked_logits(params: torch.Tensor, sizes: tuple[int, ...], x: torch.Tensor) -> torch.Tensor:
+    """Logits (m, n, classes) of m perceptrons ``params`` (m, d) on their inputs ``x`` (m, n, in)."""
+    activation = x
+    layers = _unflatten(params, sizes)
+    for index, (weight, bias) in enumerate(layers):
+        activation = torch.baddbmm(bias.unsqueeze(1), activation, weight.transpose(1, 2))
+        if index < len(layers) - 1:
+            activation = torch.relu(activation)
+    return activation
+
+
+def clipped_gradient_sum(
+    params: torch.Tensor, sizes: tuple[int, ...], x: torch.Tensor, y: torch.Tensor, clip: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Σₗ vₗ/max(1, ‖vₗ‖/C) per model, (m, d), and the per-sample norms ‖vₗ‖, (m, B).
+
+    vₗ is the gradient of the cross-entropy of sample ℓ (x (m, B, in), y (m, B)) at the
+    model's parameters, computed layer by layer without materialising it.
+    """
+    layers = _unflatten(params, sizes)
+    inputs = [x]  # activation entering each layer, (m, B, inₗ)
+    pre = []  # pre-activations, (m, B, outₗ)
+    activation = x
+    for index, (weight, bias) in enumerate(layers):
+        z = torch.baddbmm(bias.unsqueeze(1), activation, weight.transpose(1, 2))
+        pre.append(z)
+        if index < len(layers) - 1:
+            activation = torch.relu(z)
+            inputs.append(activation)
+    # ∂(per-sample cross-entropy)/∂logits = softmax − one-hot, (m, B, classes)
+    grad_out = torch.softmax(pre[-1], dim=-1)
+    grad_out.scatter_add_(-1, y.unsqueeze(-1), -torch.ones_like(y, dtype=grad_out.dtype).unsqueeze(-1))
+    grads = [grad_out]  # ∂loss/∂zₗ, last layer first
+    for index in range(len(layers) - 1, 0, -1):
+        weight = layers[index][0]
+        grads.append(torch.bmm(grads[-1], weight) * (pre[index - 1] > 0))
+    grads.reverse()
+    squared = torch.zeros(x.shape[:2], dtype=x.dtype, device=x.device)  # (m, B)
+    for grad, inp in zip(grads, inputs, strict=True):
+        squared += grad.pow(2).sum(-1) * (inp.pow(2).sum(-1) + 1.0)
+    norms = squared.sqrt()
+    scale = 1.0 / torch.clamp(norms / clip, min=1.0)  # (m, B)
+    summed = torch.empty_like(params)  # (m, d), filled layer by layer through views
+    for (weight_sum, bias_sum), grad, inp in zip(_unflatten(summed, sizes), grads, inputs, strict=True):
+        scaled = grad * scale.unsqueeze(-1)
+        weight_sum.copy_(torch.bmm(scaled.transpose(1, 2), inp))  # Σₗ sₗ gₗ aₗᵀ, (m, out, in)
+        bias_sum.copy_(scaled.sum(1))  # Σₗ sₗ gₗ, (m, out)
+    return summed, norms
+
+
+def noisy_local_training(
+    params: torch.Tensor,
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    offsets: torch.Tensor,
+    counts: torch.Tensor,
+    training: NoisyTraining,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """K steps of Algorithm 2 for m clients at once; returns their private models (m, d).
+
+    Parameters
+    ----------
+    params : Tensor (m, d)
+        Each client's starting point, its helper model h̃⁽ⁱ⁾.
+    features, labels : Tensor (N, in), (N,)
+        Every record, the clients' records contiguous.
+    offsets, counts : Tensor (m,)
+        Client j's records are ``features[offsets[j] : offsets[j] + counts[j]]``.
+    training : NoisyTraining
+        K, B, C, σ, γ and the optimizer.
+    generator : torch.Generator
+        The privacy randomness: batch draws and noise (on ``params``' device).
+
+    """
+    sizes = training.layer_sizes
+    m, d = params.shape
+    if d != training.num_parameters:
+        needed = training.num_parameters
+        raise ConfigError("model", f"parameters have {d} entries, the perceptron {sizes} needs {needed}")
+    if m and int(counts.min()) < training.batch_size:
+        raise ConfigError(
+            "batch_size", f"B = {training.batch_size} exceeds a sampled client's {int(counts.min())} records"
+        )
+    device = params.device
+    weights = params.clone()
+    if m == 0:
+        return weights
+    b = training.batch_size
+    weights.requires_grad_(False)
+    # Adam is elementwise, so one optimizer over the stacked (m, d) tensor is m
+    # independent Adams; fused: one pass over the parameters per step. Fresh every round.
+    holder = torch.nn.Parameter(weights)
+    adam = (
+        torch.optim.Adam([holder], lr=training.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPS, fused=True)
+        if training.optimizer == "adam"
+        else None
+    )
+    for _ in range(training.steps):
+        # B of each client's n records, uniformly without replacement: the B smallest of
+        # n uniform keys; keys past a client's count are pushed out of reach.
+        width = int(counts.max())
+        keys = torch.rand(m, width, generator=generator, device=device)
+        keys.masked_fill_(torch.arange(width, device=device) >= counts.unsqueeze(1), 2.0)
+        picked = keys.topk(b, dim=1, largest=False).indices + offsets.unsqueeze(1)  # (m, B)
+        x = features[picked]  # (m, B, in)
+        y = labels[picked]  # (m, B)
+        summed, _ = clipped_gradient_sum(holder.detach(), sizes, x, y, training.clip)
+        if training.noise_std > 0:
+            noise = torch.randn(m, d, generator=generator, device=device)
+            summed.add_(noise, alpha=training.noise_std)
+        gradient = summed.div_(b)  # (Σ vₗ + N(0, 4C²σ²)) / B
+        if adam is None:
+            holder.data.add_(gradient, alpha=-training.learning_rate)
+        else:
+            holder.grad = gradient
+            adam.step()
+    return holder.detach()
+    return weights
+
+
+def stacked_accuracy(
+    params: torch.Tensor, sizes: tuple[int, ...], x: torch.Tensor, y: torch.Tensor
+) -> torch.Tensor:
+    """Accuracy of each of m perceptrons (m, d) on its own test set x (m, n, in), y (m, n): (m,)."""
+    with torch.no_grad():
+        predictions = stacked_logits(params, sizes, x).argmax(-1)
+    return (predictions == y).to(torch.float64).mean(dim=1)

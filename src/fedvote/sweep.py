@@ -1,0 +1,375 @@
+"""Sweeps: one method (or several) over a grid of ε, σ, Q or δ, reusing what does not change.
+
+A privacy–accuracy curve needs many runs that differ only in the noise and the number
+of queries. Everything upstream of the noise — the federation, the teachers (or kNN
+indices) and the *clean* vote sums — is the same at every grid point, so a sweep builds
+them once per (method, seed) and then, per point, redraws only the noise, the noisy
+argmax, the student and the accounting (:class:`ReusedVotesTransport`). Gradient
+methods have no clean part to reuse (their training *is* the noisy release) and run
+afresh at each point.
+
+The output (:func:`write_sweep`) is ``sweep.json`` — the grid, the base config, the
+machine, and one row per (method, seed, point) — and ``sweep.csv`` with the same rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import itertools
+import json
+import os
+import platform
+import secrets
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedvote.config import RunConfig
+from fedvote.data.federation import LabeledData
+from fedvote.errors import ConfigError
+from fedvote.models.features import FeatureExtractor
+from fedvote.models.local_training import LocalTraining, LocalUpdates
+from fedvote.models.training import TrainingConfig
+from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.results import RunResult, _finite
+from fedvote.runner import make_federation, run
+from fedvote.transport.base import Communication, Transport, VoteSum
+from fedvote.transport.local import LocalTransport
+
+# The axes a grid may span, and how a value is read.
+GRID_AXES: dict[str, type] = {"epsilon": float, "sigma": float, "queries": int, "delta": float}
+
+SWEEP_JSON = "sweep.json"
+SWEEP_CSV = "sweep.csv"
+
+
+def parse_grid(text: str) -> dict[str, list[float | int]]:
+    """``"sigma=10,20;queries=100,300"`` → ``{"sigma": [10.0, 20.0], "queries": [100, 300]}``.
+
+    Axes are separated by ``;``, values by ``,``; the grid is their product. ``epsilon``
+    and ``sigma`` cannot both be axes (one fixes the other). Errors name ``--grid``.
+    """
+    grid: dict[str, list[float | int]] = {}
+    for part in (piece.strip() for piece in text.split(";")):
+        if not part:
+            continue
+        name, sep, values = part.partition("=")
+        name = name.strip()
+        if not sep or name not in GRID_AXES:
+            raise ConfigError(
+                "grid", f"expected AXIS=V1,V2,... with AXIS one of {', '.join(GRID_AXES)}; got {part!r}"
+            )
+        if name in grid:
+            raise ConfigError("grid", f"axis {name!r} given twice")
+        try:
+            parsed = [GRID_AXES[name](v.strip()) for v in values.split(",") if v.strip()]
+        except ValueError as error:
+            raise ConfigError("grid", f"{name}: {error}") from error
+        if not parsed:
+            raise ConfigError("grid", f"axis {name!r} has no values")
+        grid[name] = parsed
+    if not grid:
+        raise ConfigError("grid", "give at least one axis, e.g. --grid 'epsilon=1,2,4,8'")
+    if "epsilon" in grid and "sigma" in grid:
+        raise ConfigError("grid", "epsilon and sigma cannot both be axes (one fixes the other)")
+    return grid
+
+
+def grid_points(grid: dict[str, list[float | int]]) -> list[dict[str, float | int]]:
+    """Every point of the product grid, first axis slowest."""
+    names = list(grid)
+    return [dict(zip(names, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+def point_config(config: RunConfig, point: dict[str, float | int]) -> RunConfig:
+    """``config`` at one grid point: σ given (ε dropped) or ε given (σ dropped), Q, δ."""
+    privacy = config.privacy
+    if "sigma" in point:
+        privacy = dataclasses.replace(privacy, sigma=float(point["sigma"]), epsilon=None)
+    if "epsilon" in point:
+        privacy = dataclasses.replace(privacy, epsilon=float(point["epsilon"]), sigma=None)
+    if "delta" in point:
+        privacy = dataclasses.replace(privacy, delta=float(point["delta"]))
+    queries = int(point["queries"]) if "queries" in point else config.queries
+    return dataclasses.replace(config, privacy=privacy, queries=queries)
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One method at one grid point and seed."""
+
+    method: str
+    point: dict[str, float | int]
+    seed: int
+    sigma: float
+    queries: int
+    accuracy: float
+    label_accuracy: float | None
+    epsilon_agent: float | None
+    epsilon_instance: float | None
+    delta: float
+    accountant: str
+    calibrated_level: str | None
+    time_s: float
+
+    @classmethod
+    def from_result(cls, point: dict[str, float | int], result: RunResult, time_s: float) -> SweepRow:
+        """The row of ``result``, a run at ``point``."""
+        privacy = result.privacy
+        return cls(
+            method=result.method,
+            point=dict(point),
+            seed=result.seed,
+            sigma=result.sigma,
+            queries=result.queries,
+            accuracy=result.accuracy,
+            label_accuracy=result.label_accuracy,
+            epsilon_agent=privacy.agent.epsilon,
+            epsilon_instance=privacy.instance.epsilon,
+            delta=privacy.delta,
+            accountant=privacy.accountant,
+            calibrated_level=privacy.calibrated_level,
+            time_s=round(time_s, 4),
+        )
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Rows of a sweep, the grid and config they came from, and what was reused."""
+
+    methods: list[str]
+    grid: dict[str, list[float | int]]
+    seeds: list[int]
+    base_config: dict[str, Any]
+    rows: list[SweepRow]
+    timings: dict[str, float]
+    reuse: dict[str, dict[str, int]]
+
+    def to_dict(self, command: str = "") -> dict[str, Any]:
+        """``sweep.json``'s content."""
+        return _finite(
+            {
+                "sweep": {
+                    "methods": self.methods,
+                    "grid": self.grid,
+                    "seeds": self.seeds,
+                    "command": command,
+                    "machine": machine_description(),
+                },
+                "base_config": self.base_config,
+                "rows": [dataclasses.asdict(row) for row in self.rows],
+                "timings": self.timings,
+                "reuse": self.reuse,
+            }
+        )
+
+
+def run_sweep(
+    configs: Sequence[RunConfig],
+    grid: dict[str, list[float | int]],
+    *,
+    seeds: Sequence[int] | None = None,
+    progress: Progress = NO_PROGRESS,
+) -> SweepResult:
+    """Run every config at every grid point and seed, reusing teachers and clean votes.
+
+    Per (method, seed): one federation, one :class:`ReusedVotesTransport` (teachers
+    trained and clean vote sums computed on first use), then one run per point.
+    """
+    points = grid_points(grid)
+    seed_list = list(seeds) if seeds else [configs[0].seed]
+    for config in configs:  # refuse a bad grid value before any training
+        for point in points:
+            point_config(config, point)
+    rows: list[SweepRow] = []
+    reuse: dict[str, dict[str, int]] = {}
+    started = time.perf_counter()
+    for config in configs:
+        for seed in seed_list:
+            seeded = dataclasses.replace(config, seed=seed)
+            federation = make_federation(seeded)
+            transport = ReusedVotesTransport(
+                LocalTransport(federation, seed=seed, noise_seed=seeded.privacy.noise_seed),
+                noise_seed=seeded.privacy.noise_seed,
+            )
+            for point in points:
+                with progress.step(f"{config.method} seed {seed} at {_describe(point)}", total=1) as bar:
+                    mark = time.perf_counter()
+                    transport.communication = Communication()  # each point reports its own run's
+                    result = run(point_config(seeded, point), federation=federation, transport=transport)
+                    rows.append(SweepRow.from_result(point, result, time.perf_counter() - mark))
+                    bar.advance()
+            reuse[f"{config.method}/seed={seed}"] = transport.reuse_counts()
+    return SweepResult(
+        methods=[config.method for config in configs],
+        grid=grid,
+        seeds=seed_list,
+        base_config=configs[0].to_dict(),
+        rows=rows,
+        timings={"total_s": round(time.perf_counter() - started, 4)},
+        reuse=reuse,
+    )
+
+
+def write_sweep(result: SweepResult, out_dir: str | Path, command: str = "") -> tuple[Path, Path]:
+    """Write ``out_dir/sweep.json`` and ``out_dir/sweep.csv`` (each atomically)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    json_text = json.dumps(result.to_dict(command), indent=2)
+    axes = list(result.grid)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    fields = [f.name for f in dataclasses.fields(SweepRow) if f.name != "point"]
+    writer.writerow(["method", *axes, *[name for name in fields if name != "method"]])
+    for row in result.rows:
+        values = dataclasses.asdict(row)
+        writer.writerow(
+            [row.method, *[row.point[axis] for axis in axes]]
+            + ["" if values[name] is None else values[name] for name in fields if name != "method"]
+        )
+    return _write_atomic(out / SWEEP_JSON, json_text), _write_atomic(out / SWEEP_CSV, buffer.getvalue())
+
+
+def machine_description() -> dict[str, Any]:
+    """Where the sweep ran: platform, CPUs, torch and its device."""
+    return {
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+
+
+class ReusedVotesTransport(Transport):
+    """A :class:`LocalTransport` whose teachers and clean votes outlive one run.
+
+    Teachers are trained (or kNN indices built) on the first request and kept; clean
+    vote sums Σᵢ vᵢ(x) are computed once per query and cached. Each vote request then
+    adds fresh noise: the sum of the t…N agents' shares N(0, s²) is drawn directly as
+    N(0, responders·s²), which has exactly the distribution of the sum the agents would
+    release. Simulation only (it holds every agent's clean votes); it counts
+    communication as if every round were sent.
+    """
+
+    def __init__(self, inner: LocalTransport, *, noise_seed: int | None = None) -> None:
+        super().__init__()
+        self._inner = inner
+        entropy = noise_seed if noise_seed is not None else secrets.randbits(128)
+        self._rng = np.random.default_rng(np.random.SeedSequence([entropy, 0x5EE9]))
+        self._trained: TrainingConfig | None = None
+        self._knn_key: tuple[int, int | None, float] | None = None
+        self._ks: np.ndarray | None = None
+        self._clean: dict[int, np.ndarray] = {}  # query index -> clean vote sum (C,)
+        self._accuracies: np.ndarray | None = None
+        self._counts = {"teacher_trainings": 0, "knn_preparations": 0, "clean_votes_computed": 0}
+
+    @property
+    def num_agents(self) -> int:
+        """Number of agents N."""
+        return self._inner.num_agents
+
+    def reuse_counts(self) -> dict[str, int]:
+        """How often the expensive steps actually ran (the proof that work was reused)."""
+        return dict(self._counts)
+
+    def train_teachers(self, config: TrainingConfig, progress: Progress = NO_PROGRESS) -> None:
+        """Train the teachers the first time (or when ``config`` changes); else keep them."""
+        if self._trained != config:
+            self._inner.train_teachers(config, progress)
+            self._trained = config
+            self._clean.clear()
+            self._accuracies = None
+            self._counts["teacher_trainings"] += 1
+
+    def prepare_knn(
+        self, extractor: FeatureExtractor, *, k: int | None = None, k_fraction: float = 0.05
+    ) -> np.ndarray:
+        """Build the agents' kNN indices once per extractor and k."""
+        key = (id(extractor), k, k_fraction)
+        if self._ks is None or self._knn_key is None or self._knn_key[1:] != key[1:]:
+            self._ks = self._inner.prepare_knn(extractor, k=k, k_fraction=k_fraction)
+            self._knn_key = key
+            self._clean.clear()
+            self._accuracies = None
+            self._counts["knn_preparations"] += 1
+        return self._ks.copy()
+
+    def vote_sum(self, query_indices: np.ndarray, noise_std: float, min_responders: int) -> VoteSum | None:
+        """Cached clean sums of these queries plus fresh aggregate noise."""
+        return self._noisy_sum(query_indices, noise_std, min_responders)
+
+    def knn_vote_sum(
+        self, query_indices: np.ndarray, noise_std: float, min_responders: int
+    ) -> VoteSum | None:
+        """As :meth:`vote_sum`, for kNN votes (after :meth:`prepare_knn`)."""
+        return self._noisy_sum(query_indices, noise_std, min_responders)
+
+    def clean_vote_histograms(self, query_indices: np.ndarray) -> np.ndarray:
+        """The cached clean vote sums of ``query_indices``, (Q, C) (simulation diagnostic)."""
+        queries = np.asarray(query_indices, dtype=np.int64)
+        missing = [int(q) for q in queries if int(q) not in self._clean]
+        if missing:
+            sums = self._inner.clean_vote_histograms(np.asarray(missing, dtype=np.int64))  # (M, C)
+            self._clean.update(zip(missing, sums, strict=True))
+            self._counts["clean_votes_computed"] += len(missing)
+        return np.stack([self._clean[int(q)] for q in queries])
+
+    def teacher_accuracies(self, test: LabeledData) -> np.ndarray:
+        """Each teacher's test accuracy (N,), computed once."""
+        if self._accuracies is None:
+            self._accuracies = self._inner.teacher_accuracies(test)
+        return self._accuracies.copy()
+
+    def record_counts(self) -> np.ndarray:
+        """Each agent's number of records (gradient methods run afresh through the inner transport)."""
+        return self._inner.record_counts()
+
+    def local_updates(
+        self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
+    ) -> LocalUpdates:
+        """One round of local training; nothing to reuse, so the inner transport runs it."""
+        before = self._inner.communication.as_dict()
+        updates = self._inner.local_updates(global_params, agent_ids, training)
+        after = self._inner.communication.as_dict()
+        self.communication.upload_floats += after["upload_floats"] - before["upload_floats"]
+        self.communication.download_floats += after["download_floats"] - before["download_floats"]
+        self.communication.rounds += after["rounds"] - before["rounds"]
+        return updates
+
+    def _noisy_sum(self, query_indices: np.ndarray, noise_std: float, min_responders: int) -> VoteSum | None:
+        responders = self.num_agents  # in-process every agent responds
+        num_classes = self._inner.num_classes
+        self.communication.download_floats += self.num_agents * query_indices.shape[0]
+        self.communication.upload_floats += responders * query_indices.shape[0] * num_classes
+        self.communication.rounds += 1
+        if responders < min_responders:
+            return None
+        sums = self.clean_vote_histograms(query_indices)  # (Q, C)
+        if noise_std > 0:
+            sums = sums + self._rng.normal(0.0, noise_std * np.sqrt(responders), size=sums.shape)
+        return VoteSum(sums=sums, responders=responders)
+
+
+def _describe(point: dict[str, float | int]) -> str:
+    return ", ".join(f"{name}={value:g}" for name, value in point.items())
+
+
+def _write_atomic(target: Path, text: str) -> Path:
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}-", suffix=target.suffix)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

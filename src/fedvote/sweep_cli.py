@@ -1,0 +1,76 @@
+"""``fedvote sweep``: one or more methods over a grid of ε, σ, Q or δ, reusing teachers and votes."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import click
+
+from fedvote.config import RunConfig
+from fedvote.errors import ConfigError
+from fedvote.run_options import run_config_options
+
+
+@click.command()
+@run_config_options(several_methods=True)
+@click.option("--grid", "grid_text", required=True,
+              help="Grid axes (epsilon, sigma, queries, delta), ';'-separated, values ','-separated; "
+                   "the sweep runs their product. E.g. 'epsilon=1,2,4,8' or 'sigma=10,20;queries=100,300'.")
+@click.option("--seeds", default=None,
+              help="Comma-separated seeds; each gets its own federation and teachers [default: --seed].")
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="Write DIR/sweep.json and DIR/sweep.csv.")
+@click.option("--json", "as_json", is_flag=True, help="Print sweep.json on stdout instead of the table.")
+def sweep(configs: list[RunConfig], grid_text: str, seeds: str | None, out: str, as_json: bool) -> None:
+    """Run methods over a grid; teachers and clean votes are computed once per seed.
+
+    Example: fedvote sweep --method pate-fl,dp-fedavg --grid "epsilon=1,2,4,8" --out sweep/
+    """
+    import json
+
+    from fedvote.progress import RichProgress
+    from fedvote.sweep import parse_grid, run_sweep, write_sweep
+
+    grid = parse_grid(grid_text)
+    seed_list = _parse_seeds(seeds)
+    if any(config.privacy.ledger is not None for config in configs):
+        raise ConfigError("ledger", "a sweep compares alternatives; charge the run you carry out instead")
+    if any(config.privacy.secure_sum for config in configs):
+        raise ConfigError(
+            "secure_sum",
+            "a sweep simulates the vote sums in process; secure aggregation changes none of its figures",
+        )
+    result = run_sweep(configs, grid, seeds=seed_list, progress=RichProgress())
+    command = "fedvote " + " ".join(shlex.quote(arg) for arg in sys.argv[1:])
+    json_path, csv_path = write_sweep(result, out, command=command)
+    click.echo(f"wrote {json_path} and {csv_path}", err=True)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(command), indent=2))
+        return
+    axes = list(grid)
+    header = f"{'method':<16}" + "".join(f"{axis:>10}" for axis in axes)
+    header += f"{'seed':>6}{'σ':>10}{'Q':>7}{'accuracy':>10}{'ε agent':>10}{'ε inst.':>10}{'time s':>8}"
+    click.echo(header)
+    for row in result.rows:
+        line = f"{row.method:<16}" + "".join(f"{row.point[axis]:>10g}" for axis in axes)
+        line += f"{row.seed:>6}{row.sigma:>10.4g}{row.queries:>7}{row.accuracy:>10.3f}"
+        line += f"{_number(row.epsilon_agent):>10}{_number(row.epsilon_instance):>10}{row.time_s:>8.1f}"
+        click.echo(line)
+    click.echo(f"total {result.timings['total_s']:.1f} s; reused work: {result.reuse}")
+
+
+def _parse_seeds(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as error:
+        raise ConfigError("seeds", f"expected comma-separated integers, got {text!r}") from error
+    if not seeds:
+        raise ConfigError("seeds", "give at least one seed")
+    return seeds
+
+
+def _number(value: float | None) -> str:
+    return "unbounded" if value is None else f"{value:.3f}"

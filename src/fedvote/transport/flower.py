@@ -1,0 +1,512 @@
+"""Flower transport: each agent is a Flower ``ClientApp`` on its own SuperNode.
+
+:class:`FlowerTransport` implements :class:`~fedvote.transport.base.Transport` on top of a
+Flower ``Grid`` inside a ``ServerApp`` (:mod:`fedvote.deploy_app`), so PATE-FL and
+Private-kNN-FL run unchanged. Messages, one round each:
+
+* ``train.teacher`` — every agent trains its teacher on its private data (Algorithm 1,
+  line 2); the reply is its agent id and record count (public metadata).
+* ``train.knn`` — the server ships φ (a ``torch.export`` program, never pickled code);
+  each agent embeds its records and answers with its k (Algorithm 2).
+* ``train`` (Flower's default train message, through ``SecAggPlusWorkflow`` and the
+  agents' ``secaggplus_mod``) — query indices into the public pool go down; each agent
+  returns its vote plus its own noise share N(0, σ²/t), clipped and quantised inside
+  SecAgg+; the server unmasks only the sum.
+
+Dropouts: an agent that misses a message is dropped for the rest of the run. A vote
+round with fewer than t responders is never unmasked (the Shamir threshold is t), so
+nothing is released and :func:`fedvote.methods.voting.vote_in_batches` voids its charge.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.common import Code, FitIns, FitRes, Parameters, Status, parameters_to_ndarrays
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.compat import LegacyContext
+from flwr.server.compat.grid_client_proxy import GridClientProxy
+from flwr.server.strategy import Strategy
+from flwr.server.workflow import SecAggPlusWorkflow
+from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
+from flwr.server.workflow.constant import Key as WorkflowKey
+from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
+from flwr.serverapp import Grid
+from torch import nn
+
+from fedvote.data.federation import LabeledData
+from fedvote.deploy_app import KNN_MESSAGE, RECORD, TEACHER_MESSAGE
+from fedvote.errors import ConfigError
+from fedvote.models.features import FeatureExtractor, fit_feature_extractor
+from fedvote.models.training import TrainingConfig
+from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.transport.base import Transport, VoteSum
+from fedvote.transport.flower_secagg import DEFAULT_CLIP_SIGMAS, SecAggSettings, secagg_settings
+
+
+@dataclass
+class RoundRecord:
+    """One vote round as the server saw it: who was asked, who answered, what was released."""
+
+    round: int
+    kind: str
+    queries: int
+    asked: int
+    responders: int
+    released: bool
+    sums: list[list[float]] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready record (``sums`` only when the transport records votes)."""
+        data = asdict(self)
+        if self.sums is None:
+            del data["sums"]
+        return data
+
+
+@dataclass
+class _Agents:
+    """The live agents: Flower node id → fedvote agent id, and what they reported."""
+
+    agent_of: dict[int, int] = field(default_factory=dict)
+    records: dict[int, int] = field(default_factory=dict)  # agent id → n_i
+    dropped: list[int] = field(default_factory=list)  # agent ids, in the order they dropped
+
+
+class FlowerTransport(Transport):
+    """Agents on Flower SuperNodes, vote sums through SecAgg+.
+
+    Parameters
+    ----------
+    grid : flwr.serverapp.Grid
+        The ``ServerApp``'s grid (deployment or simulation: the same code).
+    context : flwr.app.Context
+        The ``ServerApp``'s context (SecAgg+ keeps its round state there).
+    num_agents : int
+        N, the number of agents the run expects; the first round waits for N nodes.
+    num_classes : int
+        C.
+    fingerprint : str
+        The federation's fingerprint; an agent whose data file names another is refused.
+    round_timeout : float
+        Seconds to wait for replies in each SecAgg+ stage of a vote round; an agent that
+        has not answered by then has dropped out.
+    train_timeout : float
+        The same for the rounds that train teachers or embed records (slower: each
+        agent trains a model).
+    connect_timeout : float
+        Seconds to wait for N nodes to connect before the first round.
+    clip_sigmas : float
+        k in the SecAgg+ clipping range c = 1 + k·σ/√t (:mod:`.flower_secagg`).
+    record_votes : bool
+        Keep every released vote sum in :attr:`rounds` (for tests and audits; they are
+        released values).
+    report : callable or None
+        Receives one line per round (the ServerApp prints them into Flower's run log).
+
+    """
+
+    def __init__(
+        self,
+        grid: Grid,
+        context: Context,
+        *,
+        num_agents: int,
+        num_classes: int,
+        fingerprint: str = "",
+        round_timeout: float = 120.0,
+        train_timeout: float = 600.0,
+        connect_timeout: float = 300.0,
+        clip_sigmas: float = DEFAULT_CLIP_SIGMAS,
+        record_votes: bool = False,
+        report: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__()
+        if num_agents < 2:
+            raise ConfigError("agents", f"a Flower federation needs at least 2 agents, got {num_agents}")
+        if not round_timeout > 0:
+            raise ConfigError("round_timeout", f"must be > 0, got {round_timeout}")
+        if not train_timeout > 0:
+            raise ConfigError("train_timeout", f"must be > 0, got {train_timeout}")
+        self._grid = _WatchedGrid(grid)
+        self._context = context
+        self._num_agents = num_agents
+        self._num_classes = num_classes
+        self._fingerprint = fingerprint
+        self._round_timeout = float(round_timeout)
+        self._train_timeout = float(train_timeout)
+        self._connect_timeout = float(connect_timeout)
+        self._clip_sigmas = float(clip_sigmas)
+        self._record_votes = record_votes
+        self._report = report or (lambda line: None)
+        self._agents = _Agents()
+        self._vote_round = 0
+        self.rounds: list[RoundRecord] = []
+        self.secagg: SecAggSettings | None = None
+
+    @property
+    def num_agents(self) -> int:
+        """Number of agents N the run was planned for."""
+        return self._num_agents
+
+    @property
+    def dropped_agents(self) -> list[int]:
+        """Agent ids that dropped out, in order."""
+        return list(self._agents.dropped)
+
+    def record_counts(self) -> np.ndarray:
+        """Record counts n_i the live agents reported, by agent id (public metadata)."""
+        return np.array([n for _, n in sorted(self._agents.records.items())], dtype=np.int64)
+
+    # --- Teachers ----------------------------------------------------------------------
+
+    def train_teachers(self, config: TrainingConfig, progress: Progress = NO_PROGRESS) -> None:
+        """Every agent trains its teacher on its node; agents that do not answer drop out."""
+        content = ConfigRecord({"training": json.dumps(asdict(config))})
+        with progress.step("training teachers (on the agents' nodes)", total=self.num_agents) as bar:
+            replies = self._broadcast(TEACHER_MESSAGE, content, first=True)
+            bar.advance(len(replies))
+        self._register(replies)
+        self._report(f"teachers trained on {len(self._agents.agent_of)} of {self.num_agents} agents")
+
+    def teacher_accuracies(self, test: LabeledData) -> np.ndarray:
+        """Not available: teachers never leave their nodes, and their accuracy is not a release."""
+        raise NotImplementedError("FlowerTransport reports no teacher accuracies: teachers stay on nodes")
+
+    # --- Private-kNN-FL ----------------------------------------------------------------
+
+    def prepare_knn(
+        self, extractor: FeatureExtractor, *, k: int | None = None, k_fraction: float = 0.05
+    ) -> np.ndarray:
+        """Ship φ to every agent, which embeds its records; returns the live agents' ks."""
+        content = ConfigRecord(
+            {
+                "phi": export_extractor(extractor),
+                "normalize": extractor.normalize,
+                "k": -1 if k is None else int(k),
+                "k-fraction": float(k_fraction),
+            }
+        )
+        replies = self._broadcast(KNN_MESSAGE, content, first=True)
+        self._register(replies)
+        ks = np.array(
+            [_int(reply.content.config_records[RECORD]["k"]) for reply in replies.values()], dtype=np.int64
+        )  # (live agents,)
+        self.communication.download_floats += len(replies) * extractor.num_floats
+        self.communication.upload_floats += len(replies)
+        self._report(f"kNN prepared on {len(replies)} agents, k from {ks.min()} to {ks.max()}")
+        return ks
+
+    # --- Votes -------------------------------------------------------------------------
+
+    def vote_sum(self, query_indices: np.ndarray, noise_std: float, min_responders: int) -> VoteSum | None:
+        """Sum of the live agents' noisy one-hot votes through SecAgg+; None below t responders."""
+        return self._secure_vote("pate", query_indices, noise_std, min_responders)
+
+    def knn_vote_sum(
+        self, query_indices: np.ndarray, noise_std: float, min_responders: int
+    ) -> VoteSum | None:
+        """Sum of the live agents' noisy kNN votes through SecAgg+; None below t responders."""
+        return self._secure_vote("knn", query_indices, noise_std, min_responders)
+
+    def _secure_vote(
+        self, kind: str, query_indices: np.ndarray, noise_std: float, min_responders: int
+    ) -> VoteSum | None:
+        queries = np.asarray(query_indices, dtype=np.int64).reshape(-1)  # (Q,)
+        nodes = sorted(self._agents.agent_of)
+        self._vote_round += 1
+        self.communication.download_floats += len(nodes) * queries.shape[0]
+        self.communication.rounds += 1
+        record = RoundRecord(self._vote_round, kind, int(queries.shape[0]), len(nodes), 0, False)
+        self.rounds.append(record)
+        if len(nodes) < min_responders:  # too few agents left: ask nobody, release nothing
+            self._report(
+                f"vote round {record.round}: {len(nodes)} live agents < t = {min_responders}; not released"
+            )
+            return None
+        settings = secagg_settings(
+            noise_std, self._num_agents, min_responders, clip_sigmas=self._clip_sigmas
+        )
+        self.secagg = settings
+        round_ = _VoteRound(
+            nodes=nodes,
+            grid=self._grid,
+            instructions=FitIns(
+                Parameters(tensors=[], tensor_type="numpy.ndarray"),
+                {"kind": kind, "queries": queries.tobytes(), "noise-std": float(noise_std)},
+            ),
+        )
+        context = LegacyContext(context=self._context, strategy=round_)
+        context.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord(
+            {WorkflowKey.CURRENT_ROUND: self._vote_round}
+        )
+        context.state.array_records[MAIN_PARAMS_RECORD] = ArrayRecord()
+        workflow = _SecAggPlus(
+            num_shares=1.0,  # every agent holds a share of every other's keys
+            reconstruction_threshold=settings.reconstruction_threshold,
+            max_weight=1.0,  # each agent weighs 1: the "weighted average" is the mean
+            clipping_range=settings.clipping_range,
+            quantization_range=settings.quantization_range,
+            modulus_range=settings.modulus_range,
+            timeout=self._round_timeout,
+        )
+        self._grid.missing.clear()
+        workflow(self._grid, context)
+        self._drop(self._grid.missing)
+        record.responders = len(round_.contributors)
+        if round_.mean is None or record.responders < min_responders:
+            self._report(
+                f"vote round {record.round}: {record.responders} responders < t = {min_responders}; "
+                "not released"
+            )
+            return None
+        sums = round_.mean * record.responders  # (Q, C): SecAgg+ returns the mean over contributors
+        self.communication.upload_floats += record.responders * queries.shape[0] * self._num_classes
+        record.released = True
+        if self._record_votes:
+            record.sums = sums.tolist()
+        self._report(
+            f"vote round {record.round}: {record.responders} of {len(nodes)} agents, "
+            f"{queries.shape[0]} queries released"
+        )
+        return VoteSum(sums=sums, responders=record.responders)
+
+    # --- Plumbing ----------------------------------------------------------------------
+
+    def _broadcast(self, message_type: str, content: ConfigRecord, *, first: bool) -> dict[int, Message]:
+        """Send ``content`` to every live agent (every node on the first round); good replies."""
+        if first and not self._agents.agent_of:
+            nodes = self._wait_for_nodes()
+        else:
+            nodes = sorted(self._agents.agent_of)
+        messages = [
+            Message(RecordDict({RECORD: content}), dst_node_id=node, message_type=message_type)
+            for node in nodes
+        ]
+        self._grid.missing.clear()
+        replies = self._grid.send_and_receive(messages, timeout=self._train_timeout)
+        self.communication.rounds += 1
+        good = {reply.metadata.src_node_id: reply for reply in replies if not reply.has_error()}
+        for reply in replies:
+            if reply.has_error():
+                self._report(f"node {reply.metadata.src_node_id} failed: {reply.error.reason}")
+        if self._agents.agent_of:
+            self._drop(self._grid.missing)
+        if not good:
+            raise RuntimeError(f"no agent answered the {message_type} message")
+        return good
+
+    def _wait_for_nodes(self) -> list[int]:
+        deadline = time.monotonic() + self._connect_timeout
+        while True:
+            nodes = sorted(self._grid.get_node_ids())
+            if len(nodes) >= self._num_agents:
+                return nodes
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"only {len(nodes)} of {self._num_agents} agents connected within "
+                    f"{self._connect_timeout:g} s"
+                )
+            time.sleep(0.5)
+
+    def _register(self, replies: dict[int, Message]) -> None:
+        """Learn which agent each node runs; refuse duplicates and foreign data files."""
+        agent_of: dict[int, int] = {}
+        for node, reply in replies.items():
+            answer = reply.content.config_records[RECORD]
+            agent_id = _int(answer["agent-id"])
+            if self._fingerprint and answer["fingerprint"] != self._fingerprint:
+                raise ConfigError(
+                    "data",
+                    f"agent {agent_id}'s data file belongs to federation {answer['fingerprint']!s}, "
+                    f"not {self._fingerprint}",
+                )
+            if agent_id in agent_of.values():
+                raise ConfigError("data", f"two nodes run agent {agent_id}")
+            if not 0 <= agent_id < self._num_agents:
+                raise ConfigError("data", f"agent id {agent_id} outside 0..{self._num_agents - 1}")
+            agent_of[node] = agent_id
+            self._agents.records[agent_id] = _int(answer["records"])
+        for node, agent_id in self._agents.agent_of.items():
+            if node not in agent_of:
+                self._agents.dropped.append(agent_id)
+        self._agents.agent_of = agent_of
+
+    def _drop(self, nodes: Iterable[int]) -> None:
+        for node in sorted(set(nodes)):
+            agent_id = self._agents.agent_of.pop(node, None)
+            if agent_id is not None:
+                self._agents.dropped.append(agent_id)
+                self._report(f"agent {agent_id} (node {node}) dropped out")
+
+
+class _SecAggPlus(SecAggPlusWorkflow):
+    """Flower's SecAgg+ workflow, forgetting agents that drop out before sharing their keys.
+
+    Flower 1.41 keeps every agent sampled at the setup stage in the set it later calls
+    dropped, and its unmask stage asks the survivors for key shares of those agents —
+    shares an agent that never finished the share-keys stage did not make — and
+    rebuilds pairwise masks with them, so the round fails. Such an agent has no mask in
+    anyone's vector (agents mask only with the peers whose shares they received), so
+    it is simply not part of the round: after the share-keys stage the sampled agents
+    and everyone's neighbours are those that shared their keys.
+    """
+
+    def share_keys_stage(self, grid: Grid, context: LegacyContext, state: WorkflowState) -> bool:
+        """Flower's share-keys stage; then forget the agents that did not share their keys."""
+        proceed = super().share_keys_stage(grid, context, state)
+        shared = set(state.active_node_ids)
+        state.sampled_node_ids = shared
+        neighbours = state.nid_to_neighbours
+        state.nid_to_neighbours = {node: neighbours[node] & shared for node in shared}
+        return proceed
+
+
+class _VoteRound(Strategy):
+    """The Flower ``Strategy`` SecAgg+ asks for one vote round: fixed nodes, one instruction.
+
+    ``SecAggPlusWorkflow`` calls :meth:`configure_fit` for the participants and
+    :meth:`aggregate_fit` with the unmasked mean; nothing else is used.
+    """
+
+    def __init__(self, *, nodes: list[int], grid: Grid, instructions: FitIns) -> None:
+        self._nodes = nodes
+        self._grid = grid
+        self._instructions = instructions
+        self.mean: np.ndarray | None = None
+        self.contributors: list[int] = []
+
+    def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
+        """Nothing to initialise."""
+        return None
+
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, FitIns]]:
+        """Every live agent votes on the same queries."""
+        run_id = self._grid.run.run_id
+        return [(GridClientProxy(node, self._grid, run_id), self._instructions) for node in self._nodes]
+
+    def aggregate_fit(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, FitRes]],
+        failures: list[tuple[ClientProxy, FitRes] | BaseException],
+    ) -> tuple[Parameters | None, dict[str, bool | bytes | float | int | str]]:
+        """Keep the unmasked mean (every result carries it) and who contributed."""
+        self.contributors = [int(proxy.node_id) for proxy, _ in results]  # type: ignore[attr-defined]
+        if results:
+            (mean,) = parameters_to_ndarrays(results[0][1].parameters)
+            self.mean = np.asarray(mean, dtype=np.float64)
+        return None, {}
+
+    def configure_evaluate(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, Any]]:
+        """No evaluation rounds."""
+        return []
+
+    def aggregate_evaluate(
+        self, server_round: int, results: list[Any], failures: list[Any]
+    ) -> tuple[float | None, dict[str, bool | bytes | float | int | str]]:
+        """No evaluation rounds."""
+        return None, {}
+
+    def evaluate(
+        self, server_round: int, parameters: Parameters
+    ) -> tuple[float, dict[str, bool | bytes | float | int | str]] | None:
+        """No centralised evaluation."""
+        return None
+
+
+class _WatchedGrid(Grid):
+    """A Grid that notes which destinations did not answer at all (those have dropped out).
+
+    An agent that answers with an error is alive: it sits out this round only.
+    """
+
+    def __init__(self, grid: Grid) -> None:
+        self._inner = grid
+        self.missing: set[int] = set()
+
+    def set_run(self, run: Any) -> None:  # noqa: D102
+        self._inner.set_run(run)
+
+    @property
+    def run(self) -> Any:  # noqa: D102
+        return self._inner.run
+
+    def create_message(  # noqa: D102
+        self,
+        content: RecordDict,
+        message_type: str,
+        dst_node_id: int,
+        group_id: str,
+        ttl: float | None = None,
+    ) -> Message:
+        return self._inner.create_message(content, message_type, dst_node_id, group_id, ttl)
+
+    def get_node_ids(self) -> Iterable[int]:  # noqa: D102
+        return self._inner.get_node_ids()
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:  # noqa: D102
+        return self._inner.push_messages(messages)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:  # noqa: D102
+        return self._inner.pull_messages(message_ids)
+
+    def send_and_receive(  # noqa: D102
+        self, messages: Iterable[Message], *, timeout: float | None = None
+    ) -> Iterable[Message]:
+        sent = list(messages)
+        replies = list(self._inner.send_and_receive(sent, timeout=timeout))
+        answered = {reply.metadata.src_node_id for reply in replies}
+        self.missing |= {message.metadata.dst_node_id for message in sent} - answered
+        return replies
+
+
+# --- φ over the wire -------------------------------------------------------------------
+
+
+class _PhiModule(nn.Module):
+    def __init__(self, extractor: FeatureExtractor) -> None:
+        super().__init__()
+        self._extractor = extractor
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._extractor._map(x).reshape(x.shape[0], -1)
+
+
+def export_extractor(extractor: FeatureExtractor) -> bytes:
+    """φ (without its normalisation) as a ``torch.export`` program: a graph, not pickled code."""
+    example = torch.zeros((2, *extractor.input_shape), dtype=torch.float32)
+    batch = torch.export.Dim("batch", min=1)
+    program = torch.export.export(_PhiModule(extractor), (example,), dynamic_shapes=({0: batch},))
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    return buffer.getvalue()
+
+
+def load_extractor(data: bytes, public_features: np.ndarray, *, normalize: bool) -> FeatureExtractor:
+    """The φ :func:`export_extractor` wrote, applied to examples shaped like ``public_features``."""
+    module = torch.export.load(io.BytesIO(data)).module()
+    return fit_feature_extractor("module", public_features, module=module, normalize=normalize)
+
+
+def _int(value: object) -> int:
+    """An int a ConfigRecord holds (its values are typed as a union)."""
+    return int(cast(int, value))
+
+
+def status_ok() -> Status:
+    """The FitRes status of a successful vote."""
+    return Status(code=Code.OK, message="")

@@ -1,0 +1,174 @@
+"""Files a Flower deployment reads: one per agent, one for the server.
+
+``fedvote deploy split`` builds the federation a config describes (exactly as
+``fedvote run`` does) and writes
+
+* ``agent-<i>.npz`` — agent i's private records, its copy of the public pool (queries
+  travel as indices into it), its teacher seed and, only when the config asks for a
+  reproducible simulation (``privacy.noise_seed``), the seed of its noise stream;
+* ``server.npz`` — the public pool, the test set, the agents' record counts (public
+  metadata) and the pool's labels, used only to *measure* pseudo-label accuracy;
+* ``run.json`` — the config itself.
+
+Every file carries the federation's fingerprint, so a node started with another
+federation's file is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fedvote.config import RunConfig
+from fedvote.data.federation import LabeledData, ServerData
+from fedvote.errors import ConfigError
+from fedvote.runner import federation_fingerprint, make_federation
+from fedvote.transport.base import agent_training_seeds
+
+AGENT_FILE = "agent-{agent_id}.npz"
+SERVER_FILE = "server.npz"
+CONFIG_FILE = "run.json"
+
+
+@dataclass(frozen=True, eq=False)
+class AgentFile:
+    """What one agent's node holds: its records, the public pool (P, *shape), its seeds."""
+
+    agent_id: int
+    num_agents: int
+    data: LabeledData
+    public_features: np.ndarray
+    num_classes: int
+    seed: int
+    noise_seed: int | None
+    fingerprint: str
+
+
+@dataclass(frozen=True, eq=False)
+class ServerFile:
+    """What the server holds: the public pool, the test set, the agents' record counts."""
+
+    server: ServerData
+    agent_records: np.ndarray
+    public_labels: np.ndarray | None
+    fingerprint: str
+
+
+def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]:
+    """Build ``config``'s federation and write one file per agent, the server's, and the config."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    federation = make_federation(config)
+    fingerprint = federation_fingerprint(config)
+    seeds = agent_training_seeds(config.seed, federation.num_agents)
+    noise_seed = config.privacy.noise_seed
+    written = []
+    for i, data in enumerate(federation.agents):
+        path = out / AGENT_FILE.format(agent_id=i)
+        np.savez_compressed(
+            path,
+            features=data.features,
+            labels=data.labels,
+            public=federation.public.features,
+            num_classes=federation.num_classes,
+            agent_id=i,
+            num_agents=federation.num_agents,
+            seed=seeds[i],
+            noise_seed="" if noise_seed is None else str(noise_seed),
+            fingerprint=fingerprint,
+        )
+        written.append(path)
+    path = out / SERVER_FILE
+    np.savez_compressed(
+        path,
+        public=federation.public.features,
+        public_labels=federation.public.labels,
+        test_features=federation.test.features,
+        test_labels=federation.test.labels,
+        num_classes=federation.num_classes,
+        agent_records=federation.agent_sizes(),
+        fingerprint=fingerprint,
+    )
+    written.append(path)
+    path = out / CONFIG_FILE
+    path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+    written.append(path)
+    return written
+
+
+def load_agent_file(path: str | Path) -> AgentFile:
+    """Read ``agent-<i>.npz``; one clear error if it is missing or not an agent file."""
+    with _open(path, "agent") as archive:
+        noise_seed = str(archive["noise_seed"])
+        return AgentFile(
+            agent_id=int(archive["agent_id"]),
+            num_agents=int(archive["num_agents"]),
+            data=LabeledData(
+                features=np.asarray(archive["features"], dtype=np.float32),
+                labels=np.asarray(archive["labels"], dtype=np.int64),
+            ),
+            public_features=np.asarray(archive["public"], dtype=np.float32),
+            num_classes=int(archive["num_classes"]),
+            seed=int(archive["seed"]),
+            noise_seed=int(noise_seed) if noise_seed else None,
+            fingerprint=str(archive["fingerprint"]),
+        )
+
+
+def load_server_file(path: str | Path) -> ServerFile:
+    """Read ``server.npz``; one clear error if it is missing or not a server file."""
+    with _open(path, "server") as archive:
+        public = np.asarray(archive["public"], dtype=np.float32)
+        test = LabeledData(
+            features=np.asarray(archive["test_features"], dtype=np.float32),
+            labels=np.asarray(archive["test_labels"], dtype=np.int64),
+        )
+        labels = archive["public_labels"] if "public_labels" in archive.files else None
+        return ServerFile(
+            server=ServerData(
+                public_features=public,
+                test=test,
+                num_classes=int(archive["num_classes"]),
+                example_shape=tuple(int(s) for s in public.shape[1:]),
+            ),
+            agent_records=np.asarray(archive["agent_records"], dtype=np.int64),
+            public_labels=None if labels is None else np.asarray(labels, dtype=np.int64),
+            fingerprint=str(archive["fingerprint"]),
+        )
+
+
+class _open:
+    """``np.load`` of an npz that must hold fedvote's keys for ``role``; closes the file."""
+
+    _KEYS = {
+        "agent": {"features", "labels", "public", "agent_id", "seed", "fingerprint"},
+        "server": {"public", "test_features", "test_labels", "agent_records", "fingerprint"},
+    }
+
+    def __init__(self, path: str | Path, role: str) -> None:
+        self._path = Path(path)
+        self._role = role
+        self._archive: np.lib.npyio.NpzFile | None = None
+
+    def __enter__(self) -> np.lib.npyio.NpzFile:
+        if not self._path.is_file():
+            raise ConfigError("data", f"no {self._role} file at {self._path}")
+        try:
+            archive = np.load(self._path, allow_pickle=False)
+        except (OSError, ValueError) as error:
+            raise ConfigError("data", f"cannot read {self._path}: {error}") from error
+        missing = self._KEYS[self._role] - set(archive.files)
+        if missing:
+            archive.close()
+            raise ConfigError(
+                "data", f"{self._path} is no fedvote {self._role} file (missing {', '.join(sorted(missing))})"
+            )
+        self._archive = archive
+        return archive
+
+    def __exit__(self, *exc: object) -> None:
+        if self._archive is not None:
+            self._archive.close()

@@ -1,0 +1,172 @@
+"""FedAUXfdp and its baselines (fedaux-fdp.txt): soft labels, heads, privacy report, refusals, a run."""
+
+import math
+
+import numpy as np
+import pytest
+from dp_accounting import dp_event
+
+from fedvote.agents.agent import Agent
+from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
+from fedvote.data.federation import LabeledData
+from fedvote.data.partition import PartitionSpec, partition_indices
+from fedvote.errors import ConfigError
+from fedvote.methods import METHODS
+from fedvote.methods.fedaux_fdp import (
+    FedAuxF,
+    FedAuxFdp,
+    FedAuxOptions,
+    FedAvgP,
+    FedDP,
+    certainty_weighted_soft_labels,
+    mean_soft_labels,
+    noise_multiplier,
+)
+from fedvote.models.features import fit_feature_extractor
+from fedvote.models.logistic_heads import HeadRequest, public_head_features
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.calibrate import multinomial_logistic_sensitivity
+from fedvote.privacy.events import perturbed_head_events
+from fedvote.runner import run
+
+
+def test_the_four_variants_are_registered():
+    assert METHODS["fedaux-fdp"] is FedAuxFdp
+    assert METHODS["fedaux-f"] is FedAuxF
+    assert METHODS["fedd-p"] is FedDP
+    assert METHODS["fedavg-p"] is FedAvgP
+
+
+def test_soft_labels_follow_equation_1_by_hand():
+    # two agents, one query, two classes: f = (0.8, 0.2), g₁ = (0.9, 0.1), g₂ = (0.3, 0.7)
+    class_probs = np.array([[[0.9, 0.1]], [[0.3, 0.7]]])  # (N, Q, C)
+    log_scores = np.log(np.array([[0.8], [0.2]]))  # (N, Q)
+    by_hand = (0.8 * np.array([0.9, 0.1]) + 0.2 * np.array([0.3, 0.7])) / (0.8 + 0.2)
+    np.testing.assert_allclose(certainty_weighted_soft_labels(class_probs, log_scores)[0], by_hand)
+    np.testing.assert_allclose(mean_soft_labels(class_probs)[0], [0.6, 0.4])
+
+
+def test_soft_labels_survive_scores_that_underflow():
+    class_probs = np.array([[[1.0, 0.0]], [[0.0, 1.0]]])
+    log_scores = np.array([[-900.0], [-901.0]])  # f = e^-900: 0 in float64, ratio e : 1
+    soft = certainty_weighted_soft_labels(class_probs, log_scores)[0]
+    np.testing.assert_allclose(soft, [math.e / (1 + math.e), 1 / (1 + math.e)])
+
+
+def test_head_features_have_norm_at_most_one_for_any_input():
+    rng = np.random.default_rng(0)
+    public = rng.normal(size=(200, 8)).astype(np.float32)
+    features = public_head_features(fit_feature_extractor("pca", public, dim=4), public, clip=None)
+    wild = np.vstack([rng.normal(scale=1e3, size=(50, 8)), np.zeros((1, 8))]).astype(np.float32)
+    z = features.transform(wild)
+    assert z.shape == (51, 5)
+    assert np.linalg.norm(z, axis=1).max() <= 1.0 + 1e-12
+    assert np.all(z[:, 0] == features.bias)
+
+
+def test_events_take_the_worst_agent_under_parallel_composition():
+    events = perturbed_head_events([2.0, 3.0], [1.0, 0.5], 10.0)
+    assert events.instance == dp_event.GaussianDpEvent(2.0)  # min σᵢ/Δᵢ = 2/1
+    assert events.agent == dp_event.GaussianDpEvent(0.2)  # min σᵢ/R = 2/10
+    unbounded = perturbed_head_events([2.0], [1.0], None)
+    assert isinstance(unbounded.agent, dp_event.NonPrivateDpEvent)
+    assert isinstance(perturbed_head_events(None, [1.0], 1.0).instance, dp_event.NonPrivateDpEvent)
+
+
+def test_each_head_meets_its_own_epsilon_and_the_paper_sums_them():
+    method = FedAuxFdp(options=FedAuxOptions(epsilon_scores=0.1, epsilon_classes=0.5), delta=2e-5)
+    assert method.head_delta == pytest.approx(1e-5)
+    score, classes = method.release_events([3000, 2500], 1500, 10)
+    assert epsilon_for(score.instance, 1e-5, "pld") == pytest.approx(0.1, rel=2e-3)
+    assert epsilon_for(classes.instance, 1e-5, "pld") == pytest.approx(0.5, rel=2e-3)
+    assert classes.instance_sensitivity == pytest.approx(multinomial_logistic_sensitivity(10, 0.01, 2500))
+    paper = FedAuxFdp(options=FedAuxOptions(gaussian="classic"), delta=2e-5)
+    assert paper.class_multiplier == pytest.approx(math.sqrt(2 * math.log(1.25e5)) / 0.5)  # Algorithm 1's σ/Δ
+    assert noise_multiplier(0.5, 1e-5, "analytic") < paper.class_multiplier
+
+
+@pytest.mark.parametrize(
+    ("options", "method", "argument"),
+    [
+        ({"lambda_": 0.0}, "fedaux-fdp", "lambda_"),
+        ({"epsilon_classes": -1.0}, "fedaux-fdp", "epsilon_classes"),
+        ({"distill_fraction": 1.0}, "fedaux-fdp", "distill_fraction"),
+        ({"epsilon_scores": 0.1}, "fedd-p", "epsilon_scores"),
+        ({"epsilon_scores": 0.1}, "fedavg-p", "epsilon_scores"),
+        ({"class_privacy": False}, "fedd-p", "class_privacy"),
+        ({"gaussian": "classic", "epsilon_classes": 1.5}, "fedaux-fdp", "epsilon"),
+        ({"extractor": "module"}, "fedaux-fdp", "extractor"),
+    ],
+)
+def test_bad_options_are_refused_by_name(options, method, argument):
+    with pytest.raises(ConfigError) as error:
+        config = RunConfig(method=method, options=options)
+        METHODS[method].from_config(config, sigma=1.0, queries=1, min_responders=1)
+    assert error.value.argument == argument
+
+
+@pytest.mark.parametrize("privacy", [PrivacyConfig(epsilon=1.0), PrivacyConfig(sigma=2.0)])
+def test_run_level_epsilon_and_sigma_are_refused(privacy):
+    config = RunConfig(method="fedaux-fdp", privacy=privacy)
+    with pytest.raises(ConfigError) as error:
+        FedAuxFdp.from_config(config, sigma=1.0, queries=1, min_responders=1)
+    assert error.value.argument in ("epsilon", "sigma")
+    assert "--epsilon-scores" in str(error.value)
+
+
+def test_an_agent_adds_noise_of_multiplier_times_its_sensitivity():
+    rng = np.random.default_rng(1)
+    n, classes, lam = 80, 3, 0.5
+    data = LabeledData(rng.normal(size=(n, 6)).astype(np.float32), rng.integers(0, classes, n))
+    public = rng.normal(size=(40, 6)).astype(np.float32)
+    features = public_head_features(fit_feature_extractor("pca", public, dim=3), public, clip=None)
+    agent = Agent(agent_id=0, data=data, public_features=public, num_classes=classes,
+                  noise_rng=np.random.default_rng(2), seed=0)
+    clean = agent.private_heads(features, HeadRequest(lam, classes, None, None)).class_head
+    multiplier = 2.0
+    request = HeadRequest(lam, classes, None, None, class_noise_multiplier=multiplier)
+    noise = np.stack([agent.private_heads(features, request).class_head - clean for _ in range(100)])
+    expected = multiplier * multinomial_logistic_sensitivity(classes, lam, n)
+    # 1200 draws: the sample std is within 5 standard errors (σ/√(2·1200)) of σ
+    assert abs(noise.std() - expected) < 5 * expected / math.sqrt(2 * noise.size)
+    assert abs(noise.mean()) < 5 * expected / math.sqrt(noise.size)
+
+
+def small_config(method: str, **options) -> RunConfig:
+    return RunConfig(
+        method=method,
+        federation=FederationConfig(dataset="digits", agents=4, partition=PartitionSpec("iid")),
+        privacy=PrivacyConfig(delta=2e-5, noise_seed=3),
+        options={"extractor": "pca", "extractor_dim": 16, "distill_epochs": 5, "local_epochs": 2, **options},
+    )
+
+
+def test_end_to_end_on_digits_reports_the_papers_composition_and_pld_beside_it():
+    result = run(small_config("fedaux-fdp", lambda_=0.1, epsilon_classes=0.5))
+    instance = result.privacy.instance
+    assert instance.epsilon == pytest.approx(0.6)
+    assert instance.epsilon_pld is not None and instance.epsilon_pld <= instance.epsilon
+    assert result.privacy.agent.epsilon is not None and math.isfinite(result.privacy.agent.epsilon)
+    assert result.to_dict()["privacy"]["instance"]["epsilon_pld"] == instance.epsilon_pld
+    assert result.communication["rounds"] == 1
+    assert result.details["fedaux"]["distillation_size"] > result.details["fedaux"]["pretraining_size"]
+
+
+def test_end_to_end_without_class_noise_learns_and_is_reported_not_private():
+    fdp = run(small_config("fedaux-fdp", class_privacy=False, lambda_=0.001))
+    assert fdp.accuracy > 0.6  # digits, 4 iid agents: the pipeline learns
+    assert fdp.privacy.instance.epsilon is None  # class heads released without noise: ε = ∞
+    plus_f = run(small_config("fedaux-f"))
+    assert plus_f.privacy.instance.epsilon is None and plus_f.accuracy > 0.5
+    fedavg = run(small_config("fedavg-p", epsilon_classes=0.6))
+    assert fedavg.privacy.instance.epsilon == pytest.approx(0.6)
+    assert fedavg.privacy.instance.epsilon_pld == pytest.approx(0.6, rel=1e-3)  # one head: the same
+
+
+def test_dirichlet_balanced_split_gives_every_agent_records_at_alpha_0_01():
+    labels = np.repeat(np.arange(10), 300)
+    parts = partition_indices(labels, 20, PartitionSpec("dirichlet-balanced", alpha=0.01), np.random.default_rng(0))
+    sizes = [p.shape[0] for p in parts]
+    assert sum(sizes) == labels.shape[0] and min(sizes) >= 100
+    top = np.mean([np.bincount(labels[p], minlength=10).max() / p.shape[0] for p in parts])
+    assert top > 0.8  # almost one class per agent, as the paper's Table 1 (94.5 %)
