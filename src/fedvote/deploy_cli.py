@@ -266,7 +266,9 @@ def server(
     }
     if superlink_address is None:  # start a SuperLink here; flwr reaches it with its CA
         tls = _superlink_tls_flags(insecure, ssl_certfile, ssl_keyfile, ssl_ca_certfile)
-        address, ca_file = f"{host}:{port}", ssl_ca_certfile
+        local = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)  # all interfaces
+        address = f"[{local}]:{port}" if ":" in local else f"{local}:{port}"
+        ca_file = ssl_ca_certfile
     else:
         tls = _client_tls(insecure, root_certificates)
         address, ca_file = superlink_address, root_certificates
@@ -282,7 +284,7 @@ def server(
         command = _superlink_command(host, port, tls) if superlink_address is None else None
         with _background(command, home) as link:
             if superlink_address is None:
-                _wait_for_port(host, port, timeout=120.0, process=link, log=home / "superlink.log")
+                _wait_for_port(local, port, timeout=120.0, process=link, log=home / "superlink.log")
                 click.echo(f"fedvote: SuperLink on {host}:{port} (log: {home / 'superlink.log'})", err=True)
             click.echo(f"fedvote: submitting the run to {connection['address']}", err=True)
             code = _run_foreground(
@@ -351,11 +353,11 @@ def _toml(value: Any) -> str:
               help="The directory fedvote deploy split wrote (run.json, server.npz, agent-<i>.npz).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for result.json.")
-@click.option("--cpus-per-agent", type=float, default=1.0, show_default=True,
+@click.option("--cpus-per-agent", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPUs Ray reserves for each ClientApp (fewer: more agents at once).")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Flower's home (FLWR_HOME) [default: a temporary directory].")
-def simulate(data_dir: str, out_dir: str, cpus_per_agent: float, workdir: str | None) -> None:
+def simulate(data_dir: str, out_dir: str, cpus_per_agent: int, workdir: str | None) -> None:
     """Run the same ServerApp/ClientApp under Flower's simulation engine (needs fedvote[simulation])."""
     try:
         import ray  # noqa: F401

@@ -298,7 +298,8 @@ class FlowerTransport(Transport):
         good = {reply.metadata.src_node_id: reply for reply in replies if not reply.has_error()}
         for reply in replies:
             if reply.has_error():
-                self._report(f"node {reply.metadata.src_node_id} failed: {reply.error.reason}")
+                reason = " ".join(str(reply.error.reason).split())
+                self._report(f"node {reply.metadata.src_node_id} failed: {reason[:300]}")
         if self._agents.agent_of:
             self._drop(self._grid.missing)
         if not good:

@@ -1,0 +1,86 @@
+"""``fedvote deploy``: files, the Flower App project, and refusals before anything starts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tomli
+
+from fedvote.cli import main
+from fedvote.deploy_cli import deployment_summary
+
+
+def invoke(args, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("deploy")
+    (root / "run.json").write_text(json.dumps({"federation": {"dataset": "digits", "agents": 3}, "queries": 20}))
+    main_args = ["deploy", "split", "--config", str(root / "run.json"), "--out", str(root / "fed")]
+    with pytest.raises(SystemExit) as exit_info:
+        main(main_args)
+        raise SystemExit(0)
+    assert exit_info.value.code == 0
+    return root / "fed"
+
+
+def test_split_writes_one_file_per_agent_the_server_file_and_the_config(fed):
+    assert sorted(p.name for p in fed.iterdir()) == [
+        "agent-0.npz", "agent-1.npz", "agent-2.npz", "run.json", "server.npz",
+    ]
+    assert json.loads((fed / "run.json").read_text())["federation"]["agents"] == 3
+
+
+def test_agent_refuses_another_agents_file(fed, capsys):
+    code, _, err = invoke(["deploy", "agent", "--id", "1", "--data", str(fed / "agent-0.npz"), "--insecure"], capsys)
+    assert code == 2
+    assert err.strip() == f"fedvote: error: --id: {fed / 'agent-0.npz'} holds agent 0, not agent 1"
+
+
+def test_agent_needs_tls_or_an_explicit_insecure(fed, capsys):
+    code, _, err = invoke(["deploy", "agent", "--id", "0", "--data", str(fed / "agent-0.npz")], capsys)
+    assert code == 2 and "--root-certificates" in err and len(err.strip().splitlines()) == 1
+
+
+def test_server_refuses_half_a_tls_setup(fed, tmp_path, capsys):
+    cert = tmp_path / "server.pem"
+    cert.write_text("not used")
+    code, _, err = invoke(
+        ["deploy", "server", "--config", str(fed / "run.json"), "--data", str(fed / "server.npz"),
+         "--out", str(tmp_path / "out"), "--ssl-certfile", str(cert)],
+        capsys,
+    )
+    assert code == 2 and "--ssl-keyfile" in err
+
+
+def test_agent_refuses_a_file_that_is_not_an_agent_file(fed, capsys):
+    code, _, err = invoke(["deploy", "agent", "--id", "0", "--data", str(fed / "server.npz"), "--insecure"], capsys)
+    assert code == 2 and "is no fedvote agent file" in err
+
+
+def test_app_writes_the_flower_app_project(tmp_path, capsys):
+    code, out, _ = invoke(["deploy", "app", str(tmp_path / "app")], capsys)
+    assert code == 0
+    project = tomli.loads((tmp_path / "app" / "pyproject.toml").read_text())
+    assert project["tool"]["flwr"]["app"]["components"] == {
+        "serverapp": "fedvote.deploy_app:server_app",
+        "clientapp": "fedvote.deploy_app:client_app",
+    }
+
+
+def test_deployment_summary_names_refused_rounds_and_dropouts():
+    result = {
+        "method": "pate-fl", "agents": 5, "queries": 10, "sigma": 2.0, "accuracy": 0.5,
+        "label_accuracy": None, "privacy": {"delta": 1e-3, "agent": {"epsilon": 1.5}, "instance": {"epsilon": None}},
+        "flower": {"released_rounds": 1, "refused_rounds": 2, "dropped_agents": [4]},
+    }
+    text = deployment_summary(result)
+    assert "1 released, 2 refused" in text and "dropped agents        4" in text
+    assert "unbounded" in text
