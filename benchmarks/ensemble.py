@@ -221,6 +221,7 @@ def run_case(
         "batch_size": batch_size,
         "repeats": repeats,
         "device": device,
+        "threads": torch.get_num_threads(),
         "loop_device": "cpu",
         "limit_device": "cpu",
     }
@@ -252,12 +253,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--loop-max-agents", type=int, default=100, help="agents timed in the loop (then extrapolated)")
     parser.add_argument("--variants", default="batched,loop,limit", help="which of batched,loop,limit to run")
     parser.add_argument("--device", default=None, help="device of the batched ensemble (default: cuda if available)")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads for all variants (default: torch's)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     row = run_case(
         model=args.model,
         agents=args.agents,
