@@ -79,6 +79,7 @@ COLUMNS = [
     {"key": "loop_extra_mb", "label": "loop +MB", "format": ".0f"},
     {"key": "limit_extra_mb", "label": "limit +MB", "format": ".0f"},
     {"key": "loop_extrapolated", "label": "loop extrap."},
+    {"key": "threads", "label": "threads"},
     {"key": "device", "label": "device"},
 ]
 

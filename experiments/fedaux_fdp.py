@@ -133,7 +133,7 @@ def main() -> None:
 
     started = time.perf_counter()
     # one process per α: the runs are independent and single-threaded
-    with ProcessPoolExecutor(max_workers=len(ALPHAS)) as pool:
+    with ProcessPoolExecutor(max_workers=min(len(ALPHAS), os.cpu_count() or 1)) as pool:
         rows = [row for part in pool.map(alpha_rows, ALPHAS, [data_dir] * len(ALPHAS)) for row in part]
     record = {
         "name": "fedaux_fdp",

@@ -103,3 +103,14 @@ def test_accountant_kinds_and_errors():
         epsilon_for(pate_fl_events(1.0, 1).agent, 0.0)
     assert math.isinf(epsilon_for(dp_event.NonPrivateDpEvent(), 1e-3, "classic"))
     assert epsilon_for(dp_event.NoOpDpEvent(), 1e-3, "classic") == 0.0
+
+
+@pytest.mark.parametrize("kind", ["pld", "rdp", "exact", "classic"])
+def test_a_non_private_part_makes_the_composition_unbounded_without_building_the_rest(kind):
+    """A huge-μ Gaussian next to a non-private release: ε is ∞ (dp-accounting's PLD of the
+    Gaussian alone would need tens of GB before it reached the non-private part)."""
+    huge = dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(0.001), 1000)
+    event = dp_event.ComposedDpEvent([huge, dp_event.NonPrivateDpEvent()])
+    assert epsilon_for(event, 1e-5, kind) == math.inf
+    nested = dp_event.SelfComposedDpEvent(event, 3)
+    assert epsilon_for(nested, 1e-5, kind) == math.inf

@@ -31,10 +31,10 @@ from fedvote.aggregation.voting import (
 from fedvote.data.federation import Federation, ServerData
 from fedvote.data.validation import load_validation_file, with_validation
 from fedvote.errors import ConfigError
-from fedvote.methods.base import Method, MethodOutcome
+from fedvote.methods.base import MethodOutcome
 from fedvote.methods.options import method_option
+from fedvote.methods.pate_fl import PateFL
 from fedvote.methods.voting import check_voting_run, label_and_teach
-from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import (
     LevelEvents,
     accuracy_summary_events,
@@ -125,7 +125,7 @@ class WeightedVotingOptions:
 
 
 @dataclass(frozen=True)
-class WeightedPate(Method):
+class WeightedPate(PateFL):
     """Reputation-weighted PATE-FL with aggregate vote noise std ``sigma`` over ``queries`` queries.
 
     Parameters
@@ -144,26 +144,8 @@ class WeightedPate(Method):
     name = "weighted-pate"
     options_type = WeightedVotingOptions
 
-    sigma: float
-    queries: int
-    min_responders: int
+    # PATE-FL's fields and checks, plus the scheme's options.
     options: WeightedVotingOptions = WeightedVotingOptions()
-    teacher: TrainingConfig = TrainingConfig()
-    student: TrainingConfig = TrainingConfig()
-    query_batch_size: int = 1000
-    self_training_rounds: int = 2
-    student_min_margin: float = 0.5
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.sigma < 0:
-            raise ConfigError("sigma", f"must be >= 0, got {self.sigma}")
-        if self.queries < 1:
-            raise ConfigError("queries", f"must be at least 1, got {self.queries}")
-        if self.min_responders < 1:
-            raise ConfigError("min_responders", f"must be at least 1, got {self.min_responders}")
-        if self.query_batch_size < 1:
-            raise ConfigError("query_batch_size", f"must be at least 1, got {self.query_batch_size}")
 
     @classmethod
     def from_config(
@@ -201,10 +183,6 @@ class WeightedPate(Method):
                 f"the {options.scheme} scheme needs a validation set: give a size >= 1 or a file",
             )
         return with_validation(federation, options.validation_size, config.seed)
-
-    def with_sigma(self, sigma: float) -> WeightedPate:
-        """The same run with vote noise std ``sigma`` (the summary's noise is an option)."""
-        return dataclasses.replace(self, sigma=sigma)
 
     def planned_events(self) -> LevelEvents:
         """The accuracy summary (relative schemes) then ``queries`` weighted votes (s = w_max, √2·w_max)."""

@@ -74,11 +74,24 @@ def epsilon_for(event: dp_event.DpEvent, delta: float, kind: str = "pld") -> flo
     """
     if not 0.0 < delta < 1.0:
         raise ConfigError("delta", f"must lie in (0, 1), got {delta}")
+    if _has_non_private_part(event):  # nothing bounds the whole; don't build its PLD first
+        return math.inf
     if kind == "pld":
         mu = _gaussian_mu_or_none(event)
         if mu is not None and math.isfinite(mu) and mu > PLD_MAX_GAUSSIAN_MU:
             return gaussian_epsilon(mu, delta)
     return float(make_accountant(kind).compose(event).get_epsilon(delta))
+
+
+def _has_non_private_part(event: dp_event.DpEvent) -> bool:
+    """Whether a composition contains a non-private release (its ε is then unbounded)."""
+    if isinstance(event, dp_event.NonPrivateDpEvent):
+        return True
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return event.count > 0 and _has_non_private_part(event.event)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return any(_has_non_private_part(e) for e in event.events)
+    return False
 
 
 def _gaussian_mu_or_none(event: dp_event.DpEvent) -> float | None:
