@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fedvote.data.federation import ServerData
-from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.voting import check_voting_run, label_and_teach
+from fedvote.methods.voting import check_voting_run, check_voting_settings, label_and_teach
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import LevelEvents, pate_fl_events
 from fedvote.privacy.ledger import PrivacyLedger
@@ -65,14 +64,7 @@ class PateFL(Method):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.sigma < 0:
-            raise ConfigError("sigma", f"must be >= 0, got {self.sigma}")
-        if self.queries < 1:
-            raise ConfigError("queries", f"must be at least 1, got {self.queries}")
-        if self.min_responders < 1:
-            raise ConfigError("min_responders", f"must be at least 1, got {self.min_responders}")
-        if self.query_batch_size < 1:
-            raise ConfigError("query_batch_size", f"must be at least 1, got {self.query_batch_size}")
+        check_voting_settings(self)
 
     @classmethod
     def from_config(

@@ -164,6 +164,16 @@ class VotingSettings(Protocol):
     def seed(self) -> int: ...  # noqa: D102
 
 
+def check_voting_settings(settings: VotingSettings) -> None:
+    """Refuse a negative σ, or a query count, threshold t or batch size below 1 (by name)."""
+    if settings.sigma < 0:
+        raise ConfigError("sigma", f"must be >= 0, got {settings.sigma}")
+    for name in ("queries", "min_responders", "query_batch_size"):
+        value = getattr(settings, name)
+        if value < 1:
+            raise ConfigError(name, f"must be at least 1, got {value}")
+
+
 def label_and_teach(
     settings: VotingSettings,
     server: ServerData,
