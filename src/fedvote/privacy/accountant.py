@@ -18,13 +18,15 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 from dp_accounting import dp_event, pld, rdp
-from dp_accounting.privacy_accountant import NeighboringRelation, PrivacyAccountant
+from dp_accounting.privacy_accountant import NeighboringRelation, PrivacyAccountant, UnsupportedEventError
 from scipy import optimize, special
 
 from fedvote.errors import ConfigError
+from fedvote.privacy.events import ReplaceOneDpEvent
 
 ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp", "exact", "classic")
 
@@ -48,11 +50,15 @@ PLD_DISCRETIZATION = 1e-4
 
 
 def make_accountant(kind: str) -> PrivacyAccountant:
-    """A fresh accountant of ``kind`` ("pld", "rdp", "exact" or "classic")."""
+    """A fresh accountant of ``kind`` ("pld", "rdp", "exact" or "classic").
+
+    Every kind understands :class:`~fedvote.privacy.events.ReplaceOneDpEvent` beside
+    dp-accounting's own events (what each makes of it: the classes below).
+    """
     if kind == "pld":
-        return pld.PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
+        return MixedRelationPLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
     if kind == "rdp":
-        return rdp.RdpAccountant(orders=list(RDP_ORDERS))
+        return MixedRelationRdpAccountant(orders=list(RDP_ORDERS))
     if kind == "exact":
         return ExactGaussianAccountant()
     if kind == "classic":
@@ -80,13 +86,26 @@ def epsilon_for(event: dp_event.DpEvent, delta: float, kind: str = "pld") -> flo
         mu = _gaussian_mu_or_none(event)
         if mu is not None and math.isfinite(mu) and mu > PLD_MAX_GAUSSIAN_MU:
             return gaussian_epsilon(mu, delta)
-    return float(make_accountant(kind).compose(event).get_epsilon(delta))
+    return float(_composed(event, kind).get_epsilon(delta))
+
+
+def _composed(event: dp_event.DpEvent, kind: str) -> PrivacyAccountant:
+    """A fresh ``kind`` accountant with ``event`` composed; a one-line error if it cannot."""
+    accountant = make_accountant(kind)
+    try:
+        return accountant.compose(event)
+    except UnsupportedEventError as error:
+        found = re.search(r"Error: \[(.*)\] caused by", str(error), flags=re.DOTALL)
+        message = found.group(1) if found else str(error)
+        raise ConfigError("accountant", f"{kind} cannot account this release: {message}") from error
 
 
 def _has_non_private_part(event: dp_event.DpEvent) -> bool:
     """Whether a composition contains a non-private release (its ε is then unbounded)."""
     if isinstance(event, dp_event.NonPrivateDpEvent):
         return True
+    if isinstance(event, ReplaceOneDpEvent):
+        return _has_non_private_part(event.event)
     if isinstance(event, dp_event.SelfComposedDpEvent):
         return event.count > 0 and _has_non_private_part(event.event)
     if isinstance(event, dp_event.ComposedDpEvent):
@@ -105,7 +124,7 @@ def delta_for(event: dp_event.DpEvent, epsilon: float, kind: str = "pld") -> flo
     """δ at ``epsilon`` of ``event`` by accountant ``kind``."""
     if epsilon < 0:
         raise ConfigError("epsilon", f"must be >= 0, got {epsilon}")
-    return float(make_accountant(kind).compose(event).get_delta(epsilon))
+    return float(_composed(event, kind).get_delta(epsilon))
 
 
 def gaussian_mu(event: dp_event.DpEvent) -> float:
@@ -130,6 +149,8 @@ def _mu_squared(event: dp_event.DpEvent, count: int) -> float:
         return _mu_squared(event.event, count * event.count)
     if isinstance(event, dp_event.ComposedDpEvent):
         return sum(_mu_squared(e, count) for e in event.events)
+    if isinstance(event, ReplaceOneDpEvent):  # REPLACE_ONE reads a Gaussian as sensitivity 2
+        return 4.0 * _mu_squared(event.event, count)
     raise ValueError(f"the exact Gaussian accountant applies only to Gaussian compositions, got {event}")
 
 
@@ -241,7 +262,67 @@ def classic_rdp_epsilon(orders: np.ndarray, rdp_values: np.ndarray, delta: float
     return float(max(0.0, float(np.min(values)))) if values.size else math.inf
 
 
-class ClassicRdpAccountant(rdp.RdpAccountant):
+class MixedRelationPLDAccountant(pld.PLDAccountant):
+    """dp-accounting's PLD accountant (ADD_OR_REMOVE_ONE) that also composes replace-one events.
+
+    A :class:`~fedvote.privacy.events.ReplaceOneDpEvent` is composed by dp-accounting's
+    own PLD code under REPLACE_ONE; a PLD is a pair of distributions whatever relation
+    produced it, so the composition with the rest is exact (Koskela et al. 2020).
+    """
+
+    def _maybe_compose(
+        self, event: dp_event.DpEvent, count: int, do_compose: bool
+    ) -> PrivacyAccountant.CompositionErrorDetails | None:
+        if not isinstance(event, ReplaceOneDpEvent):
+            return super()._maybe_compose(event, count, do_compose)
+        outer: NeighboringRelation = self.neighboring_relation
+        self._neighboring_relation = NeighboringRelation.REPLACE_ONE
+        try:
+            return super()._maybe_compose(event.event, count, do_compose)
+        finally:
+            self._neighboring_relation = outer
+
+
+class MixedRelationRdpAccountant(rdp.RdpAccountant):
+    """dp-accounting's RDP accountant (ADD_OR_REMOVE_ONE) that also composes replace-one Gaussians.
+
+    Under REPLACE_ONE a Gaussian of multiplier z has sensitivity 2, i.e. RDP α·2/z², which
+    is composed as ``GaussianDpEvent(z / 2)``. dp-accounting's RDP has no replace-one
+    bound for Poisson sampling, and its without-replacement bound reads the multiplier
+    relative to another sensitivity than its PLD: sampled events under REPLACE_ONE are
+    refused (use the PLD accountant), never approximated.
+    """
+
+    def _maybe_compose(
+        self, event: dp_event.DpEvent, count: int, do_compose: bool
+    ) -> PrivacyAccountant.CompositionErrorDetails | None:
+        if not isinstance(event, ReplaceOneDpEvent):
+            return super()._maybe_compose(event, count, do_compose)
+        try:
+            halved = _halve_gaussians(event.event)
+        except ValueError as error:
+            return PrivacyAccountant.CompositionErrorDetails(invalid_event=event, error_message=str(error))
+        return super()._maybe_compose(halved, count, do_compose)
+
+
+def _halve_gaussians(event: dp_event.DpEvent) -> dp_event.DpEvent:
+    """A Gaussian composition read under REPLACE_ONE, as the same pairs under ADD_OR_REMOVE_ONE."""
+    if isinstance(event, dp_event.NoOpDpEvent | dp_event.NonPrivateDpEvent):
+        return event
+    if isinstance(event, dp_event.GaussianDpEvent):
+        return dp_event.GaussianDpEvent(event.noise_multiplier / 2.0)
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return dp_event.SelfComposedDpEvent(_halve_gaussians(event.event), event.count)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return dp_event.ComposedDpEvent([_halve_gaussians(e) for e in event.events])
+    if isinstance(event, ReplaceOneDpEvent):
+        return _halve_gaussians(event.event)
+    raise ValueError(
+        f"the RDP accountant has no replace-one bound for {type(event).__name__}; use --accountant pld"
+    )
+
+
+class ClassicRdpAccountant(MixedRelationRdpAccountant):
     """dp-accounting's RDP accountant with the classic RDP → (ε, δ) conversion.
 
     Composition is dp-accounting's (dense orders, ADD_OR_REMOVE_ONE); only the conversion

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import attr
 import numpy as np
 from dp_accounting import dp_event
 
@@ -49,6 +50,32 @@ class LevelEvents:
     def sensitivity(self, level: str) -> float:
         """The L2 sensitivity used at ``level``."""
         return self.agent_sensitivity if level == "agent" else self.instance_sensitivity
+
+
+@attr.s(frozen=True, slots=True, auto_attribs=True)
+class ReplaceOneDpEvent(dp_event.DpEvent):
+    """``event`` accounted under dp-accounting's REPLACE_ONE relation, inside any composition.
+
+    The rest of fedvote's events follow the ADD_OR_REMOVE_ONE convention with the
+    sensitivity folded into the noise multiplier; a pair of that kind does not depend on
+    the relation. Sampled mechanisms do: a replace-one record under Poisson sampling is
+    the pair (1−q)N(0, z²) + qN(−1, z²) vs (1−q)N(0, z²) + qN(1, z²) (dp-accounting's
+    REPLACE_ONE), which no ADD_OR_REMOVE_ONE event describes. This wrapper lets the ledger
+    compose such a release with the others: fedvote's accountants
+    (:func:`fedvote.privacy.accountant.make_accountant`) build its privacy loss under
+    REPLACE_ONE and compose it with the rest. Under REPLACE_ONE, dp-accounting reads
+    ``GaussianDpEvent(z)`` as sensitivity 2 (the same pair as ADD_OR_REMOVE_ONE
+    ``GaussianDpEvent(z / 2)``).
+    """
+
+    event: dp_event.DpEvent
+
+
+def replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
+    """``event`` under dp-accounting's REPLACE_ONE relation (no-op and non-private pass through)."""
+    if isinstance(event, dp_event.NoOpDpEvent | dp_event.NonPrivateDpEvent | ReplaceOneDpEvent):
+        return event
+    return ReplaceOneDpEvent(event)
 
 
 def gaussian_release_event(sigma: float, sensitivity: float, count: int) -> dp_event.DpEvent:

@@ -25,7 +25,7 @@ from dp_accounting import dp_event
 
 from fedvote.errors import ConfigError
 from fedvote.privacy.accountant import epsilon_for
-from fedvote.privacy.events import LEVELS, LevelEvents
+from fedvote.privacy.events import LEVELS, LevelEvents, ReplaceOneDpEvent
 
 
 class PrivacyLedger:
@@ -127,7 +127,7 @@ def _decode(value: Any) -> Any:
         if "float" in value and len(value) == 1:
             return float(value["float"])
         name = value["class"]
-        cls = getattr(dp_event, name, None)
+        cls = ReplaceOneDpEvent if name == ReplaceOneDpEvent.__name__ else getattr(dp_event, name, None)
         if not (isinstance(cls, type) and issubclass(cls, dp_event.DpEvent)):
             raise ValueError(f"unknown DpEvent class {name!r}")
         return cls(**{k: _decode(v) for k, v in value.items() if k != "class"})
