@@ -22,10 +22,11 @@ from fedvote.methods.fedaux_fdp import (
     mean_soft_labels,
     noise_multiplier,
 )
+from fedvote.methods.options import option_specs
 from fedvote.models.features import fit_feature_extractor
 from fedvote.models.logistic_heads import HeadRequest, public_head_features
 from fedvote.privacy.accountant import epsilon_for
-from fedvote.privacy.calibrate import multinomial_logistic_sensitivity
+from fedvote.privacy.calibrate import binary_logistic_sensitivity, multinomial_logistic_sensitivity
 from fedvote.privacy.events import perturbed_head_events
 from fedvote.runner import run
 
@@ -76,10 +77,11 @@ def test_events_take_the_worst_agent_under_parallel_composition():
 def test_each_head_meets_its_own_epsilon_and_the_paper_sums_them():
     method = FedAuxFdp(options=FedAuxOptions(epsilon_scores=0.1, epsilon_classes=0.5), delta=2e-5)
     assert method.head_delta == pytest.approx(1e-5)
-    score, classes = method.release_events([3000, 2500], 1500, 10)
+    score, classes = method.release_events(method.head_request(10, np.arange(1500)), [3000, 2500])
     assert epsilon_for(score.instance, 1e-5, "pld") == pytest.approx(0.1, rel=2e-3)
     assert epsilon_for(classes.instance, 1e-5, "pld") == pytest.approx(0.5, rel=2e-3)
-    assert classes.instance_sensitivity == pytest.approx(multinomial_logistic_sensitivity(10, 0.01, 2500))
+    assert score.instance_sensitivity == pytest.approx(binary_logistic_sensitivity(0.01, 2500 + 1500))
+    assert classes.instance_sensitivity == pytest.approx(2 * math.sqrt(2) / (0.01 * 2500))  # the tight Δ
     paper = FedAuxFdp(options=FedAuxOptions(gaussian="classic"), delta=2e-5)
     assert paper.class_multiplier == pytest.approx(math.sqrt(2 * math.log(1.25e5)) / 0.5)  # Algorithm 1's σ/Δ
     assert noise_multiplier(0.5, 1e-5, "analytic") < paper.class_multiplier
@@ -96,6 +98,7 @@ def test_each_head_meets_its_own_epsilon_and_the_paper_sums_them():
         ({"class_privacy": False}, "fedd-p", "class_privacy"),
         ({"gaussian": "classic", "epsilon_classes": 1.5}, "fedaux-fdp", "epsilon"),
         ({"extractor": "module"}, "fedaux-fdp", "extractor"),
+        ({"head_sensitivity": "loose"}, "fedaux-fdp", "head_sensitivity"),
     ],
 )
 def test_bad_options_are_refused_by_name(options, method, argument):
@@ -114,22 +117,55 @@ def test_run_level_epsilon_and_sigma_are_refused(privacy):
     assert "--epsilon-scores" in str(error.value)
 
 
-def test_an_agent_adds_noise_of_multiplier_times_its_sensitivity():
+def class_head_noise(method: FedAuxFdp, n: int, classes: int, draws: int) -> np.ndarray:
+    """``draws`` samples of the noise one agent with ``n`` records adds to its class head for ``method``."""
     rng = np.random.default_rng(1)
-    n, classes, lam = 80, 3, 0.5
     data = LabeledData(rng.normal(size=(n, 6)).astype(np.float32), rng.integers(0, classes, n))
     public = rng.normal(size=(40, 6)).astype(np.float32)
     features = public_head_features(fit_feature_extractor("pca", public, dim=3), public, clip=None)
     agent = Agent(agent_id=0, data=data, public_features=public, num_classes=classes,
                   noise_rng=np.random.default_rng(2), seed=0)
+    lam = method.options.lambda_
     clean = agent.private_heads(features, HeadRequest(lam, classes, None, None)).class_head
-    multiplier = 2.0
-    request = HeadRequest(lam, classes, None, None, class_noise_multiplier=multiplier)
-    noise = np.stack([agent.private_heads(features, request).class_head - clean for _ in range(100)])
-    expected = multiplier * multinomial_logistic_sensitivity(classes, lam, n)
-    # 1200 draws: the sample std is within 5 standard errors (σ/√(2·1200)) of σ
+    request = method.head_request(classes, np.arange(5))
+    return np.stack([agent.private_heads(features, request).class_head - clean for _ in range(draws)])
+
+
+def assert_noise_std(noise: np.ndarray, expected: float) -> None:
+    """The sample std is within 5 standard errors (σ/√(2·size)) of σ, and the mean near 0."""
     assert abs(noise.std() - expected) < 5 * expected / math.sqrt(2 * noise.size)
     assert abs(noise.mean()) < 5 * expected / math.sqrt(noise.size)
+
+
+def test_class_head_noise_uses_the_tight_sensitivity_by_default():
+    n, classes, lam = 80, 10, 0.5
+    method = FedAuxFdp(options=FedAuxOptions(lambda_=lam), delta=2e-5)
+    noise = class_head_noise(method, n, classes, draws=40)  # 40 × (10 × 4) = 1600 draws
+    assert_noise_std(noise, method.class_multiplier * 2 * math.sqrt(2) / (lam * n))  # m·2√2/(λn)
+
+
+def test_the_papers_class_head_sensitivity_stays_selectable():
+    n, classes, lam = 80, 10, 0.5
+    method = FedAuxFdp(options=FedAuxOptions(lambda_=lam, head_sensitivity="paper"), delta=2e-5)
+    noise = class_head_noise(method, n, classes, draws=40)
+    assert_noise_std(noise, method.class_multiplier * multinomial_logistic_sensitivity(classes, lam, n))
+
+
+def test_the_ledger_charges_the_noise_the_agents_add_over_the_sensitivity_proven():
+    sizes, classes, lam = [300, 120, 200], 10, 0.01
+    for bound, delta_of in [
+        ("tight", lambda n: 2 * math.sqrt(2) / (lam * n)),
+        ("paper", lambda n: 2 * math.sqrt(classes) / (lam * n)),
+    ]:
+        method = FedAuxFdp(options=FedAuxOptions(lambda_=lam, head_sensitivity=bound), delta=2e-5)
+        request = method.head_request(classes, np.arange(50))
+        stds = [request.class_noise_std(n) for n in sizes]  # what each agent adds
+        assert stds == pytest.approx([method.class_multiplier * delta_of(n) for n in sizes])
+        _, charged = method.release_events(request, sizes)
+        assert charged.instance_sensitivity == pytest.approx(delta_of(120))  # the worst agent's Δ
+        assert charged.instance == dp_event.GaussianDpEvent(pytest.approx(method.class_multiplier))
+        radius = math.sqrt(2 * math.log(classes) / lam)  # agent level: the smallest σᵢ over R
+        assert charged.agent == dp_event.GaussianDpEvent(pytest.approx(min(stds) / radius))
 
 
 def small_config(method: str, **options) -> RunConfig:
@@ -141,10 +177,23 @@ def small_config(method: str, **options) -> RunConfig:
     )
 
 
+def test_head_sensitivity_is_a_cli_option_defaulting_to_tight():
+    spec = next(s for s in option_specs(FedAuxOptions) if s.name == "head_sensitivity")
+    assert spec.flag == "--head-sensitivity"
+    assert spec.default == "tight" and spec.choices == ("tight", "paper")
+
+
 def test_end_to_end_on_digits_reports_the_papers_composition_and_pld_beside_it():
     result = run(small_config("fedaux-fdp", lambda_=0.1, epsilon_classes=0.5))
     instance = result.privacy.instance
     assert instance.epsilon == pytest.approx(0.6)
+    # the class head's bound is reported; the paper's Δ beside the one used
+    assert instance.bound == "tight" and result.to_dict()["privacy"]["instance"]["bound"] == "tight"
+    reported = result.details["fedaux"]["class_sensitivity"]
+    n_min = reported["n_min"]
+    assert reported["used"] == pytest.approx(2 * math.sqrt(2) / (0.1 * n_min)) == reported["tight"]
+    assert reported["paper"] == pytest.approx(2 * math.sqrt(10) / (0.1 * n_min))
+    assert instance.sensitivity == pytest.approx(reported["used"])  # the ledger charged the Δ used
     assert instance.epsilon_pld is not None and instance.epsilon_pld <= instance.epsilon
     assert result.privacy.agent.epsilon is not None and math.isfinite(result.privacy.agent.epsilon)
     assert result.to_dict()["privacy"]["instance"]["epsilon_pld"] == instance.epsilon_pld

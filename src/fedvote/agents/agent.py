@@ -41,7 +41,6 @@ from fedvote.models.logistic_heads import (
 )
 from fedvote.models.training import TrainingConfig, fit_classifier, predict_labels
 from fedvote.models.zoo import build_model
-from fedvote.privacy.calibrate import binary_logistic_sensitivity, multinomial_logistic_sensitivity
 
 
 class Agent:
@@ -375,11 +374,13 @@ class Agent:
         Scoring head (when ``request.negative_indices`` is given): binary logistic regression,
         own records (label 1) against the public negatives D⁻ (label 0), sensitivity
         2/(λ·(nᵢ + |D⁻|)) — only the nᵢ private records can be replaced. Class head: the
-        C-class regularised optimum, sensitivity 2√C/(λ·nᵢ) (Theorem 1); or FedAUX+F's
-        SGD head. A regularised head is projected into the ball ‖β‖ ≤ √(2 log K/λ), which
-        its exact optimum satisfies anyway (:func:`head_norm_bound`), then noised with
-        N(0, (multiplier·Δ)²) from this agent's own generator. Only the perturbed heads leave.
-        ``embedded`` is h₀(own records), (nᵢ, d), when a transport computed it in one pass.
+        C-class regularised optimum, sensitivity 2√2/(λ·nᵢ) (or Theorem 1's 2√C/(λ·nᵢ),
+        ``request.class_bound``); or FedAUX+F's SGD head. A regularised head is projected
+        into the ball ‖β‖ ≤ √(2 log K/λ), which its exact optimum satisfies anyway
+        (:func:`head_norm_bound`), then noised with N(0, σᵢ²), σᵢ = multiplier·Δᵢ from the
+        request (the std the ledger was charged for), from this agent's own generator. Only
+        the perturbed heads leave. ``embedded`` is h₀(own records), (nᵢ, d), when a
+        transport computed it in one pass.
         """
         n = self.num_records
         if embedded is None:
@@ -399,19 +400,18 @@ class Agent:
                 ),
                 head_norm_bound(request.num_classes, lam),
             )  # (C, d + 1)
-            if request.class_noise_multiplier is not None:
-                sensitivity = multinomial_logistic_sensitivity(request.num_classes, lam, n)
-                std = request.class_noise_multiplier * sensitivity
-                class_head = class_head + self._noise_rng.normal(0.0, std, size=class_head.shape)
+            class_std = request.class_noise_std(n)  # multiplier·Δᵢ, the std the ledger charged
+            if class_std is not None:
+                class_head = class_head + self._noise_rng.normal(0.0, class_std, size=class_head.shape)
         score_head = None
         if request.negative_indices is not None:
             negatives = features.transform(self._public_features[request.negative_indices])  # (|D⁻|, d + 1)
             x = np.vstack([own, negatives])
             y = np.concatenate([np.ones(n), np.zeros(negatives.shape[0])])
             score_head = project_to_ball(fit_binary_head(x, y, regularization=lam), head_norm_bound(2, lam))
-            if request.score_noise_multiplier is not None:
-                std = request.score_noise_multiplier * binary_logistic_sensitivity(lam, x.shape[0])
-                score_head = score_head + self._noise_rng.normal(0.0, std, size=score_head.shape)
+            score_std = request.score_noise_std(n)  # multiplier·2/(λ·(nᵢ + |D⁻|))
+            if score_std is not None:
+                score_head = score_head + self._noise_rng.normal(0.0, score_std, size=score_head.shape)
         return ReleasedHeads(class_head=class_head, score_head=score_head, num_records=n)
 
 

@@ -12,7 +12,9 @@ One communication round (the paper's Figure 1, with Section 4's modification):
    h̃(own records) against h̃(public negatives D⁻ = the pre-training set), and
 3. a **class head**, C-class L2-regularised logistic regression on h̃(own records),
    both minimising mean loss + λ/2·‖β‖² (eq. 2) and released with Gaussian output
-   perturbation at sensitivities 2/(λ·(nᵢ + |D⁻|)) and 2√C/(λ·nᵢ) (Theorem 1);
+   perturbation at sensitivities 2/(λ·(nᵢ + |D⁻|)) and 2√2/(λ·nᵢ) — the per-record
+   gradient (p − e_y)·h̃ᵀ has norm ≤ √2 (``docs/privacy.md``); the paper's Theorem 1
+   bounds it by √C, giving 2√C/(λ·nᵢ), kept as ``--head-sensitivity paper``;
 4. the server labels the distillation set with eq. (1), Σᵢ fᵢ(x)·gᵢ(x) / Σᵢ fᵢ(x), and
    distils a student: a logistic head on the frozen h̃ (the paper distils into the whole
    network; here h₀ stays frozen, so the student is h̃ followed by a linear layer).
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -61,19 +64,16 @@ from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.options import method_option
 from fedvote.models.features import fit_feature_extractor
 from fedvote.models.logistic_heads import (
+    CLASS_HEAD_BOUNDS,
     HeadFeatures,
     HeadRequest,
     ReleasedHeads,
+    class_head_sensitivity,
     head_norm_bound,
     public_head_features,
 )
 from fedvote.privacy.accountant import epsilon_for
-from fedvote.privacy.calibrate import (
-    analytic_gaussian_sigma,
-    binary_logistic_sensitivity,
-    classic_gaussian_sigma,
-    multinomial_logistic_sensitivity,
-)
+from fedvote.privacy.calibrate import analytic_gaussian_sigma, classic_gaussian_sigma
 from fedvote.privacy.events import LevelEvents, perturbed_head_events
 from fedvote.privacy.ledger import PrivacyLedger, compose_releases
 from fedvote.progress import NO_PROGRESS, Progress
@@ -105,6 +105,12 @@ class FedAuxOptions:
     lambda_: float = method_option(
         0.01, "λ of both heads' objective, mean loss + λ/2·‖β‖² (eq. 2)", flag="--lambda"
     )
+    head_sensitivity: str = method_option(
+        "tight",
+        "class-head sensitivity: tight 2√2/(λ·nᵢ) (per-record gradient ≤ √2) or the paper's "
+        "2√C/(λ·nᵢ) (Theorem 1)",
+        choices=CLASS_HEAD_BOUNDS,
+    )
     gaussian: str = method_option(
         "analytic",
         "σ of each head: analytic Gaussian (Balle & Wang 2018) or the paper's classic one (ε < 1)",
@@ -130,6 +136,9 @@ class FedAuxOptions:
             value = getattr(self, name)
             if value is not None and (not value > 0 or not math.isfinite(value)):
                 raise ConfigError(name, f"must be a finite number > 0, got {value}")
+        if self.head_sensitivity not in CLASS_HEAD_BOUNDS:
+            choices = ", ".join(CLASS_HEAD_BOUNDS)
+            raise ConfigError("head_sensitivity", f"must be one of {choices}, got {self.head_sensitivity!r}")
         if self.gaussian not in GAUSSIAN_CALIBRATIONS:
             choices = ", ".join(GAUSSIAN_CALIBRATIONS)
             raise ConfigError("gaussian", f"must be one of {choices}, got {self.gaussian!r}")
@@ -166,6 +175,48 @@ def certainty_weighted_soft_labels(class_probs: np.ndarray, log_scores: np.ndarr
 def mean_soft_labels(class_probs: np.ndarray) -> np.ndarray:
     """FedD's soft label: the plain mean (1/N) Σᵢ gᵢ(x), (Q, C), from ``class_probs`` (N, Q, C)."""
     return class_probs.mean(axis=0)
+
+
+@dataclass(frozen=True)
+class HeadRelease:
+    """One kind of head every agent releases: σᵢ/Δᵢ, σᵢ(nᵢ), Δᵢ(nᵢ) and its K outputs (K = 2: binary)."""
+
+    multiplier: float | None
+    noise_std: Callable[[int], float | None]
+    sensitivity: Callable[[int], float]
+    outputs: int
+
+    def noise_stds(self, record_counts: list[int]) -> list[float] | None:
+        """Every agent's σᵢ, or None when the head is released without noise."""
+        stds: list[float] = []
+        for n in record_counts:
+            std = self.noise_std(n)  # the agent's own σᵢ (HeadRequest), not recomputed here
+            if std is None:
+                return None
+            stds.append(std)
+        return stds
+
+
+def released_heads(request: HeadRequest) -> list[HeadRelease]:
+    """The heads ``request`` makes each agent release: scoring head (if any), then class head.
+
+    σᵢ and Δᵢ are the request's own (:meth:`HeadRequest.score_noise_std`,
+    :meth:`HeadRequest.class_noise_std`): what the agents add is what is charged.
+    """
+    heads = []
+    if request.negative_indices is not None:
+        heads.append(
+            HeadRelease(request.score_noise_multiplier, request.score_noise_std, request.score_sensitivity, 2)
+        )
+    heads.append(
+        HeadRelease(
+            request.class_noise_multiplier,
+            request.class_noise_std,
+            request.class_sensitivity,
+            request.num_classes,
+        )
+    )
+    return heads
 
 
 class HeadOnFeatures(nn.Module):
@@ -302,36 +353,33 @@ class FedAuxFdp(Method):
             return None
         return noise_multiplier(self.options.epsilon_classes, self.head_delta, self.options.gaussian)
 
-    def release_events(
-        self, record_counts: list[int] | None, negatives: int, num_classes: int
-    ) -> list[LevelEvents]:
+    def release_events(self, request: HeadRequest, record_counts: list[int] | None) -> list[LevelEvents]:
         """The run's releases (scoring heads, then class heads), each over all agents.
 
-        ``record_counts`` nᵢ (public metadata) fix every agent's σᵢ = multiplier·Δᵢ; None
-        (before the run) plans the instance level exactly (σᵢ/Δᵢ is the multiplier for
-        every agent) and the agent level as unbounded.
+        Every σᵢ and Δᵢ is read from ``request``, the object the agents add their noise
+        from (:meth:`HeadRequest.class_noise_std`), so the event charged is the noise
+        added over the sensitivity proven. ``record_counts`` nᵢ (public metadata) fix every
+        agent's σᵢ = multiplier·Δᵢ; None (before the run) plans the instance level exactly
+        (σᵢ/Δᵢ is the multiplier for every agent) and the agent level as unbounded.
         """
-        lam = self.options.lambda_
-        sizes = record_counts if record_counts is not None else [1]
         releases: list[LevelEvents] = []
-        heads: list[tuple[float | None, list[float], float]] = []
-        if self.uses_scores:
-            deltas = [binary_logistic_sensitivity(lam, n + negatives) for n in sizes]
-            heads.append((self.score_multiplier, deltas, head_norm_bound(2, lam)))
-        class_deltas = [multinomial_logistic_sensitivity(num_classes, lam, n) for n in sizes]
-        heads.append((self.class_multiplier, class_deltas, head_norm_bound(num_classes, lam)))
-        for multiplier, deltas, radius in heads:
+        for head in released_heads(request):
             if record_counts is None:  # σᵢ/Δᵢ is the multiplier for every agent; R/σᵢ needs nᵢ
-                stds = None if multiplier is None else [multiplier]
+                stds = None if head.multiplier is None else [head.multiplier]
                 releases.append(perturbed_head_events(stds, [1.0], None))
                 continue
-            stds = None if multiplier is None else [multiplier * d for d in deltas]
-            releases.append(perturbed_head_events(stds, deltas, radius))
+            releases.append(
+                perturbed_head_events(
+                    head.noise_stds(record_counts),
+                    [head.sensitivity(n) for n in record_counts],
+                    head_norm_bound(head.outputs, request.regularization),
+                )
+            )
         return releases
 
     def planned_events(self) -> LevelEvents:
         """The composed releases before the run (agent level unbounded until nᵢ are known)."""
-        releases = self.release_events(None, 0, 2)
+        releases = self.release_events(self.head_request(2, np.zeros(0, dtype=np.int64)), None)
         return LevelEvents(
             agent=compose_releases(releases, "agent"),
             instance=compose_releases(releases, "instance"),
@@ -396,6 +444,7 @@ class FedAuxFdp(Method):
             class_noise_multiplier=self.class_multiplier,
             sgd_epochs=self.options.local_epochs,
             seed=self.seed,
+            class_bound=self.options.head_sensitivity,
         )
 
     def server_head(self, released: list[ReleasedHeads], z: np.ndarray) -> np.ndarray:
@@ -429,9 +478,9 @@ class FedAuxFdp(Method):
             bar.advance()
         sizes = [int(n) for n in transport.record_counts()]
         negatives = pretrain.shape[0] if self.uses_scores else 0
-        for release in self.release_events(sizes, negatives, server.num_classes):
-            ledger.charge(release)
         request = self.head_request(server.num_classes, pretrain)
+        for release in self.release_events(request, sizes):  # charged before any release
+            ledger.charge(release)
         released = transport.private_heads(features, request, progress)
         with progress.step("building the server model", total=1) as bar:
             z = features.transform(server.public_features[distill])  # (Q, d + 1)
@@ -458,9 +507,33 @@ class FedAuxFdp(Method):
                     "distillation_size": int(distill.shape[0]),
                     "pretraining_size": int(pretrain.shape[0]),
                     "negatives": negatives,
-                }
+                    "class_sensitivity": self.class_sensitivity_report(request, sizes),
+                },
+                "bound": self.options.head_sensitivity if self.class_noised else None,
             },
         )
+
+    def class_sensitivity_report(
+        self, request: HeadRequest, record_counts: list[int]
+    ) -> dict[str, object] | None:
+        """The worst agent's class-head Δ under both bounds, labelled, and which one was used.
+
+        ``used`` is the Δ the noise was scaled to and the ledger charged; ``tight``
+        (2√2/(λ·nᵢ)) and ``paper`` (Theorem 1, 2√C/(λ·nᵢ)) are shown side by side for the
+        smallest nᵢ. None for FedAUX+F's SGD heads, which have no sensitivity bound.
+        """
+        if self.class_head_kind != "logistic":
+            return None
+        n_min = min(record_counts)
+        return {
+            "bound": request.class_bound,
+            "used": request.class_sensitivity(n_min),
+            "noise_std": request.class_noise_std(n_min),
+            "n_min": n_min,
+            "tight": class_head_sensitivity(request.num_classes, request.regularization, n_min, "tight"),
+            "paper": class_head_sensitivity(request.num_classes, request.regularization, n_min, "paper"),
+            "formulas": {"tight": "2√2/(λ·n)", "paper": "2√C/(λ·n) (fedaux-fdp.txt, Theorem 1)"},
+        }
 
 
 @dataclass(frozen=True)

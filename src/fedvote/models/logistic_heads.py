@@ -10,8 +10,12 @@ Pure pieces shared by the agents (which fit and perturb their heads) and the ser
 * :func:`fit_multinomial_head` / :func:`fit_binary_head` — the exact minimiser of the
   paper's objective (2), J(β) = (1/n) Σ loss + λ/2·‖β‖², by L-BFGS (as the paper, which
   uses scikit-learn's L-BFGS), with λ passed as the objective defines it;
+* :func:`class_head_sensitivity` / :func:`score_head_sensitivity` — the replace-one L2
+  sensitivities of the two heads' optima: the class head's tight 2√2/(λ·n) (default) or
+  the paper's 2√C/(λ·n) (Theorem 1), the scoring head's 2/(λ·(n + |D⁻|));
 * :class:`HeadRequest` / :class:`ReleasedHeads` — what the server asks of an agent and
-  the (perturbed) heads the agent sends back.
+  the (perturbed) heads the agent sends back; the request fixes each head's noise std,
+  which both the agent (adding it) and the method (charging it) read.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from threadpoolctl import threadpool_limits
 
 from fedvote.errors import ConfigError
 from fedvote.models.features import FeatureExtractor
+from fedvote.privacy.calibrate import binary_logistic_sensitivity, multinomial_logistic_sensitivity
 
 # Projected-gradient tolerance of L-BFGS: the sensitivity bound (Theorem 1) is about the
 # exact optimum, so the solver is run far below anything that matters for accuracy.
@@ -180,6 +185,52 @@ def head_norm_bound(num_outputs: int, regularization: float) -> float:
     return math.sqrt(2.0 * math.log(num_outputs) / regularization)
 
 
+# The class head's replace-one sensitivity: "tight" 2√2/(λ·n) (max per-record gradient
+# norm √2) or "paper" 2√C/(λ·n) (fedaux-fdp.txt, Theorem 1: each of C rows bounded by 1).
+CLASS_HEAD_BOUNDS: tuple[str, ...] = ("tight", "paper")
+# ‖∇_β ℓ(β; h̃, y)‖_F = ‖p − e_y‖₂·‖h̃‖₂ ≤ √2 for the multinomial log-loss (docs/privacy.md).
+MULTINOMIAL_GRADIENT_BOUND = math.sqrt(2.0)
+
+
+def tight_multinomial_sensitivity(regularization: float, num_records: int) -> float:
+    """L2 sensitivity 2√2/(λ·n) of the C-class head, any C (replace-one, ‖h̃‖ ≤ 1).
+
+    Chaudhuri et al. (2011)'s argument for J(β) = (1/n) Σ ℓ + λ/2·‖β‖², which is
+    λ-strongly convex: two replace-one neighbours' optima satisfy
+    ‖β* − β'*‖_F ≤ 2·G/(λ·n), G the largest per-record gradient norm. For the multinomial
+    log-loss ∇_β ℓ = (p − e_y)·h̃ᵀ, ‖p − e_y‖² = (1 − p_y)² + Σ_{j≠y} p_j² ≤ 2(1 − p_y)² ≤ 2
+    and ‖h̃‖ ≤ 1, so G = √2 — where Theorem 1 of ``fedaux-fdp.txt`` bounds each of the C
+    rows by 1 separately (G = √C). Proof and brute-force test: ``docs/privacy.md``,
+    ``tests/models/test_logistic_heads_sensitivity.py``.
+    """
+    _check_regularization(regularization)
+    if not num_records > 0:
+        raise ConfigError("num_records", f"must be > 0, got {num_records}")
+    return 2.0 * MULTINOMIAL_GRADIENT_BOUND / (regularization * num_records)
+
+
+def class_head_sensitivity(num_classes: int, regularization: float, num_records: int, bound: str) -> float:
+    """Replace-one L2 sensitivity of the C-class head's optimum over ``num_records`` records.
+
+    ``bound`` "tight": 2√2/(λ·n) (:func:`tight_multinomial_sensitivity`); "paper":
+    2√C/(λ·n) (Theorem 1 of ``fedaux-fdp.txt``). Equal at C = 2; tight is √(C/2)× smaller.
+    """
+    if bound == "tight":
+        return tight_multinomial_sensitivity(regularization, num_records)
+    if bound == "paper":
+        return multinomial_logistic_sensitivity(num_classes, regularization, num_records)
+    raise ConfigError("head_sensitivity", f"must be one of {', '.join(CLASS_HEAD_BOUNDS)}, got {bound!r}")
+
+
+def score_head_sensitivity(regularization: float, num_records: int) -> float:
+    """Replace-one L2 sensitivity 2/(λ·(nᵢ + |D⁻|)) of the binary scoring head, ``num_records`` = nᵢ + |D⁻|.
+
+    Chaudhuri et al. (2011), the remark after Theorem 1 of ``fedaux-fdp.txt``: the binary
+    log-loss has ∇_β ℓ = (σ(βᵀh̃) − y)·h̃, of norm ≤ 1.
+    """
+    return binary_logistic_sensitivity(regularization, num_records)
+
+
 def project_to_ball(beta: np.ndarray, radius: float) -> np.ndarray:
     """β scaled into the L2 ball of ``radius`` (a no-op at an exact optimum; 1-Lipschitz)."""
     norm = float(np.linalg.norm(beta))
@@ -238,16 +289,20 @@ class HeadRequest:
         no scoring head is fitted (FedD+P, FedAVG+P).
     score_noise_multiplier : float or None
         σ/Δ of the scoring head's Gaussian noise; each agent computes its own Δ =
-        2/(λ·(nᵢ + |D⁻|)). None: released without noise.
+        2/(λ·(nᵢ + |D⁻|)) (:meth:`score_noise_std`). None: released without noise.
     class_head : {"logistic", "sgd"}
         ``logistic``: the exact regularised optimum (FedAUXfdp); ``sgd``: FedAUX+F's
         unregularised linear head trained for ``sgd_epochs`` (never noised).
     class_noise_multiplier : float or None
-        σ/Δ of the class head's noise, Δ = 2√C/(λ·nᵢ) (Theorem 1). None: no noise.
+        σ/Δ of the class head's noise, Δ from ``class_bound`` (:meth:`class_noise_std`).
+        None: no noise.
     sgd_epochs : int
         Epochs of the ``sgd`` class head.
     seed : int
         Seeds the ``sgd`` head's batch order (not privacy noise).
+    class_bound : {"tight", "paper"}
+        The class head's Δ: 2√2/(λ·nᵢ) (default) or Theorem 1's 2√C/(λ·nᵢ)
+        (:func:`class_head_sensitivity`).
 
     """
 
@@ -259,18 +314,51 @@ class HeadRequest:
     class_noise_multiplier: float | None = None
     sgd_epochs: int = 40
     seed: int = 0
+    class_bound: str = "tight"
 
     def __post_init__(self) -> None:
         _check_regularization(self.regularization)
         if self.class_head not in CLASS_HEAD_KINDS:
             choices = ", ".join(CLASS_HEAD_KINDS)
             raise ConfigError("class_head", f"must be one of {choices}, got {self.class_head!r}")
+        if self.class_bound not in CLASS_HEAD_BOUNDS:
+            choices = ", ".join(CLASS_HEAD_BOUNDS)
+            raise ConfigError("head_sensitivity", f"must be one of {choices}, got {self.class_bound!r}")
         if self.class_head == "sgd" and self.class_noise_multiplier is not None:
             raise ConfigError("class_noise_multiplier", "an SGD-trained head has no sensitivity bound")
         for name in ("score_noise_multiplier", "class_noise_multiplier"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ConfigError(name, f"must be > 0 (or None for no noise), got {value}")
+
+    @property
+    def num_negatives(self) -> int:
+        """|D⁻|, the scoring head's public negatives (0: no scoring head)."""
+        return 0 if self.negative_indices is None else int(self.negative_indices.shape[0])
+
+    def class_sensitivity(self, num_records: int) -> float:
+        """Δ of an agent's class head over its ``num_records`` = nᵢ records (``class_bound``)."""
+        return class_head_sensitivity(self.num_classes, self.regularization, num_records, self.class_bound)
+
+    def class_noise_std(self, num_records: int) -> float | None:
+        """σᵢ = multiplier·Δᵢ of the class head's noise (None: released without noise).
+
+        The one place both the agent (which adds it) and the method (which charges
+        Gaussian(σᵢ/Δᵢ) to the ledger) read it from, so noise and event cannot disagree.
+        """
+        if self.class_noise_multiplier is None:
+            return None
+        return self.class_noise_multiplier * self.class_sensitivity(num_records)
+
+    def score_sensitivity(self, num_records: int) -> float:
+        """Δ of an agent's scoring head: 2/(λ·(nᵢ + |D⁻|)), ``num_records`` = nᵢ."""
+        return score_head_sensitivity(self.regularization, num_records + self.num_negatives)
+
+    def score_noise_std(self, num_records: int) -> float | None:
+        """σᵢ = multiplier·Δᵢ of the scoring head's noise, ``num_records`` = nᵢ (None: no noise)."""
+        if self.score_noise_multiplier is None:
+            return None
+        return self.score_noise_multiplier * self.score_sensitivity(num_records)
 
 
 @dataclass(frozen=True, eq=False)
