@@ -7,6 +7,7 @@ status 2; nothing is written when a run fails.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -20,7 +21,7 @@ from fedvote.deploy_cli import deploy
 from fedvote.errors import ConfigError, VoteRejected
 from fedvote.label_cli import label
 from fedvote.report_cli import plot, report
-from fedvote.results import RunResult, write_result
+from fedvote.results import DIAGNOSTIC_NOTE, RunResult, write_result
 from fedvote.run_options import run_config_options
 from fedvote.sweep_cli import sweep
 
@@ -83,6 +84,27 @@ def _config_from_file(context: click.Context, path: str, allowed: frozenset[str]
     return load_run_config(path)
 
 
+def diagnostic_lines(diagnostics: dict[str, Any]) -> list[str]:
+    """The scalar diagnostics of a run, under a heading that says what they are."""
+    scalars = [
+        (name.replace("_", " "), value)
+        for name, value in diagnostics.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    ]
+    scalars += [
+        (f"{name.replace('_', ' ')} ({part})", value)
+        for name, entry in diagnostics.items()
+        if isinstance(entry, dict)
+        for part, value in entry.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    ]
+    if not scalars:
+        return []
+    lines = [f"  {DIAGNOSTIC_NOTE}:"]
+    lines += [f"    {name:<32}{value:.4g}" for name, value in scalars]
+    return lines
+
+
 def summary(result: RunResult) -> str:
     """A readable few lines: accuracy, ε per level, queries, communication, time."""
     privacy = result.privacy
@@ -95,8 +117,6 @@ def summary(result: RunResult) -> str:
     ]
     if result.label_accuracy is not None:
         lines.append(f"  pseudo-label accuracy {result.label_accuracy:.3f}")
-    if result.teacher_accuracy is not None:
-        lines.append(f"  mean teacher accuracy {result.teacher_accuracy:.3f}")
     if privacy.private:
         for level in ("agent", "instance"):
             entry = getattr(privacy, level)
@@ -118,14 +138,7 @@ def summary(result: RunResult) -> str:
             f"strong μ = {strong['mu']:.3f} (ε = {strong['epsilon']:.3f}) "
             f"at δ = {record['delta']:g} after R = {record['rounds']}"
         )
-    clients = result.details.get("client_accuracy")
-    if clients:
-        lines.append(
-            f"  client accuracy       personalised {clients['personalised']:.3f}, "
-            f"global {clients['global']:.3f}"
-            + (f"; reached the target at round {result.details['round_reached']}"
-               if result.details.get("round_reached") else "")
-        )
+    lines.extend(diagnostic_lines(result.diagnostics))
     comm = result.communication
     lines.append(
         f"  communication         {comm['upload_floats']} floats up, "

@@ -25,9 +25,7 @@ leaves the node. The agent's data file comes from the SuperNode's node config
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +177,11 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
     """One voting run with the agents on Flower nodes: what :func:`fedvote.runner.run` does.
 
     The server holds only the public pool, the test set and the agents' record counts;
-    the method, the ledger and the privacy report are the runner's own.
+    the method, the ledger and the privacy report are the runner's own. The method and
+    its SecAgg+ clipping range are checked before anything happens
+    (:func:`~fedvote.transport.flower_files.planned_method`); the privacy reported is the
+    deployed mechanism's: the Gaussian one's plus SecAgg+'s slack
+    (:func:`~fedvote.transport.flower_secagg.secagg_privacy`).
     """
     from fedvote.config import load_run_config
     from fedvote.models.training import predict_labels
@@ -189,12 +191,12 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
         _ledger_details,
         calibration_level,
         federation_fingerprint,
-        method_for,
         open_ledger,
         privacy_report,
     )
     from fedvote.transport.flower import FlowerTransport
-    from fedvote.transport.flower_files import load_server_file
+    from fedvote.transport.flower_files import load_server_file, planned_method
+    from fedvote.transport.flower_secagg import secagg_privacy
 
     started = time.perf_counter()
     config = load_run_config(settings.config)
@@ -206,14 +208,9 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
         raise ConfigError("server_data", f"{settings.server_data} is another federation's (see its config)")
     server = files.server
     num_agents = config.federation.agents
-    method = method_for(
-        config,
-        pool_size=server.public_features.shape[0],
-        num_agents=num_agents,
-        agent_records=files.agent_records,
+    method = planned_method(
+        config, files, clip_sigmas=settings.clip_sigmas, query_batch_size=settings.query_batch_size
     )
-    if settings.query_batch_size > 0:  # queries per SecAgg+ round: a deployment setting
-        method = dataclasses.replace(method, query_batch_size=settings.query_batch_size)  # type: ignore[type-var]
     timings = {"calibration_s": time.perf_counter() - started}
     transport = FlowerTransport(
         grid,
@@ -249,7 +246,7 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
         truth = files.public_labels[outcome.query_indices]
         label_accuracy = float(np.mean(outcome.pseudo_labels == truth))
     level = calibration_level(config, method)
-    privacy = privacy_report(
+    gaussian = privacy_report(
         config,
         ledger,
         instance_bound=outcome.details.get("bound"),
@@ -258,18 +255,9 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
     timings["total_s"] = time.perf_counter() - started
     released = [r for r in transport.rounds if r.released]
     coordinates = sum(r.queries for r in released) * server.num_classes  # per agent
-    worst_epsilon = max(
-        (e for e in (privacy.agent.epsilon, privacy.instance.epsilon) if e is not None), default=math.inf
-    )
-    secagg: dict[str, Any] = {}
-    if transport.secagg is not None:
-        secagg = {
-            **transport.secagg.as_dict(),
-            "clip_probability": transport.secagg.clip_probability(coordinates),
-            "delta_slack": transport.secagg.delta_slack(coordinates, worst_epsilon),
-            "epsilon_slack": transport.secagg.epsilon_slack(coordinates),
-            "sum_error_bound": transport.secagg.sum_error_bound(num_agents),
-        }
+    privacy, secagg = gaussian, dict[str, Any]()
+    if transport.secagg is not None:  # at least one round went through SecAgg+
+        privacy, secagg = secagg_privacy(gaussian, transport.secagg, coordinates)
     _say(
         f"done: {len(released)} of {len(transport.rounds)} vote rounds released, "
         f"dropped agents {transport.dropped_agents or 'none'}"
@@ -281,7 +269,6 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
         seed=config.seed,
         accuracy=accuracy,
         label_accuracy=label_accuracy,
-        teacher_accuracy=None,  # teachers never leave their nodes
         queries=int(outcome.query_indices.shape[0]),
         sigma=float(method.sigma),
         privacy=privacy,

@@ -32,12 +32,17 @@ from typing import Any
 
 import click
 
-from fedvote.config import load_run_config
+from fedvote.config import RunConfig, load_run_config
 from fedvote.errors import ConfigError
 
 FLOWER_MISSING = 'Flower is not installed; install it with: pip install "fedvote[deploy]"'
 DEFAULT_SUPERLINK_PORT = 9093
 CONNECTION = "fedvote"  # the SuperLink connection name in the private Flower config
+DEFAULT_CLIP_SIGMAS = 20.0  # fedvote.transport.flower_secagg.DEFAULT_CLIP_SIGMAS (not imported: fast --help)
+CLIP_SIGMAS_HELP = (
+    "k in SecAgg+'s clipping range c = 1 + k·σ/√t; the run is refused when clipping could add "
+    "more than 1 % to δ (docs/privacy.md, \"Clipping range\")."
+)
 
 
 @click.group()
@@ -231,6 +236,8 @@ def _superlink_command(host: str, port: int, tls: list[str]) -> list[str]:
 @click.option("--record-votes", is_flag=True, help="Write every released vote sum into result.json.")
 @click.option("--query-batch-size", type=int, default=0,
               help="Queries per vote round (one SecAgg+ round each) [default: the method's].")
+@click.option("--clip-sigmas", type=float, default=DEFAULT_CLIP_SIGMAS, show_default=True,
+              help=CLIP_SIGMAS_HELP)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Flower's home for the SuperLink and flwr (FLWR_HOME) [default: a temporary directory].")
 def server(
@@ -250,10 +257,12 @@ def server(
     connect_timeout: float,
     record_votes: bool,
     query_batch_size: int,
+    clip_sigmas: float,
     workdir: str | None,
 ) -> None:
     """Run the config on the agents' nodes: start a SuperLink (or use one), submit, wait, report."""
-    load_run_config(config_file)  # refuse a bad config before anything starts
+    # Refuse a bad config, method or clipping range before anything starts.
+    check_plan(load_run_config(config_file), server_file, clip_sigmas, query_batch_size)
     overrides = {
         "config": str(Path(config_file).resolve()),
         "server-data": str(Path(server_file).resolve()),
@@ -263,6 +272,7 @@ def server(
         "connect-timeout": float(connect_timeout),
         "record-votes": bool(record_votes),
         "query-batch-size": int(query_batch_size),
+        "clip-sigmas": float(clip_sigmas),
     }
     if superlink_address is None:  # start a SuperLink here; flwr reaches it with its CA
         tls = _superlink_tls_flags(insecure, ssl_certfile, ssl_keyfile, ssl_ca_certfile)
@@ -300,6 +310,20 @@ def server(
     click.echo(f"wrote {result_file}", err=True)
 
 
+def check_plan(config: RunConfig, server_file: str, clip_sigmas: float, query_batch_size: int) -> None:
+    """Refuse here, before Flower starts, what the ServerApp would refuse before its first round.
+
+    The method must be one Flower runs, the server file the config's federation's, and
+    the clipping range ``clip_sigmas`` tight enough on δ for the planned run
+    (:func:`fedvote.transport.flower_files.planned_method`).
+    """
+    from fedvote.transport.flower_files import load_server_file, planned_method
+
+    planned_method(
+        config, load_server_file(server_file), clip_sigmas=clip_sigmas, query_batch_size=query_batch_size
+    )
+
+
 def deployment_summary(result: dict[str, Any]) -> str:
     """A few lines from a deployment's result.json: accuracy, ε per level, rounds, dropouts."""
     flower = result.get("flower", {})
@@ -315,6 +339,12 @@ def deployment_summary(result: dict[str, Any]) -> str:
         epsilon = privacy[level]["epsilon"]
         text = "unbounded (not private)" if epsilon is None else f"{epsilon:.4f} at δ = {privacy['delta']:g}"
         lines.append(f"  {'ε (' + level + '-level)':<22}{text}")
+    secagg = flower.get("secagg") or {}
+    if secagg.get("epsilon_slack") is not None and secagg.get("delta_slack") is not None:
+        lines.append(
+            f"  {'SecAgg+ slack':<22}ε + {secagg['epsilon_slack']:.3g}, δ + {secagg['delta_slack']:.3g} "
+            "(clipping and rounding; included above)"
+        )
     lines.append(
         f"  vote rounds           {flower.get('released_rounds', 0)} released, "
         f"{flower.get('refused_rounds', 0)} refused (fewer than t responders)"
@@ -355,9 +385,13 @@ def _toml(value: Any) -> str:
               help="Directory for result.json.")
 @click.option("--cpus-per-agent", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPUs Ray reserves for each ClientApp (fewer: more agents at once).")
+@click.option("--clip-sigmas", type=float, default=DEFAULT_CLIP_SIGMAS, show_default=True,
+              help=CLIP_SIGMAS_HELP)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Flower's home (FLWR_HOME) [default: a temporary directory].")
-def simulate(data_dir: str, out_dir: str, cpus_per_agent: int, workdir: str | None) -> None:
+def simulate(
+    data_dir: str, out_dir: str, cpus_per_agent: int, clip_sigmas: float, workdir: str | None
+) -> None:
     """Run the same ServerApp/ClientApp under Flower's simulation engine (needs fedvote[simulation])."""
     try:
         import ray  # noqa: F401
@@ -366,11 +400,13 @@ def simulate(data_dir: str, out_dir: str, cpus_per_agent: int, workdir: str | No
         raise ConfigError("simulation", message) from error
     data = Path(data_dir).resolve()
     config = load_run_config(data / "run.json")
+    check_plan(config, str(data / "server.npz"), clip_sigmas, 0)
     overrides = {
         "config": str(data / "run.json"),
         "server-data": str(data / "server.npz"),
         "out": str(Path(out_dir).resolve()),
         "agent-data": str(data / "agent-{partition-id}.npz"),
+        "clip-sigmas": float(clip_sigmas),
     }
     result_file = Path(out_dir) / "result.json"
     result_file.unlink(missing_ok=True)

@@ -27,6 +27,9 @@ class LevelPrivacy:
     # A tighter ε beside a method's stated one (FedAUXfdp: ``epsilon`` is the paper's basic
     # composition ε_scores + ε_classes, this the PLD of the same releases); absent when None.
     epsilon_pld: float | None = None
+    # The ε a method's paper states with a looser sensitivity, from the same releases
+    # (Private-kNN-FL instance level: √(2/k_min) beside the tight √2/k_min); absent when None.
+    epsilon_paper_bound: float | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,12 @@ class PrivacyReport:
     record: dict[str, Any] | None = None
 
 
+# Every noiseless function of private data a simulation computes (teacher accuracies,
+# clean vote histograms, per-agent class counts, clients' accuracies on private test
+# sets) carries this label, in result.json, analysis.npz and the report.
+DIAGNOSTIC_NOTE = "simulation diagnostic — not private; a deployment never releases it"
+
+
 @dataclass(frozen=True)
 class RunResult:
     """Accuracy, privacy, communication and timings of one run, with its full config."""
@@ -56,7 +65,6 @@ class RunResult:
     seed: int
     accuracy: float
     label_accuracy: float | None  # None for methods without pseudo-labels (gradient baselines)
-    teacher_accuracy: float | None
     queries: int
     sigma: float
     privacy: PrivacyReport
@@ -65,6 +73,9 @@ class RunResult:
     config: dict[str, Any]
     details: dict[str, Any] = field(default_factory=dict)
     version: str = ""
+    # Noiseless functions of private data (DIAGNOSTIC_NOTE): result.json's "diagnostics";
+    # nothing a method decides reads them.
+    diagnostics: dict[str, Any] = field(default_factory=dict)
     # fedvote.analysis.RunAnalysis: arrays written to analysis.npz, not to result.json.
     analysis: Any = field(default=None, repr=False, compare=False)
 
@@ -78,16 +89,20 @@ class RunResult:
         data = asdict(self)
         details = data.pop("details")
         data.pop("analysis")
+        diagnostics = data.pop("diagnostics")
         ordered = {"method": data.pop("method"), "private": self.private}
         ordered.update(data)
         ordered.update(details)
+        if diagnostics:
+            ordered["diagnostics"] = {"note": DIAGNOSTIC_NOTE, **diagnostics}
         if ordered["privacy"].get("record", 0) is None:
             del ordered["privacy"]["record"]
         for level in ("agent", "instance"):  # "bound" only where a method chose one
             if ordered["privacy"][level]["bound"] is None:
                 del ordered["privacy"][level]["bound"]
             for key in (
-                "data_dependent_epsilon", "data_dependent_accountant", "data_dependent_label", "epsilon_pld"
+                "data_dependent_epsilon", "data_dependent_accountant", "data_dependent_label", "epsilon_pld",
+                "epsilon_paper_bound",
             ):
                 if ordered["privacy"][level][key] is None:
                     del ordered["privacy"][level][key]

@@ -14,7 +14,12 @@ from fedvote import __version__
 from fedvote.analysis import collect_analysis, with_data_dependent_epsilon
 from fedvote.config import RunConfig
 from fedvote.data.datasets import has_official_test_split, load_dataset, load_splits
-from fedvote.data.federation import Federation, build_domain_federation, build_federation
+from fedvote.data.federation import (
+    Federation,
+    build_domain_federation,
+    build_federation,
+    check_distinct_datasets,
+)
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS, Method
 from fedvote.methods.prifedsync import PriFedSync
@@ -55,11 +60,16 @@ def make_federation(config: RunConfig) -> Federation:
       dataset(s) (``dataset`` may name several, comma-separated); the pool is
       ``public_fraction`` (default all) of the target's training split and the test set
       is the target's test split (or ``test_fraction`` of the target without one).
+
+    A target that is one of the sources, or a source named twice, is refused before
+    anything is loaded (:func:`check_distinct_datasets`).
     """
     fed = config.federation
     names = [name.strip() for name in fed.dataset.split(",") if name.strip()]
+    target_name = fed.target.strip() if fed.target is not None else None
+    check_distinct_datasets(names, target_name, fed.data_dir)
     image_size = (fed.image_size, fed.image_size) if fed.image_size is not None else None
-    if fed.target is None and len(names) == 1 and not has_official_test_split(names[0]):
+    if target_name is None and len(names) == 1 and not has_official_test_split(names[0]):
         dataset = load_dataset(names[0], fed.data_dir, label_column=fed.label_column)
         if image_size is not None:
             dataset = dataset.resized(image_size)
@@ -71,7 +81,7 @@ def make_federation(config: RunConfig) -> Federation:
             test_fraction=fed.test_fraction,
             seed=config.seed,
         )
-    if fed.target is None:
+    if target_name is None:
         if len(names) > 1:
             raise ConfigError("target", "several source datasets need a --target domain")
         splits = load_splits(names[0], fed.data_dir, label_column=fed.label_column)
@@ -89,7 +99,7 @@ def make_federation(config: RunConfig) -> Federation:
             seed=config.seed,
         )
     sources = [load_splits(name, fed.data_dir, label_column=fed.label_column).train for name in names]
-    target = load_splits(fed.target, fed.data_dir, label_column=fed.label_column)
+    target = load_splits(target_name, fed.data_dir, label_column=fed.label_column)
     return build_domain_federation(
         sources,
         target.train,
@@ -216,13 +226,15 @@ def run(
     test = federation.test
     accuracy = float(np.mean(predict_labels(outcome.student, test.features) == test.labels))
     label_accuracy: float | None = None
-    teacher_accuracy: float | None = None
     teacher_accuracies: np.ndarray | None = None  # (N,)
+    # Simulation diagnostics: noiseless functions of private data, computed after the
+    # method has finished, so none of its decisions can depend on them.
+    diagnostics: dict[str, object] = dict(outcome.details.get("diagnostics", {}))
     if outcome.query_indices.size:  # voting methods: pseudo-labels and teachers to judge
         true_query_labels = federation.public.labels[outcome.query_indices]
         label_accuracy = float(np.mean(outcome.pseudo_labels == true_query_labels))
         teacher_accuracies = transport.teacher_accuracies(test)
-        teacher_accuracy = float(np.mean(teacher_accuracies))
+        diagnostics["teacher_accuracy"] = float(np.mean(teacher_accuracies))
     level = calibration_level(config, method)
     privacy = privacy_report(
         config,
@@ -246,7 +258,6 @@ def run(
         seed=config.seed,
         accuracy=accuracy,
         label_accuracy=label_accuracy,
-        teacher_accuracy=teacher_accuracy,
         queries=int(outcome.query_indices.shape[0]),
         sigma=float(method.sigma),
         privacy=privacy,
@@ -254,7 +265,7 @@ def run(
         timings={k: round(v, 4) for k, v in timings.items()},
         config=config.to_dict(),
         details={
-            **{k: v for k, v in outcome.details.items() if k != "privacy_record"},
+            **{k: v for k, v in outcome.details.items() if k not in ("privacy_record", "diagnostics")},
             **ledger_details,
             "public_pool": len(federation.public),
             "test_size": len(federation.test),
@@ -262,6 +273,7 @@ def run(
         },
         version=__version__,
         analysis=analysis,
+        diagnostics=diagnostics,
     )
 
 

@@ -9,7 +9,7 @@ from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import pate_fl_events
 
 REQUIRED_KEYS = {
-    "method", "dataset", "agents", "seed", "accuracy", "label_accuracy", "teacher_accuracy",
+    "method", "dataset", "agents", "seed", "accuracy", "label_accuracy",
     "queries", "sigma", "privacy", "communication", "timings", "config", "private",
 }
 SMALL = ["--agents", "10", "--queries", "40", "--epochs", "5", "--teacher-model", "logistic",
@@ -191,3 +191,35 @@ def test_run_report_needs_out(capsys):
     assert capsys.readouterr().err.strip() == (
         "fedvote: error: --report: needs --out DIR, where result.json and report.html are written"
     )
+
+
+# Noiseless functions of private data a simulation computes; they must never sit beside the
+# DP result as if they were released (trust issue, defect 8).
+PRIVATE_DIAGNOSTICS = ("teacher_accuracy", "teacher_accuracies", "class_counts", "vote_histograms",
+                       "client_accuracy", "accuracy_history")
+
+
+def _keys(value, prefix=""):
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield f"{prefix}{key}"
+            yield from _keys(inner, f"{prefix}{key}.")
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _keys(inner, prefix)
+
+
+def test_noiseless_functions_of_private_data_live_only_under_diagnostics(tmp_path, capsys):
+    code, out, _ = invoke(["run", *SMALL, "--sigma", "5", "--json", "--out", str(tmp_path)], capsys)
+    assert code == 0
+    result = json.loads(out)
+    diagnostics = result["diagnostics"]
+    assert diagnostics["note"] == "simulation diagnostic — not private; a deployment never releases it"
+    assert 0.0 <= diagnostics["teacher_accuracy"] <= 1.0
+    outside = [key for key in _keys({k: v for k, v in result.items() if k != "diagnostics"})
+               if key.rsplit(".", 1)[-1] in PRIVATE_DIAGNOSTICS]
+    assert outside == []
+    code, out, _ = invoke(["run", *SMALL, "--sigma", "5"], capsys)
+    summary = out[out.index("simulation diagnostic"):]
+    assert "teacher accuracy" in summary  # shown only below the diagnostic heading
+    assert "teacher accuracy" not in out[: out.index("simulation diagnostic")]

@@ -5,6 +5,7 @@ import pytest
 from sklearn.neighbors import NearestNeighbors
 
 from fedvote.aggregation.knn import KnnIndex, knn_votes, knn_votes_by_agent, resolve_k
+from fedvote.analysis import collect_analysis, with_data_dependent_epsilon
 from fedvote.config import FederationConfig, KnnOptions, PrivacyConfig, RunConfig
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
@@ -16,7 +17,7 @@ from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import pate_fl_events, private_knn_fl_events
 from fedvote.privacy.ledger import PrivacyLedger
-from fedvote.runner import run
+from fedvote.runner import privacy_report, run
 from fedvote.transport.base import Transport, VoteSum
 from fedvote.transport.local import LocalTransport
 
@@ -278,6 +279,27 @@ def test_tight_bound_gives_the_smaller_instance_epsilon():
     assert epsilon_for(tight.agent, 1e-4) == epsilon_for(paper.agent, 1e-4)
 
 
+@pytest.mark.parametrize("k", [1, 3, 12])
+def test_the_papers_instance_epsilon_is_reported_beside_the_tight_one(uneven, k):
+    # DESIGN.md: report the paper's √(2/k) instance ε beside the tight √2/k one, from the
+    # same releases (two rounds of 15 queries).
+    config = RunConfig(method="private-knn-fl", privacy=PrivacyConfig(sigma=4.0, delta=1e-4))
+    ledger = PrivacyLedger()
+    transport = OracleKnnTransport(uneven.public.labels, ks=(k, k + 2, k + 5))
+    outcome = make_method(sigma=4.0, queries=30, query_batch_size=15).run(uneven.server_data(), transport, ledger)
+    privacy = privacy_report(config, ledger, instance_bound=outcome.details["bound"])
+    analysis = collect_analysis(uneven, transport, outcome, None)
+    reported = with_data_dependent_epsilon(privacy, ledger, analysis, 4.0).instance
+    paper = epsilon_for(private_knn_fl_events(4.0, 30, k, "paper").instance, 1e-4, "pld")
+    assert reported.epsilon_paper_bound == pytest.approx(paper, rel=1e-12)
+    assert reported.epsilon == pytest.approx(epsilon_for(private_knn_fl_events(4.0, 30, k).instance, 1e-4, "pld"))
+    if k == 1:  # √(2/1) = √2/1: the two figures are one
+        assert reported.epsilon_paper_bound == pytest.approx(reported.epsilon, rel=1e-12)
+    else:
+        assert reported.epsilon_paper_bound > reported.epsilon
+    assert privacy.agent.epsilon_paper_bound is None  # the paper's bound is an instance-level statement
+
+
 def test_planned_k_min():
     assert make_method(k=5).planned_k_min() == 5
     assert make_method().planned_k_min() == 1  # fractional k, sizes unknown: the safe bound
@@ -373,7 +395,12 @@ def test_end_to_end_on_digits_learns_and_reports_the_bound():
     # instance level: s = √2/6 < agent level's s = 1
     assert result.privacy.instance.sensitivity == pytest.approx(math.sqrt(2) / 6)
     assert result.privacy.instance.epsilon < result.privacy.agent.epsilon
-    assert result.teacher_accuracy > 0.7  # the agents' noiseless kNN classifiers
+    # the paper's √(2/6) beside it, from the same 100 releases
+    assert result.to_dict()["privacy"]["instance"]["epsilon_paper_bound"] == pytest.approx(
+        epsilon_for(private_knn_fl_events(3.0, 100, 6, "paper").instance, 1e-4), rel=1e-9
+    )
+    assert result.privacy.instance.epsilon_paper_bound > result.privacy.instance.epsilon
+    assert result.diagnostics["teacher_accuracy"] > 0.7  # the agents' noiseless kNN classifiers
     assert result.label_accuracy > 0.5 and result.accuracy > 0.5  # chance is 0.1
     paper = run(_digits_config(3.0, bound="paper"))
     assert paper.details["bound"] == "paper"

@@ -1,4 +1,4 @@
-"""What a run records for its report: result.json's data-dependent ε and analysis.npz."""
+"""What a run records for its report: result.json's data-dependent ε (or why none) and analysis.npz."""
 
 import json
 
@@ -7,25 +7,20 @@ import pytest
 
 from fedvote.analysis import RunAnalysis
 from fedvote.models.training import TrainingConfig
-from fedvote.privacy.data_dependent import LABEL, data_dependent_epsilon
+from fedvote.privacy.data_dependent import NOT_APPLICABLE_SUMS
 from fedvote.results import LevelPrivacy, PrivacyReport, RunResult, write_result
 from fedvote.transport.local import LocalTransport
 
 
-def test_voting_run_records_data_dependent_epsilon_at_both_levels_with_its_accountant(voting_run):
+def test_a_run_that_releases_sums_records_why_it_has_no_data_dependent_epsilon(voting_run):
+    # PATE-FL's default release is the noisy vote sums: the data-dependent analysis (an
+    # argmax-only bound) does not apply, and result.json says so at both levels.
     result = json.loads((voting_run / "result.json").read_text())
-    analysis = RunAnalysis.load(voting_run / "analysis.npz")
-    privacy = result["privacy"]
+    assert result["release"] == "sums"
     for level in ("agent", "instance"):
-        entry = privacy[level]
-        assert entry["data_dependent_label"] == LABEL == "data-dependent (not itself private)"
-        assert entry["data_dependent_accountant"].startswith("rdp, data-dependent: GNMax")
-        assert "capped by the data-independent exact ε" in entry["data_dependent_accountant"]
-        assert 0 < entry["data_dependent_epsilon"] <= entry["epsilon"] * (1 + 1e-3)
-        # recomputed from the recorded clean votes with fedvote.privacy: the same number
-        again = data_dependent_epsilon(analysis.vote_histograms, result["sigma"], privacy["delta"],
-                                       sensitivity=entry["sensitivity"], accountant="exact")
-        assert entry["data_dependent_epsilon"] == pytest.approx(again.epsilon, rel=1e-12)
+        entry = result["privacy"][level]
+        assert "data_dependent_epsilon" not in entry and "data_dependent_accountant" not in entry
+        assert entry["data_dependent_label"] == NOT_APPLICABLE_SUMS
 
 
 def test_voting_run_writes_the_analysis_arrays(voting_run):
@@ -35,7 +30,7 @@ def test_voting_run_writes_the_analysis_arrays(voting_run):
     assert analysis.class_counts.shape == (n, 10)
     assert analysis.class_counts.sum(axis=1).tolist() == result["agent_records"]
     assert analysis.teacher_accuracies.shape == (n,)
-    assert analysis.teacher_accuracies.mean() == pytest.approx(result["teacher_accuracy"])
+    assert analysis.teacher_accuracies.mean() == pytest.approx(result["diagnostics"]["teacher_accuracy"])
     assert analysis.vote_histograms.shape == (q, 10)
     np.testing.assert_array_equal(analysis.vote_histograms.sum(axis=1), n)  # one one-hot vote per agent
     assert analysis.query_indices.shape == analysis.pseudo_labels.shape == analysis.true_labels.shape == (q,)
@@ -74,7 +69,7 @@ def test_analysis_round_trips_without_pickles_and_stays_out_of_result_json(tmp_p
     level = LevelPrivacy(epsilon=1.0, sensitivity=1.0, adjacency="zero-out")
     result = RunResult(
         method="pate-fl", dataset="digits", agents=2, seed=0, accuracy=0.5, label_accuracy=None,
-        teacher_accuracy=None, queries=0, sigma=1.0,
+        queries=0, sigma=1.0,
         privacy=PrivacyReport(private=True, delta=1e-3, accountant="pld", agent=level, instance=level,
                               noise_source="os-entropy"),
         communication={}, timings={}, config={}, analysis=analysis,

@@ -111,7 +111,7 @@ def assert_self_contained(page: ShownValues, report: Path):
 
 
 RUN_HEADLINE = {
-    "accuracy", "label_accuracy", "teacher_accuracy", "sigma", "queries", "privacy.delta", "privacy.accountant",
+    "accuracy", "label_accuracy", "diagnostics.teacher_accuracy", "sigma", "queries", "privacy.delta", "privacy.accountant",
     "privacy.agent.epsilon", "privacy.instance.epsilon",
     "privacy.agent.data_dependent_epsilon", "privacy.instance.data_dependent_epsilon",
     "privacy.agent.data_dependent_accountant", "privacy.instance.data_dependent_accountant",
@@ -215,3 +215,14 @@ def test_values_are_rounded_not_invented():
     assert format_value(None) == "—"
     assert format_value(True) == "yes"
     assert not math.isnan(float(format_value(1e-5)))
+
+
+def test_private_diagnostics_are_drawn_apart_and_labelled(voting_run):
+    text = write_report(voting_run).read_text(encoding="utf-8")
+    released, _, diagnostics = text.partition("<h2>Simulation diagnostics</h2>")
+    assert "not private; a deployment never releases it" in diagnostics
+    for plot in ("plot-teachers", "plot-partition", "plot-margins"):  # noiseless views of private data
+        assert plot in diagnostics and plot not in released
+    assert "plot-epsilon_curve" in released
+    assert "mean teacher accuracy" not in released
+    assert 'id="diagnostics"' in diagnostics  # the scalar diagnostics of result.json, apart too

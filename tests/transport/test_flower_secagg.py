@@ -87,7 +87,7 @@ def test_clipping_probability_is_the_union_bound_and_no_noisy_vote_is_clipped():
     expected = 2 * 5 * 1000 * norm.sf(DEFAULT_CLIP_SIGMAS)
     assert settings.clip_probability(1000) == pytest.approx(expected, rel=1e-9)
     assert settings.clip_probability(10**9) < 1e-75
-    assert settings.delta_slack(1000, 3.0) == pytest.approx(expected * (1 + math.e**3), rel=1e-9)
+    assert settings.clip_slack(1000, 3.0) == pytest.approx(expected * (1 + math.e**3), rel=1e-9)
     # A Monte Carlo check at k = 2, where clipping is frequent enough to count:
     loose = secagg_settings(2.0, 5, 5, clip_sigmas=2.0)
     rng = np.random.default_rng(2)

@@ -67,6 +67,12 @@ class Dataset:
         int64 array of shape ``(n,)`` with values in ``range(len(class_names))``.
     class_names : tuple[str, ...]
         One name per class.
+    description : str
+        Where the records came from, for people.
+    split : str
+        Which part of the named dataset these records are: ``"train"`` (the official
+        training part, or everything for a dataset without an official split), ``"test"``
+        or ``"all"``. With ``name`` it is the dataset's identity (:meth:`overlaps`).
 
     """
 
@@ -75,6 +81,7 @@ class Dataset:
     labels: np.ndarray
     class_names: tuple[str, ...]
     description: str = field(default="")
+    split: str = field(default="train")
 
     def __post_init__(self) -> None:
         if self.features.shape[0] != self.labels.shape[0]:
@@ -103,6 +110,17 @@ class Dataset:
     def __len__(self) -> int:
         return int(self.labels.shape[0])
 
+    def overlaps(self, other: Dataset) -> bool:
+        """Whether ``other`` may hold the same records: same dataset (by name) and split.
+
+        Compares identities (:func:`dataset_key` of the names, the splits), never objects:
+        two loads of one file are two objects holding the same records. ``"all"`` holds
+        both official parts, so it overlaps either.
+        """
+        if dataset_key(self.name) != dataset_key(other.name):
+            return False
+        return self.split == other.split or "all" in (self.split, other.split)
+
     def subset(self, indices: np.ndarray) -> Dataset:
         """The examples at ``indices`` as a new dataset of the same name and classes."""
         return Dataset(
@@ -111,6 +129,7 @@ class Dataset:
             labels=self.labels[indices],
             class_names=self.class_names,
             description=self.description,
+            split=self.split,
         )
 
     def resized(self, size: tuple[int, int], mode: str = "auto") -> Dataset:
@@ -128,6 +147,7 @@ class Dataset:
             labels=self.labels,
             class_names=self.class_names,
             description=f"{self.description} (resized to {size[0]}x{size[1]})",
+            split=self.split,
         )
 
 
@@ -316,6 +336,7 @@ def _load_mnist(root: Path | None, split: str) -> Dataset:
         class_names=_DIGIT_CLASSES,
         description=f"MNIST {split} ({images.shape[0]} images of {images.shape[1]}x{images.shape[2]}) "
         f"from {image_path.parent}",
+        split=split,
     )
 
 
@@ -367,6 +388,7 @@ def _load_usps(root: Path | None, split: str) -> Dataset:
         labels=raw_labels.astype(np.int64),
         class_names=_DIGIT_CLASSES,
         description=f"USPS {split} ({table.shape[0]} images of 16x16, ESL zip code data) from {path.parent}",
+        split=split,
     )
 
 
@@ -502,6 +524,7 @@ def _load_npz(spec: str, root: Path | None, image_shape: Sequence[int] | None) -
             labels=label_parts[i],
             class_names=class_names,
             description=f"{path} ({xk}, {yk})",
+            split=SPLITS[i],
         )
         for i, (f, (xk, yk)) in enumerate(zip(features, parts, strict=True))
     ]
@@ -613,6 +636,26 @@ def is_dataset_name(name: str) -> bool:
     return name in _SOURCES or any(name.startswith(p) and len(name) > len(p) for p in PATH_PREFIXES)
 
 
+def dataset_key(name: str, data_dir: str | Path | None = None) -> str:
+    """The identity of the dataset ``name`` names, however it is spelled.
+
+    Registered names ignore case and surrounding space (``" MNIST"`` is ``"mnist"``);
+    ``npz:``/``csv:`` specs become their prefix plus the file's resolved path, found as
+    the loader finds it (working directory, then ``data_dir``), so ``npz:a.npz`` and
+    ``npz:./a.npz`` are one dataset. Two names with one key load the same records: the
+    check that keeps the agents' records out of the public pool compares keys.
+    """
+    text = name.strip()
+    prefix = next((p for p in PATH_PREFIXES if text.lower().startswith(p)), None)
+    if prefix is None:
+        return text.casefold()
+    raw = Path(text[len(prefix) :].strip()).expanduser()
+    root = resolve_data_dir(data_dir)
+    candidates = [raw] if raw.is_absolute() or root is None else [raw, root / raw]
+    found = next((c for c in candidates if c.is_file()), raw)
+    return prefix + str(found.resolve())
+
+
 def has_official_test_split(name: str) -> bool:
     """Whether the registered dataset ``name`` ships an official test split (mnist, usps)."""
     return name in _SOURCES and "test" in _SOURCES[name].splits
@@ -720,6 +763,7 @@ def concatenate(first: Dataset, second: Dataset) -> Dataset:
         labels=np.concatenate([first.labels, second.labels]),
         class_names=first.class_names,
         description=f"{first.description} + {second.description}",
+        split=first.split if first.split == second.split else "all",
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedvote.data.datasets import Dataset, load_splits
+from fedvote.data.datasets import Dataset, dataset_key, load_splits
 from fedvote.data.partition import PartitionSpec, partition_indices
 from fedvote.errors import ConfigError
 
@@ -88,6 +88,29 @@ class Federation:
     def class_counts(self) -> np.ndarray:
         """Records per agent and class, (N, C)."""
         return np.stack([np.bincount(a.labels, minlength=self.num_classes) for a in self.agents])
+
+
+def check_distinct_datasets(
+    sources: Sequence[str], target: str | None, data_dir: str | Path | None = None
+) -> None:
+    """Refuse a target that is one of the sources, and a source named twice, by name.
+
+    The agents split the sources' training parts and the public pool is the target's
+    training part, so a target that is also a source would hand the agents' private
+    records to the server as "public" ones. Names are compared as datasets
+    (:func:`~fedvote.data.datasets.dataset_key`: case, spaces and path spellings
+    aside), never as loaded objects, and before anything is loaded.
+    """
+    keys = [dataset_key(name, data_dir) for name in sources]
+    if target is not None and dataset_key(target, data_dir) in keys:
+        raise ConfigError(
+            "target",
+            f"{target.strip()!r} is also a source dataset ({', '.join(sources)}): the public pool "
+            "would hold the agents' own records; name another target, or none to split one dataset",
+        )
+    for index, key in enumerate(keys):
+        if key in keys[:index]:
+            raise ConfigError("dataset", f"{sources[index]!r} is named twice; name each source once")
 
 
 def build_federation(
@@ -220,6 +243,32 @@ def _agents_per_source(
     return [int(c) for c in counts_arr]
 
 
+def _refuse_shared_records(sources: Sequence[Dataset], target: Dataset, target_test: Dataset | None) -> None:
+    """Refuse sources that may hold the target's records, or each other's.
+
+    The public pool and the test set are public: a source that is the target (same name
+    and split, :meth:`Dataset.overlaps` — not the same object, two loads of one file are
+    two objects) would put the agents' private records in them, and the server would
+    query and train on those records while the run reports a finite ε. A source named
+    twice would give one record to two agents, which agent-level accounting does not
+    cover.
+    """
+    for index, source in enumerate(sources):
+        for public in (target, target_test):
+            if public is not None and source.overlaps(public):
+                raise ConfigError(
+                    "target",
+                    f"{public.name} ({public.split}) is also a source dataset: the public pool and the "
+                    "test set would hold the agents' own records; split one dataset with "
+                    "build_federation instead",
+                )
+        for other in sources[index + 1 :]:
+            if source.overlaps(other):
+                raise ConfigError(
+                    "dataset", f"{source.name} ({source.split}) is named twice as a source; name each once"
+                )
+
+
 def build_domain_federation(
     sources: Sequence[Dataset],
     target: Dataset,
@@ -287,10 +336,7 @@ def build_domain_federation(
     sources = list(sources)
     if not sources:
         raise ConfigError("dataset", "at least one source dataset is needed for the agents")
-    if any(s is target or s is target_test for s in sources):
-        raise ConfigError(
-            "target", "a source dataset is also the target; split one dataset with build_federation instead"
-        )
+    _refuse_shared_records(sources, target, target_test)
     if mixing not in MIXING_MODES:
         raise ConfigError("mixing", f"unknown mixing {mixing!r}; choose from {', '.join(MIXING_MODES)}")
     if mixing == "mixed" and agents_per_source is not None:

@@ -32,6 +32,7 @@ from fedvote.report.loaders import (
     read_json,
     tradeoff_points,
 )
+from fedvote.results import DIAGNOSTIC_NOTE
 
 REPORT_FILE = "report.html"
 PLOTS_DIR = "plots"
@@ -46,6 +47,9 @@ class Panel:
     caption: str
     figure: Figure | None = None
     omitted: str | None = None
+    # A noiseless function of private data (teacher accuracies, clean votes, the partition):
+    # drawn in the "Simulation diagnostics" section, under DIAGNOSTIC_NOTE.
+    diagnostic: bool = False
 
 
 def write_report(directory: str | Path, *, plot_files: bool = True) -> Path:
@@ -160,8 +164,6 @@ def _run_page(run: RunData) -> tuple[str, str, list[Panel], str]:
     ]
     if result.get("label_accuracy") is not None:
         cards.append(_card("pseudo-label accuracy", _value("label_accuracy", result["label_accuracy"])))
-    if result.get("teacher_accuracy") is not None:
-        cards.append(_card("mean teacher accuracy", _value("teacher_accuracy", result["teacher_accuracy"])))
     for level in ("agent", "instance"):
         note = (
             f"accountant {_value('privacy.accountant', privacy['accountant'])}, "
@@ -210,11 +212,28 @@ def _run_page(run: RunData) -> tuple[str, str, list[Panel], str]:
     body = f'<p class="sub">{subtitle}</p>'
     body += f'<section><h2>Headline</h2><div class="cards">{"".join(cards)}</div></section>'
     body += _privacy_section(privacy)
-    tail = (
+    tail = _diagnostics_section(result) + (
         f'<section><h2>Configuration</h2><p class="note">Settings left at their defaults (null) '
         f"are not listed.</p>{_config_table(result, 'config')}</section>"
     )
     return title, body, _run_panels(run), tail
+
+
+def _diagnostics_section(result: dict[str, Any]) -> str:
+    """result.json's ``diagnostics`` (noiseless functions of private data), apart and labelled."""
+    values = {key: value for key, value in (result.get("diagnostics") or {}).items() if key != "note"}
+    if not values:
+        return ""
+    rows = [
+        (html.escape(key[len("diagnostics") + 1 :]), _value(key, value))
+        for key, value in _flatten({"diagnostics": values}, "")
+        if not isinstance(value, list) or len(value) <= 20
+    ]
+    return (
+        '<section id="diagnostics"><h2>Simulation diagnostics (values)</h2>'
+        f'<p class="warn">{html.escape(DIAGNOSTIC_NOTE.capitalize())}.</p>'
+        f"{_table(('diagnostic', 'value'), rows, 'kv')}</section>"
+    )
 
 
 def _privacy_section(privacy: dict[str, Any]) -> str:
@@ -332,6 +351,7 @@ def _run_panels(run: RunData) -> list[Panel]:
                 "Vote margins",
                 margins_caption,
                 omitted="a gradient method releases no votes, so there are no vote margins",
+                diagnostic=True,
             )
         )
     else:
@@ -345,9 +365,11 @@ def _run_panels(run: RunData) -> list[Panel]:
                     "deployment no one sees them, and this run recorded none"
                 )
             )
-            panels.append(Panel("margins", "Vote margins", margins_caption, omitted=reason))
+            panels.append(Panel("margins", "Vote margins", margins_caption, omitted=reason, diagnostic=True))
         else:
-            panels.append(Panel("margins", "Vote margins", margins_caption, plots.margins_figure(data)))
+            panels.append(
+                Panel("margins", "Vote margins", margins_caption, plots.margins_figure(data), diagnostic=True)
+            )
 
     # (d) teacher accuracies
     teacher_caption = (
@@ -361,6 +383,7 @@ def _run_panels(run: RunData) -> list[Panel]:
                 "Teacher accuracy",
                 teacher_caption,
                 omitted="gradient methods train no per-agent teachers",
+                diagnostic=True,
             )
         )
     elif analysis is None or analysis.teacher_accuracies is None:
@@ -370,12 +393,13 @@ def _run_panels(run: RunData) -> list[Panel]:
                 "Teacher accuracy",
                 teacher_caption,
                 omitted=missing if analysis is None else "this run recorded no teacher accuracies",
+                diagnostic=True,
             )
         )
     else:
         label = "kNN classifier accuracy across agents" if result["method"] == "private-knn-fl" else None
         figure = plots.teacher_accuracy_figure(analysis.teacher_accuracies, *(label,) if label else ())
-        panels.append(Panel("teachers", "Teacher accuracy", teacher_caption, figure))
+        panels.append(Panel("teachers", "Teacher accuracy", teacher_caption, figure, diagnostic=True))
 
     # (e) the partition
     partition_caption = (
@@ -383,10 +407,16 @@ def _run_panels(run: RunData) -> list[Panel]:
         "simulation built it (in a deployment the server never sees it)."
     )
     if analysis is None:
-        panels.append(Panel("partition", "Partition", partition_caption, omitted=missing))
+        panels.append(Panel("partition", "Partition", partition_caption, omitted=missing, diagnostic=True))
     else:
         panels.append(
-            Panel("partition", "Partition", partition_caption, plots.partition_figure(analysis.class_counts))
+            Panel(
+                "partition",
+                "Partition",
+                partition_caption,
+                plots.partition_figure(analysis.class_counts),
+                diagnostic=True,
+            )
         )
     return panels
 
@@ -514,7 +544,21 @@ cite{font-style:normal}
 
 
 def _panels_html(panels: list[Panel]) -> str:
-    parts = ["<section><h2>Plots</h2>"]
+    released = [panel for panel in panels if not panel.diagnostic]
+    diagnostic = [panel for panel in panels if panel.diagnostic]
+    page = _panel_section("Plots", "", released)
+    if diagnostic:
+        page += _panel_section(
+            "Simulation diagnostics",
+            f'<p class="warn" id="diagnostics-note">{html.escape(DIAGNOSTIC_NOTE.capitalize())}. These plots '
+            "read the agents' data without noise; they exist only in a simulation.</p>",
+            diagnostic,
+        )
+    return page
+
+
+def _panel_section(heading: str, preface: str, panels: list[Panel]) -> str:
+    parts = [f"<section><h2>{html.escape(heading)}</h2>{preface}"]
     for panel in panels:
         parts.append(f'<div class="panel" id="plot-{panel.name}"><h3>{html.escape(panel.title)}</h3>')
         if panel.figure is not None:

@@ -16,17 +16,22 @@ federation's file is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from fedvote.aggregation.voting import noise_share_std
 from fedvote.config import RunConfig
 from fedvote.data.federation import LabeledData, ServerData
 from fedvote.errors import ConfigError
-from fedvote.runner import federation_fingerprint, make_federation
+from fedvote.methods.pate_fl import PateFL
+from fedvote.methods.private_knn_fl import PrivateKnnFL
+from fedvote.runner import federation_fingerprint, make_federation, method_for
 from fedvote.transport.base import agent_training_seeds
+from fedvote.transport.flower_secagg import check_secagg_plan, secagg_settings
 
 AGENT_FILE = "agent-{agent_id}.npz"
 SERVER_FILE = "server.npz"
@@ -138,6 +143,44 @@ def load_server_file(path: str | Path) -> ServerFile:
             public_labels=None if labels is None else np.asarray(labels, dtype=np.int64),
             fingerprint=str(archive["fingerprint"]),
         )
+
+
+def planned_method(
+    config: RunConfig, files: ServerFile, *, clip_sigmas: float, query_batch_size: int = 0
+) -> PateFL | PrivateKnnFL:
+    """The voting method a Flower run of ``config`` executes, its SecAgg+ plan checked.
+
+    Built from the server's file alone, as the ServerApp builds it (σ given or
+    calibrated; ``query_batch_size`` > 0 sets the queries per SecAgg+ round). Refuses a
+    file of another federation, a method Flower does not run, and a clipping range
+    whose δ slack could exceed 1 % of δ (:func:`~.flower_secagg.check_secagg_plan`) —
+    before anything is trained, released or charged.
+    """
+    if files.fingerprint != federation_fingerprint(config):
+        raise ConfigError("server_data", "the server file is another federation's (see its config)")
+    method = method_for(
+        config,
+        pool_size=files.server.public_features.shape[0],
+        num_agents=config.federation.agents,
+        agent_records=files.agent_records,
+    )
+    if not isinstance(method, PateFL | PrivateKnnFL):
+        raise ConfigError("method", f"Flower runs pate-fl or private-knn-fl, not {config.method}")
+    if query_batch_size > 0:  # queries per SecAgg+ round: a deployment setting
+        method = dataclasses.replace(method, query_batch_size=query_batch_size)
+    t = method.min_responders
+    settings = secagg_settings(
+        noise_share_std(method.sigma, t), config.federation.agents, t, clip_sigmas=clip_sigmas
+    )
+    check_secagg_plan(
+        method.planned_events(),
+        queries=method.queries,
+        settings=settings,
+        num_classes=files.server.num_classes,
+        delta=config.privacy.delta,
+        accountant=config.privacy.accountant,
+    )
+    return method
 
 
 class _open:

@@ -17,22 +17,40 @@ aggregation on Flower"). Pure functions: no Flower import.
   Gaussian noise of std s ≫ Δ those are uniform up to a factor (1 ± η) whatever the
   data (the lattice smoothing argument), so each released coordinate costs at most
   ln((1 + η)/(1 − η)) of ε on top of the Gaussian mechanism's.
+
+Together: when the Gaussian mechanism is (ε, δ)-DP, the deployed one is
+(ε + ε_q, e^(ε_q)·δ + (1 + e^(ε + ε_q))·p)-DP, ε_q the rounding's ε (:meth:`deployed`).
+That is the headline of a Flower run (:func:`secagg_privacy`); clip settings whose
+clipping term exceeds 1 % of δ are refused before the run (:meth:`check_clip_slack`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from scipy.stats import norm
 
 from fedvote.errors import ConfigError
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.events import LEVELS, LevelEvents
+from fedvote.results import LevelPrivacy, PrivacyReport
 
 MODULUS_RANGE = 2**32  # Flower's default modulus M; SecAgg+ masks live in Z_M
 # The vote of one agent on one query has every coordinate in [0, VOTE_BOUND]: a one-hot
 # vote (PATE-FL) or the mean of k one-hot labels (Private-kNN-FL).
 VOTE_BOUND = 1.0
 DEFAULT_CLIP_SIGMAS = 20.0
+# The most that clipping may add to δ, as a share of δ: settings that could add more are
+# refused before anything is trained, released or charged.
+MAX_CLIP_SLACK_SHARE = 0.01
+GAUSSIAN_LABEL = (
+    "the Gaussian mechanism on exact vote sums, before SecAgg+ clips and quantises them: not the "
+    "deployment's guarantee, which is privacy.<level>.epsilon (ε + epsilon_slack) at privacy.delta "
+    "(δ + delta_slack)"
+)
 
 
 @dataclass(frozen=True)
@@ -86,14 +104,70 @@ class SecAggSettings:
         log_p = math.log(2.0 * self.num_agents * coordinates) + float(norm.logsf(self.clip_sigmas))
         return math.exp(min(log_p, 0.0))
 
-    def delta_slack(self, coordinates: int, epsilon: float) -> float:
-        """δ added by clipping: (1 + e^ε)·p (p from :meth:`clip_probability`)."""
+    def clip_slack(self, coordinates: int, epsilon: float) -> float:
+        """δ added by clipping: (1 + e^(ε + ε_q))·p, ε the Gaussian mechanism's ε.
+
+        ε_q (:meth:`epsilon_slack`) is the rounding's ε: clipping is applied to the
+        quantised mechanism, which is (ε + ε_q)-DP in its ε part. 0 when nothing can be
+        clipped (p = 0: no noise).
+        """
         p = self.clip_probability(coordinates)
         if p == 0.0:
             return 0.0
-        if not epsilon < 700.0:  # e^ε overflows (or ε is infinite): no useful bound
+        total = epsilon + self.epsilon_slack(coordinates)
+        if not total < 700.0:  # e^ε overflows (or ε is infinite): no useful bound
             return math.inf
-        return p * (1.0 + math.exp(epsilon))
+        return p * (1.0 + math.exp(total))
+
+    def delta_slack(self, coordinates: int, epsilon: float, delta: float) -> float:
+        """Everything SecAgg+ adds to a Gaussian (ε, δ)'s δ: (e^(ε_q) − 1)·δ + :meth:`clip_slack`.
+
+        Rounding multiplies the conditional law of the output given the noisy sum by at
+        most e^(ε_q), δ included; clipping then adds (1 + e^(ε + ε_q))·p.
+        """
+        clip = self.clip_slack(coordinates, epsilon)
+        rounding = self.epsilon_slack(coordinates)
+        if rounding == 0.0:
+            return clip
+        return math.expm1(rounding) * delta + clip
+
+    def deployed(self, coordinates: int, epsilon: float, delta: float) -> tuple[float, float]:
+        """(ε, δ) of the deployed mechanism when the Gaussian one is (ε, δ)-DP.
+
+        (ε + ε_q, δ + :meth:`delta_slack`), over ``coordinates`` released coordinates per agent.
+        """
+        epsilon_slack = self.epsilon_slack(coordinates)
+        return epsilon + epsilon_slack, delta + self.delta_slack(coordinates, epsilon, delta)
+
+    def min_clip_sigmas(self, coordinates: int, epsilon: float, delta: float) -> float:
+        """The smallest k whose clipping slack stays within :data:`MAX_CLIP_SLACK_SHARE` of δ."""
+        factor = 2.0 * self.num_agents * max(coordinates, 1)
+        total = epsilon + self.epsilon_slack(coordinates)
+        if not total < 700.0:
+            return math.inf
+        return float(norm.isf(MAX_CLIP_SLACK_SHARE * delta / (factor * (1.0 + math.exp(total)))))
+
+    def check_clip_slack(self, coordinates: int, epsilon: float, delta: float) -> None:
+        """Refuse a clipping range whose δ slack, at ``epsilon``, exceeds 1 % of ``delta``.
+
+        Called before a run with its planned coordinates (queries × classes) and its
+        planned ε: the slack only grows with both, so what the run releases stays within.
+        """
+        slack = self.clip_slack(coordinates, epsilon)
+        if slack <= MAX_CLIP_SLACK_SHARE * delta:
+            return
+        needed = self.min_clip_sigmas(coordinates, epsilon, delta)
+        advice = (
+            f"use at least {math.ceil(needed * 100.0) / 100.0:g}"
+            if math.isfinite(needed)
+            else "no clipping range bounds it at this ε"
+        )
+        raise ConfigError(
+            "clip_sigmas",
+            f"{self.clip_sigmas:g} lets SecAgg+ clipping add {slack:.3g} to δ = {delta:g} "
+            f"(ε = {epsilon:.4g}, {self.num_agents} agents x {coordinates} coordinates), more than "
+            f"{MAX_CLIP_SLACK_SHARE:.0%} of δ; {advice}",
+        )
 
     def rounding_eta(self) -> float:
         """η: how far from uniform the agents' positions modulo Δ can be, given the sum.
@@ -130,6 +204,76 @@ class SecAggSettings:
             "clip_sigmas": self.clip_sigmas,
             "quantization_step": self.step,
         }
+
+
+def check_secagg_plan(
+    planned: LevelEvents,
+    *,
+    queries: int,
+    settings: SecAggSettings,
+    num_classes: int,
+    delta: float,
+    accountant: str,
+) -> None:
+    """Refuse, before a Flower run trains, releases or charges anything, too tight a clip.
+
+    ``planned`` are the run's planned releases (every query released) and ``queries``
+    their number. The clipping slack grows with the coordinates each agent releases and
+    with ε, so the check takes the most the run can reach: queries × classes coordinates
+    at the larger level's planned ε (the ε the ledger would report, at ``delta`` by
+    ``accountant``). A non-private plan (no finite ε) claims nothing and is not checked.
+    """
+    epsilons = [epsilon_for(planned.at(level), delta, accountant) for level in LEVELS]
+    finite = [e for e in epsilons if math.isfinite(e)]
+    if finite:
+        settings.check_clip_slack(queries * num_classes, max(finite), delta)
+
+
+def secagg_privacy(
+    report: PrivacyReport, settings: SecAggSettings, coordinates: int
+) -> tuple[PrivacyReport, dict[str, Any]]:
+    """The privacy a Flower run states: the Gaussian mechanism's, plus SecAgg+'s slack.
+
+    ``report`` is the Gaussian mechanism's (ε at both levels, at δ), computed from the
+    ledger as for an in-process run; ``coordinates`` is what each agent released
+    (released queries × classes). Returns the headline report — every finite ε raised
+    by ε_q, and δ raised by the slack at the larger ε, so that both levels hold at the one
+    reported δ — and the ``flower.secagg`` entry: the settings, p, both slacks and the
+    Gaussian-only figures, labelled. A run with no finite ε claims nothing to add to.
+    """
+    gaussian = {"agent": report.agent.epsilon, "instance": report.instance.epsilon}
+    finite = [e for e in gaussian.values() if e is not None and math.isfinite(e)]
+    epsilon_slack = settings.epsilon_slack(coordinates)
+    delta_slack = settings.delta_slack(coordinates, max(finite), report.delta) if finite else 0.0
+    entry: dict[str, Any] = {
+        **settings.as_dict(),
+        "coordinates": coordinates,
+        "clip_probability": settings.clip_probability(coordinates),
+        "epsilon_slack": epsilon_slack if finite else None,
+        "delta_slack": delta_slack,
+        "sum_error_bound": settings.sum_error_bound(settings.num_agents),
+        "gaussian_mechanism": {
+            "agent_epsilon": gaussian["agent"],
+            "instance_epsilon": gaussian["instance"],
+            "delta": report.delta,
+            "label": GAUSSIAN_LABEL,
+        },
+    }
+    if not finite:
+        return report, entry
+
+    def raised(level: LevelPrivacy) -> LevelPrivacy:
+        if level.epsilon is None:
+            return level
+        return dataclasses.replace(level, epsilon=level.epsilon + epsilon_slack)
+
+    headline = dataclasses.replace(
+        report,
+        delta=report.delta + delta_slack,
+        agent=raised(report.agent),
+        instance=raised(report.instance),
+    )
+    return headline, entry
 
 
 def quantization_range_for(num_agents: int) -> int:
