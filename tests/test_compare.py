@@ -65,3 +65,78 @@ def test_compare_command_runs_on_a_recorded_config(tmp_path):
     assert rows[1]["rounds"] == 8  # the recorded GradientOptions, not the defaults
     clash = runner.invoke(compare_command, ["--config", str(config_file), "--agents", "3"])
     assert clash.exit_code != 0
+
+
+REPLACE_ONE_SMALL = RunConfig(
+    federation=FederationConfig(agents=10),
+    privacy=PrivacyConfig(noise_seed=0),
+    gradient=GradientOptions(rounds=4, sampling_rate=1.0, batch_sampling_rate=0.25, model="logistic"),
+)
+
+
+def test_compare_reports_every_instance_epsilon_under_replace_one():
+    """One adjacency per column: DP-FedSGD's instance ε is its replace-one figure (dp-accounting's
+    REPLACE_ONE PLD, computed here independently at the σ it ran with), calibrated to the target;
+    every row says replace-one and the table header names the adjacency."""
+    import math
+
+    from dp_accounting import dp_event, pld
+    from dp_accounting.privacy_accountant import NeighboringRelation
+
+    from fedvote.privacy.accountant import gaussian_epsilon
+
+    rows = compare(REPLACE_ONE_SMALL, ["dp-fedsgd", "dp-fedavg"], epsilon=4.0, delta=1e-3)
+    by_name = {row.method: row for row in rows}
+    fedsgd = by_name["dp-fedsgd"]
+    replace_one = pld.PLDAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE).compose(
+        dp_event.PoissonSampledDpEvent(0.25, dp_event.GaussianDpEvent(fedsgd.sigma)), 4
+    ).get_epsilon(1e-3)
+    assert fedsgd.epsilon_instance == pytest.approx(replace_one, rel=1e-3)
+    assert 3.95 <= fedsgd.epsilon_instance <= 4.0 + 1e-6  # calibrated to the replace-one ε
+    fedavg = by_name["dp-fedavg"]  # q = 1: a replaced record moves the sum by 2S, noise σS
+    assert fedavg.epsilon_instance == pytest.approx(gaussian_epsilon(2 * math.sqrt(4) / fedavg.sigma, 1e-3), rel=1e-3)
+    assert all(row.instance_adjacency.startswith("replace-one") for row in rows)
+    header = format_table(rows).splitlines()[0]
+    assert "ε instance (replace-one)" in header and "ε agent (zero-out)" in header
+
+
+def _record_noise_seeds(monkeypatch):
+    """Record, per run, the noise seed of the agents' transport and the first draws of the
+    server's privacy generator (agent sampling, server noise)."""
+    import numpy as np
+
+    import fedvote.methods.gradient as gradient
+    import fedvote.runner as runner
+
+    seen: list[tuple[str, object]] = []
+    real_generator = gradient.privacy_generator
+
+    def recording_generator(noise_seed, tag):
+        seen.append(("sampling", tuple(real_generator(noise_seed, tag).random(4))))
+        return real_generator(noise_seed, tag)
+
+    class RecordingTransport(runner.LocalTransport):
+        def __init__(self, federation, **kwargs):
+            seen.append(("agents", kwargs.get("noise_seed")))
+            super().__init__(federation, **kwargs)
+
+    monkeypatch.setattr(gradient, "privacy_generator", recording_generator)
+    monkeypatch.setattr(runner, "LocalTransport", RecordingTransport)
+    return seen, np
+
+
+def test_methods_in_one_compare_draw_different_noise(monkeypatch):
+    """Under one --noise-seed every method of a compare draws its own noise (agents' shares and
+    sampling), while the same compare run twice draws exactly the same."""
+    seen, _ = _record_noise_seeds(monkeypatch)
+    first = compare(SMALL, ["fedavg", "dp-fedavg"], epsilon=4.0, delta=1e-3)
+    first_seen = list(seen)
+    assert len(first_seen) == 4  # per method: its transport, then its privacy generator
+    (_, fedavg_agents), (_, fedavg_draws), (_, fedavg_dp_agents), (_, dp_draws) = first_seen
+    assert fedavg_agents is not None and fedavg_agents != fedavg_dp_agents
+    assert fedavg_draws != dp_draws
+    assert [row.noise_seed for row in first] == [fedavg_agents, fedavg_dp_agents]
+    seen.clear()
+    again = compare(SMALL, ["fedavg", "dp-fedavg"], epsilon=4.0, delta=1e-3)
+    assert seen == first_seen
+    assert [row.accuracy for row in again] == [row.accuracy for row in first]

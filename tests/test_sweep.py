@@ -148,3 +148,53 @@ def test_sweep_command_refuses_bad_input_in_one_line(tmp_path, capsys, args, fla
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"fedvote: error: {flag}") and "\n" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_grid_points_of_a_sweep_draw_different_noise(monkeypatch):
+    """Under one --noise-seed every run of a sweep — each grid point, each method — draws its own
+    noise stream, while the same sweep run twice draws exactly the same noise."""
+    import dataclasses
+
+    import fedvote.sweep as sweep_module
+    from fedvote.methods.gradient import GradientOptions
+
+    runs, sums = [], []
+    real_run, real_vote_sum = sweep_module.run, ReusedVotesTransport.vote_sum
+
+    def recording_run(config, **kwargs):
+        runs.append((config.method, config.privacy.noise_seed))
+        return real_run(config, **kwargs)
+
+    def recording_vote_sum(self, query_indices, noise_std, min_responders):
+        released = real_vote_sum(self, query_indices, noise_std, min_responders)
+        sums.append(released.sums.copy())
+        return released
+
+    monkeypatch.setattr(sweep_module, "run", recording_run)
+    monkeypatch.setattr(ReusedVotesTransport, "vote_sum", recording_vote_sum)
+    gradient = dataclasses.replace(
+        SMALL, method="dp-fedavg", gradient=GradientOptions(rounds=2, sampling_rate=1.0, model="logistic")
+    )
+    first = run_sweep([SMALL, gradient], {"sigma": [4.0, 4.0]})  # the same point twice
+    seeds = [seed for _, seed in runs]
+    assert None not in seeds and len(set(seeds)) == 4  # two points × two methods, four streams
+    assert len(sums) == 2 and not np.array_equal(sums[0], sums[1])  # the two points' noise differs
+    first_runs, first_sums = list(runs), list(sums)
+    runs.clear()
+    sums.clear()
+    again = run_sweep([SMALL, gradient], {"sigma": [4.0, 4.0]})
+    assert runs == first_runs and all(np.array_equal(a, b) for a, b in zip(sums, first_sums, strict=True))
+    assert [row.accuracy for row in again.rows] == [row.accuracy for row in first.rows]
+
+
+def test_reseeding_the_reused_transport_restarts_its_noise_stream():
+    federation = make_federation(SMALL)
+    transport = ReusedVotesTransport(LocalTransport(federation, seed=0), noise_seed=1)
+    transport.train_teachers(SMALL.teacher)
+    queries = np.arange(5)
+    transport.reseed(7)
+    first = transport.vote_sum(queries, 1.0, 10).sums
+    transport.reseed(7)
+    np.testing.assert_array_equal(transport.vote_sum(queries, 1.0, 10).sums, first)
+    transport.reseed(8)
+    assert not np.array_equal(transport.vote_sum(queries, 1.0, 10).sums, first)

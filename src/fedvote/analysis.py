@@ -1,12 +1,17 @@
 """Per-run analysis data: what a report draws beyond result.json's scalars.
 
 A run's out directory holds ``result.json`` and, beside it, ``analysis.npz`` with the
-arrays below (all simulation diagnostics, none of them a release):
+arrays below. The released ones:
+
+* ``query_indices``, ``pseudo_labels`` (R,) — the released queries in release order and
+  their noisy-argmax labels; ``true_labels`` (R,) their public-pool labels (simulation).
+
+The **simulation diagnostics** — noiseless functions of the agents' private data, listed
+by name in the file's ``diagnostics`` entry beside ``diagnostics_note``
+(:data:`~fedvote.results.DIAGNOSTIC_NOTE`); a deployment never releases them:
 
 * ``class_counts`` (N, C) — records per agent and class (the partition);
 * ``teacher_accuracies`` (N,) — each agent's teacher (or kNN classifier) on the test set;
-* ``query_indices``, ``pseudo_labels``, ``true_labels`` (R,) — the released queries in
-  release order, their noisy-argmax labels and their true labels;
 * ``vote_histograms`` (R, C) — the *clean* vote sums Σᵢ fᵢ(x) of those queries. Only an
   in-process simulation can compute them (a transport with ``clean_vote_histograms``, as
   :class:`~fedvote.transport.local.LocalTransport`); in a deployment they exist nowhere
@@ -14,11 +19,18 @@ arrays below (all simulation diagnostics, none of them a release):
 
 Gradient methods release no votes: only ``class_counts`` is written for them.
 
-The data-dependent ε (Theorem 5 of the voting paper; GNMax, Papernot et al. 2018) is
-computed here from the clean histograms, at both levels, and added to the run's
-:class:`~fedvote.results.PrivacyReport` next to — never instead of — the
-data-independent ε. It reads the private votes, so it is itself **not** differentially
-private (:data:`fedvote.privacy.data_dependent.LABEL`).
+The data-dependent ε is added here to the run's :class:`~fedvote.results.PrivacyReport`
+next to — never instead of — the data-independent ε, and only for the mechanism it is
+proven for: PATE-FL with ``--release labels`` (Confident-GNMax; Papernot et al. 2018,
+Algorithm 1: threshold-check RDP on every checked query, GNMax Theorem 6 on the answered
+ones), from the clean vote sums of *every checked query*, with the noise actually added
+(σ·√(r/t) for r responders), capped by the data-independent ε. It reads the private
+votes, so it is itself **not** differentially private. A run that releases the noisy
+vote sums (PATE-FL's default, Private-kNN-FL, weighted voting) gets no figure but the
+label :data:`~fedvote.privacy.data_dependent.NOT_APPLICABLE_SUMS`.
+
+Private-kNN-FL's instance level also gets the paper's figure (sensitivity √(2/k_min),
+Theorem 3 as stated) beside the tight √2/k_min one: ``privacy.instance.epsilon_paper_bound``.
 """
 
 from __future__ import annotations
@@ -26,26 +38,76 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from fedvote.data.federation import Federation
 from fedvote.methods.base import MethodOutcome
-from fedvote.privacy.data_dependent import LABEL, data_dependent_epsilon
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.data_dependent import CONFIDENT_LABEL, NOT_APPLICABLE_SUMS, confident_gnmax_epsilon
+from fedvote.privacy.events import gaussian_release_event
 from fedvote.privacy.ledger import PrivacyLedger
-from fedvote.results import PrivacyReport
+from fedvote.results import DIAGNOSTIC_NOTE, LevelPrivacy, PrivacyReport
 from fedvote.transport.base import Transport
 
 ANALYSIS_FILE = "analysis.npz"
-# The per-query bound behind the data-dependent ε (see fedvote.privacy.data_dependent).
-DATA_DEPENDENT_BOUND = "gnmax"
+NOT_COMPUTED_LABEL = "not computed: the clean vote sums exist only in an in-process simulation"
+
+
+@dataclass(frozen=True, eq=False)
+class ConfidentRecord:
+    """A Confident-GNMax run's releases with the clean votes behind them (simulation only).
+
+    ``histograms`` (K, C): clean vote sums of every checked query; ``answered`` (K,): the
+    released pass bits; ``responders`` (K,): agents that noised each query; the accounted
+    ``threshold_sigma`` (σ₁), ``sigma`` (σ₂) and ``min_responders`` (t), and ``threshold`` T.
+    """
+
+    threshold: float
+    threshold_sigma: float
+    sigma: float
+    min_responders: int
+    histograms: np.ndarray | None
+    answered: np.ndarray
+    responders: np.ndarray
+
+    def actual_std(self, accounted: float) -> np.ndarray:
+        """The std of the noise actually in each sum, (K,): r shares of σ²/t, i.e. σ·√(r/t)."""
+        return accounted * np.sqrt(self.responders / self.min_responders)
+
+
+@dataclass(frozen=True, eq=False)
+class VoteRelease:
+    """What left the aggregator of a voting run (not written to ``analysis.npz``).
+
+    ``mode`` "sums" (the noisy vote sums) or "labels" (Confident-GNMax, with ``confident``);
+    ``paper_instance_sensitivity`` is a looser instance sensitivity the method's paper
+    states (Private-kNN-FL: √(2/k_min)), reported beside the tight one.
+    """
+
+    mode: str
+    released_queries: int
+    confident: ConfidentRecord | None = None
+    paper_instance_sensitivity: float | None = None
+
+
+# RunAnalysis fields that are metadata of the run, not arrays of analysis.npz.
+_NOT_ARRAYS = frozenset({"release"})
+# The arrays that are noiseless functions of private data (DIAGNOSTIC_NOTE).
+DIAGNOSTIC_ARRAYS: tuple[str, ...] = ("class_counts", "teacher_accuracies", "vote_histograms")
 
 
 @dataclass(frozen=True, eq=False)
 class RunAnalysis:
-    """The arrays of ``analysis.npz``; optional ones are None when the run has none."""
+    """The arrays of ``analysis.npz``; optional ones are None when the run has none.
+
+    ``release`` (in-run only, never saved): how the votes left the aggregator, which the
+    data-dependent analysis needs; None for runs without votes and for loaded files.
+    """
 
     class_counts: np.ndarray
     teacher_accuracies: np.ndarray | None = None
@@ -53,13 +115,14 @@ class RunAnalysis:
     pseudo_labels: np.ndarray | None = None
     true_labels: np.ndarray | None = None
     vote_histograms: np.ndarray | None = None
+    release: VoteRelease | None = None
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The arrays that are present, by name."""
         return {
             f.name: np.asarray(getattr(self, f.name))
             for f in dataclasses.fields(self)
-            if getattr(self, f.name) is not None
+            if f.name not in _NOT_ARRAYS and getattr(self, f.name) is not None
         }
 
     def save(self, out_dir: str | Path) -> Path:
@@ -70,7 +133,12 @@ class RunAnalysis:
         fd, tmp = tempfile.mkstemp(dir=out, prefix=".analysis-", suffix=".npz")
         try:
             with os.fdopen(fd, "wb") as handle:
-                np.savez_compressed(handle, **self.arrays())  # type: ignore[arg-type]
+                arrays = self.arrays()
+                labels = {
+                    "diagnostics": np.array([name for name in DIAGNOSTIC_ARRAYS if name in arrays]),
+                    "diagnostics_note": np.array(DIAGNOSTIC_NOTE),
+                }
+                np.savez_compressed(handle, **arrays, **labels)  # type: ignore[arg-type]
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -80,12 +148,12 @@ class RunAnalysis:
     @classmethod
     def load(cls, path: str | Path) -> RunAnalysis:
         """Read an ``analysis.npz`` written by :meth:`save` (no pickles)."""
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)} - _NOT_ARRAYS
         with np.load(Path(path), allow_pickle=False) as data:
             arrays = {name: np.asarray(data[name]) for name in data.files if name in names}
         if "class_counts" not in arrays:
             raise ValueError(f"{path} holds no class_counts; not a fedvote analysis file")
-        return cls(**arrays)
+        return cls(**arrays)  # type: ignore[arg-type]  # array fields only (``release`` is never saved)
 
 
 def collect_analysis(
@@ -109,22 +177,57 @@ def collect_analysis(
         pseudo_labels=np.asarray(outcome.pseudo_labels, dtype=np.int64),
         true_labels=np.asarray(federation.public.labels[queries], dtype=np.int64),
         vote_histograms=histograms,
+        release=vote_release(outcome.details, queries.shape[0], clean if callable(clean) else None),
     )
+
+
+def vote_release(
+    details: Mapping[str, Any], released_queries: int, clean: Callable[[np.ndarray], np.ndarray] | None
+) -> VoteRelease:
+    """How a voting run's votes left the aggregator, from the method's ``details``.
+
+    A run that does not say is taken to release its sums (it claims no data-dependent ε).
+    For label release, ``clean`` (the transport's ``clean_vote_histograms``, or None)
+    gives the clean sums of every *checked* query, answered or not.
+    """
+    paper = details.get("paper_instance_sensitivity")
+    paper_s = None if paper is None else float(paper)
+    record = details.get("confident_gnmax")
+    if details.get("release") != "labels" or not isinstance(record, Mapping):
+        return VoteRelease("sums", released_queries, paper_instance_sensitivity=paper_s)
+    checked = np.asarray(record["checked_query_indices"], dtype=np.int64)  # (K,)
+    confident = ConfidentRecord(
+        threshold=float(record["threshold"]),
+        threshold_sigma=float(record["threshold_sigma"]),
+        sigma=float(record["sigma"]),
+        min_responders=int(details["min_responders"]),
+        histograms=None if clean is None else np.asarray(clean(checked), dtype=np.float64),  # (K, C)
+        answered=np.asarray(record["answered"], dtype=bool),
+        responders=np.asarray(record["responders"], dtype=np.float64),
+    )
+    return VoteRelease("labels", released_queries, confident=confident, paper_instance_sensitivity=paper_s)
 
 
 def with_data_dependent_epsilon(
     privacy: PrivacyReport, ledger: PrivacyLedger, analysis: RunAnalysis, sigma: float
 ) -> PrivacyReport:
-    """``privacy`` with the data-dependent ε of the released votes added at both levels.
+    """``privacy`` with what the run's release record adds at both levels.
 
-    Unchanged when there are no clean histograms (deployment, gradient methods) or no
-    noise. Uses the sensitivity charged at each level, the accounted σ (the noise
-    actually added is at least σ, so this is conservative) and the run's δ; the
-    data-dependent bound is capped by the data-independent ε of the same Gaussian
-    releases (:func:`gaussian_accountant` of the run's accountant).
+    * label release (Confident-GNMax): the data-dependent ε of that mechanism
+      (:func:`~fedvote.privacy.data_dependent.confident_gnmax_epsilon`) from the clean sums of
+      every checked query, the released pass bits, the noise actually added (σ·√(r/t)), the
+      sensitivity charged at the level and the run's δ; capped by the level's headline ε.
+    * sum release: no data-dependent ε, and ``data_dependent_label`` says why
+      (:data:`~fedvote.privacy.data_dependent.NOT_APPLICABLE_SUMS`).
+    * a paper's looser instance sensitivity (Private-kNN-FL): ``epsilon_paper_bound``.
+
+    Unchanged for runs without votes (gradient methods) and non-private runs. ``sigma`` is
+    the method's accounted σ (the argmax noise of label release).
     """
-    histograms = analysis.vote_histograms
-    if histograms is None or histograms.shape[0] == 0 or not sigma > 0 or not privacy.private:
+    release = analysis.release
+    if release is None and analysis.query_indices is not None and analysis.query_indices.size:
+        release = VoteRelease("sums", int(analysis.query_indices.size))  # votes that do not say: sums
+    if release is None or not privacy.private or not sigma > 0:
         return privacy
     levels = {}
     for level in ("agent", "instance"):
@@ -132,22 +235,42 @@ def with_data_dependent_epsilon(
         sensitivity = ledger.sensitivity(level)
         if entry.epsilon is None or sensitivity is None:
             levels[level] = entry
-            continue
-        result = data_dependent_epsilon(
-            histograms,
-            sigma,
-            privacy.delta,
-            sensitivity=sensitivity,
-            bound=DATA_DEPENDENT_BOUND,
-            accountant=gaussian_accountant(privacy.accountant),
-        )
-        levels[level] = dataclasses.replace(
-            entry,
-            data_dependent_epsilon=result.epsilon,
-            data_dependent_accountant=data_dependent_accountant_name(gaussian_accountant(privacy.accountant)),
-            data_dependent_label=LABEL,
-        )
+        elif release.mode == "labels" and release.confident is not None:
+            levels[level] = _with_confident_gnmax(entry, release.confident, sensitivity, privacy)
+        else:
+            levels[level] = dataclasses.replace(entry, data_dependent_label=NOT_APPLICABLE_SUMS)
+    instance = levels["instance"]
+    if release.paper_instance_sensitivity is not None and instance.epsilon is not None:
+        event = gaussian_release_event(sigma, release.paper_instance_sensitivity, release.released_queries)
+        paper = epsilon_for(event, privacy.delta, privacy.accountant)
+        levels["instance"] = dataclasses.replace(instance, epsilon_paper_bound=paper)
     return dataclasses.replace(privacy, agent=levels["agent"], instance=levels["instance"])
+
+
+def _with_confident_gnmax(
+    entry: LevelPrivacy, record: ConfidentRecord, sensitivity: float, privacy: PrivacyReport
+) -> LevelPrivacy:
+    """``entry`` with the data-dependent ε of a Confident-GNMax run at ``sensitivity``."""
+    if record.histograms is None:
+        return dataclasses.replace(entry, data_dependent_label=NOT_COMPUTED_LABEL)
+    accountant = gaussian_accountant(privacy.accountant)
+    result = confident_gnmax_epsilon(
+        record.histograms,
+        record.answered,
+        threshold=record.threshold,
+        threshold_sigma=record.actual_std(record.threshold_sigma),
+        sigma=record.actual_std(record.sigma),
+        delta=privacy.delta,
+        sensitivity=sensitivity,
+        accountant=accountant,
+    )
+    assert entry.epsilon is not None  # checked by the caller
+    return dataclasses.replace(
+        entry,
+        data_dependent_epsilon=min(result.epsilon, entry.epsilon),
+        data_dependent_accountant=data_dependent_accountant_name(accountant),
+        data_dependent_label=CONFIDENT_LABEL,
+    )
 
 
 def gaussian_accountant(accountant: str) -> str:
@@ -163,6 +286,7 @@ def gaussian_accountant(accountant: str) -> str:
 def data_dependent_accountant_name(accountant: str) -> str:
     """How the data-dependent ε was computed, as result.json and reports name it."""
     return (
-        "rdp, data-dependent: GNMax per-query bound (Papernot et al. 2018, Thm 6; the analysis of "
-        f"the voting paper's Thm 5), capped by the data-independent {accountant} ε"
+        "rdp, data-dependent: Confident-GNMax (Papernot et al. 2018, Alg. 1): threshold-check RDP "
+        "(Thm 6 on the pass bit) on every checked query + GNMax (Thm 6, Prop. 7) on the answered ones, "
+        f"noise actually added; capped by the data-independent {accountant} ε and the headline ε"
     )

@@ -101,7 +101,27 @@ def diagnostic_lines(diagnostics: dict[str, Any]) -> list[str]:
     if not scalars:
         return []
     lines = [f"  {DIAGNOSTIC_NOTE}:"]
-    lines += [f"    {name:<32}{value:.4g}" for name, value in scalars]
+    lines += [f"    {name:<34} {value:.4g}" for name, value in scalars]
+    return lines
+
+
+def record_lines(record: dict[str, Any] | None) -> list[str]:
+    """PriFedSync's figures beside the headline: ε of the rounds run (ex post), Theorem 2's CLT."""
+    if record is None:
+        return []
+    lines = []
+    ex_post = record.get("ex_post") or {}
+    if ex_post.get("epsilon") is not None and ex_post.get("rounds") != record.get("rounds"):
+        lines.append(
+            f"  {'ε after ' + str(ex_post['rounds']) + ' rounds':<22}{ex_post['epsilon']:.4f} "
+            f"({ex_post['note']}; the headline covers all {record['rounds']} configured rounds)"
+        )
+    clt = (record.get("clt") or {}).get("weak") or {}
+    if clt.get("mu") is not None:
+        lines.append(
+            f"  {'Theorem 2 (CLT)':<22}μ = {clt['mu']:.3f} (ε = {clt['epsilon']:.3f}): "
+            f"{record['clt']['note']}"
+        )
     return lines
 
 
@@ -130,14 +150,7 @@ def summary(result: RunResult) -> str:
             )
     else:
         lines.append("  NOT PRIVATE: no noise protects the releases; ε is unbounded (reported as null)")
-    record = privacy.record
-    if record is not None and record["weak"]["mu"] is not None:  # PriFedSync: federated f-DP
-        weak, strong = record["weak"], record["strong"]
-        lines.append(
-            f"  record level          weak μ = {weak['mu']:.3f} (ε = {weak['epsilon']:.3f}), "
-            f"strong μ = {strong['mu']:.3f} (ε = {strong['epsilon']:.3f}) "
-            f"at δ = {record['delta']:g} after R = {record['rounds']}"
-        )
+    lines.extend(record_lines(privacy.record))
     lines.extend(diagnostic_lines(result.diagnostics))
     comm = result.communication
     lines.append(

@@ -7,6 +7,15 @@ instance level for DP-FedSGD, whose agent-level ε is unbounded (the row says so
 nothing for FedAvg (non-private). Every method then runs on one federation (built once
 from the config and its seed) and reports accuracy, ε at both levels, communication and
 time. ``compare.json`` holds the rows and the config they came from.
+
+**One adjacency per column.** The instance level is replace-one record for every
+method (DP-FedSGD included: its DP-SGD event is accounted under dp-accounting's
+REPLACE_ONE relation, not DP-SGD's usual add/remove), the agent level zero-out of one
+agent; the table header names both, so that the figures in a column compare.
+
+**One noise stream per method.** Under ``--noise-seed S`` each method's run gets its own
+seed, :func:`fedvote.noise_seeds.run_noise_seed` (S, method, 0), recorded in its row: two
+rows never share noise, and each row is reproducible on its own.
 """
 
 from __future__ import annotations
@@ -22,9 +31,14 @@ from typing import Any
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
+from fedvote.noise_seeds import run_noise_seed
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import RunResult, _finite
 from fedvote.runner import make_federation, run
+
+# The adjacency of each ε column (docs/privacy.md, "Adjacency"), named in the table header.
+AGENT_ADJACENCY = "zero-out"
+INSTANCE_ADJACENCY = "replace-one"
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,8 @@ class ComparisonRow:
     rounds: int
     seconds: float
     details: dict[str, Any]
+    noise_seed: int | None = None
+    instance_adjacency: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (non-finite floats as null)."""
@@ -63,6 +79,8 @@ class ComparisonRow:
             rounds=communication["rounds"],
             seconds=result.timings["total_s"],
             details=dict(result.details),
+            noise_seed=result.config["privacy"]["noise_seed"],
+            instance_adjacency=result.privacy.instance.adjacency,
         )
 
 
@@ -79,7 +97,8 @@ def compare(
 
     The federation is built once from ``config`` and shared; each method then runs
     through :func:`fedvote.runner.run` with its noise calibrated at its own level
-    (``Method.calibration_level``; FedAvg, not private, runs as is). Writes
+    (``Method.calibration_level``; FedAvg, not private, runs as is) and, under a noise
+    seed, its own noise stream (:func:`method_noise_seed`). Writes
     ``out_dir/compare.json`` when given.
     """
     unknown = [m for m in methods if m not in METHODS]
@@ -104,12 +123,18 @@ def compare(
                 calibrate_level=None,
                 ledger=None,
                 budget_epsilon=None,
+                noise_seed=method_noise_seed(config.privacy.noise_seed, name),
             ),
         )
         rows.append(ComparisonRow.from_result(run(run_config, progress, federation=federation)))
     if out_dir is not None:
         write_comparison(rows, config, epsilon=epsilon, delta=delta, out_dir=out_dir)
     return rows
+
+
+def method_noise_seed(noise_seed: int | None, method: str) -> int | None:
+    """``method``'s own noise seed in a comparison under ``noise_seed`` (None: OS entropy)."""
+    return None if noise_seed is None else run_noise_seed(noise_seed, method, 0)
 
 
 def write_comparison(
@@ -136,8 +161,8 @@ def format_table(rows: Sequence[ComparisonRow]) -> str:
     def eps(value: float | None) -> str:
         return "∞" if value is None or not math.isfinite(value) else f"{value:.3f}"
 
-    header = ("method", "accuracy", "ε agent", "ε instance", "calibrated", "σ", "floats up", "floats down",
-              "rounds", "seconds")  # fmt: skip
+    header = ("method", "accuracy", f"ε agent ({AGENT_ADJACENCY})", f"ε instance ({INSTANCE_ADJACENCY})",
+              "calibrated", "σ", "floats up", "floats down", "rounds", "seconds")  # fmt: skip
     lines = [
         (
             row.method,

@@ -23,8 +23,8 @@ from fedvote.privacy.accountant import ACCOUNTANTS
               help="Comma-separated methods to compare.")
 @federation_options
 @click.option("--epsilon", type=float, default=4.0, show_default=True,
-              help="Target ε every method is calibrated to (agent level where the method can "
-                   "protect it; DP-FedSGD: instance level).")
+              help="Target ε every method is calibrated to (agent level, zero-out, where the method "
+                   "can protect it; DP-FedSGD: instance level, replace-one record).")
 @click.option("--delta", type=float, default=1e-3, show_default=True)
 @click.option("--accountant", type=click.Choice(ACCOUNTANTS), default="pld", show_default=True)
 @click.option("--queries", type=int, default=None,
@@ -39,10 +39,15 @@ from fedvote.privacy.accountant import ACCOUNTANTS
               help="Local (DP-)SGD iterations E per round [default: 20; DP-FedSGD 1].")
 @click.option("--clip-norm", type=float, default=None, help="DP-FedAvg update clip S [default: 0.08].")
 @click.option("--noise", type=click.Choice(NOISE_PLACEMENTS), default="distributed", show_default=True,
-              help="DP-FedAvg noise: each agent adds its share (Alg. 5) or the server adds it (Alg. 3).")
+              help="DP-FedAvg noise: distributed = every agent adds its share and the updates are "
+                   "summed by secure aggregation (Alg. 5, sample hidden from the server); "
+                   "distributed-unmasked = Alg. 5 as the paper writes it (the server sees each noisy "
+                   "update and who was sampled; ε is stated against the server); server = Alg. 3 "
+                   "(trusted server adds the noise).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--noise-seed", type=int, default=None,
-              help="Seed the privacy noise and sampling for a reproducible simulation [default: OS entropy].")
+              help="Seed the privacy noise and sampling for a reproducible simulation; each method "
+                   "draws its own stream derived from it [default: OS entropy].")
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Write DIR/compare.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print compare.json's rows instead of the table.")
 @click.pass_context

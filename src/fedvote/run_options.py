@@ -68,8 +68,10 @@ _RUN_OPTIONS = (
     click.option("--batch-sampling-rate", type=float, default=None,
                   help="DP-FedSGD Poisson batch rate q_b [default: 0.25]."),
     click.option("--noise", type=click.Choice(NOISE_PLACEMENTS), default="distributed", show_default=True,
-                  help="DP-FedAvg: each sampled agent adds its noise share (Alg. 5) or the server "
-                       "adds it (Alg. 3)."),
+                  help="DP-FedAvg noise: distributed = every agent adds its share and the server gets "
+                       "only the sum (Alg. 5, sample hidden from the server); distributed-unmasked = Alg. 5 "
+                       "as the paper writes it (the server sees each noisy update and who was sampled; ε "
+                       "is stated against the server); server = Alg. 3 (trusted server adds the noise)."),
     click.option("--gradient-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True,
                   help="Gradient methods: the global model."),
     click.option("--teacher-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True),

@@ -334,9 +334,10 @@ def privacy_report(
 
     ``instance_bound`` names the instance-level sensitivity bound used (Private-kNN-FL:
     ``"tight"`` or ``"paper"``), reported as ``privacy.instance.bound``;
-    ``instance_adjacency`` overrides the instance adjacency where a method's accounting
-    uses another (DP-SGD: add/remove one record). ``calibrated`` is (target ε, level)
-    when σ was calibrated. A run is private when either level's ε is finite.
+    ``instance_adjacency`` states the instance adjacency more precisely where a method
+    needs it (PriFedSync: replace-one record of one client, federated DP); every instance
+    level is replace-one. ``calibrated`` is (target ε, level) when σ was calibrated. A run
+    is private when either level's ε is finite.
     """
     privacy = config.privacy
     levels = {}

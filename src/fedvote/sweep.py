@@ -6,7 +6,13 @@ indices) and the *clean* vote sums — is the same at every grid point, so a swe
 them once per (method, seed) and then, per point, redraws only the noise, the noisy
 argmax, the student and the accounting (:class:`ReusedVotesTransport`). Gradient
 methods have no clean part to reuse (their training *is* the noisy release) and run
-afresh at each point.
+afresh at each point, on a fresh in-process transport.
+
+Under ``--noise-seed S`` every run of the sweep — each method, seed and grid point —
+draws its own noise: its config carries :func:`fedvote.noise_seeds.run_noise_seed`
+(S, method, k), k being the run's index among that method's runs (seed-major, then grid
+point), and the reused transport is reseeded with it before the run. Two rows never
+share a noise stream, and a row is reproduced by rerunning the sweep.
 
 The output (:func:`write_sweep`) is ``sweep.json`` — the grid, the base config, the
 machine, and one row per (method, seed, point) — and ``sweep.csv`` with the same rows.
@@ -32,16 +38,20 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedvote.aggregation.voting import confident_gnmax_step
 from fedvote.config import RunConfig
 from fedvote.data.federation import LabeledData
 from fedvote.errors import ConfigError
+from fedvote.methods import METHODS
+from fedvote.methods.gradient import GradientMethod
 from fedvote.models.features import FeatureExtractor
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.models.training import TrainingConfig
+from fedvote.noise_seeds import run_noise_seed
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import RunResult, _finite
 from fedvote.runner import make_federation, run
-from fedvote.transport.base import Communication, Transport, VoteSum
+from fedvote.transport.base import Communication, ReleasedLabels, Transport, VoteSum
 from fedvote.transport.local import LocalTransport
 
 # The axes a grid may span, and how a value is read.
@@ -100,6 +110,18 @@ def point_config(config: RunConfig, point: dict[str, float | int]) -> RunConfig:
         privacy = dataclasses.replace(privacy, delta=float(point["delta"]))
     queries = int(point["queries"]) if "queries" in point else config.queries
     return dataclasses.replace(config, privacy=privacy, queries=queries)
+
+
+def with_run_noise_seed(config: RunConfig, run_index: int) -> RunConfig:
+    """``config`` with its run's own noise seed (:func:`fedvote.noise_seeds.run_noise_seed`).
+
+    Unchanged without a noise seed: every run then draws fresh OS entropy anyway.
+    """
+    noise_seed = config.privacy.noise_seed
+    if noise_seed is None:
+        return config
+    derived = run_noise_seed(noise_seed, config.method, run_index)
+    return dataclasses.replace(config, privacy=dataclasses.replace(config.privacy, noise_seed=derived))
 
 
 @dataclass(frozen=True)
@@ -193,18 +215,25 @@ def run_sweep(
     reuse: dict[str, dict[str, int]] = {}
     started = time.perf_counter()
     for config in configs:
-        for seed in seed_list:
+        fresh_transport = issubclass(METHODS[config.method], GradientMethod)  # nothing to reuse
+        for seed_position, seed in enumerate(seed_list):
             seeded = dataclasses.replace(config, seed=seed)
             federation = make_federation(seeded)
             transport = ReusedVotesTransport(
                 LocalTransport(federation, seed=seed, noise_seed=seeded.privacy.noise_seed),
                 noise_seed=seeded.privacy.noise_seed,
             )
-            for point in points:
+            for point_position, point in enumerate(points):
                 with progress.step(f"{config.method} seed {seed} at {_describe(point)}", total=1) as bar:
                     mark = time.perf_counter()
+                    at_point = with_run_noise_seed(
+                        point_config(seeded, point), seed_position * len(points) + point_position
+                    )
                     transport.communication = Communication()  # each point reports its own run's
-                    result = run(point_config(seeded, point), federation=federation, transport=transport)
+                    transport.reseed(at_point.privacy.noise_seed)
+                    result = run(
+                        at_point, federation=federation, transport=None if fresh_transport else transport
+                    )
                     rows.append(SweepRow.from_result(point, result, time.perf_counter() - mark))
                     bar.advance()
             reuse[f"{config.method}/seed={seed}"] = transport.reuse_counts()
@@ -263,14 +292,22 @@ class ReusedVotesTransport(Transport):
     def __init__(self, inner: LocalTransport, *, noise_seed: int | None = None) -> None:
         super().__init__()
         self._inner = inner
-        entropy = noise_seed if noise_seed is not None else secrets.randbits(128)
-        self._rng = np.random.default_rng(np.random.SeedSequence([entropy, 0x5EE9]))
+        self._rng = self._noise_generator(noise_seed)
         self._trained: TrainingConfig | None = None
         self._knn_key: tuple[int, int | None, float] | None = None
         self._ks: np.ndarray | None = None
         self._clean: dict[int, np.ndarray] = {}  # query index -> clean vote sum (C,)
         self._accuracies: np.ndarray | None = None
         self._counts = {"teacher_trainings": 0, "knn_preparations": 0, "clean_votes_computed": 0}
+
+    @staticmethod
+    def _noise_generator(noise_seed: int | None) -> np.random.Generator:
+        entropy = noise_seed if noise_seed is not None else secrets.randbits(128)
+        return np.random.default_rng(np.random.SeedSequence([entropy, 0x5EE9]))
+
+    def reseed(self, noise_seed: int | None) -> None:
+        """Draw the next run's aggregate noise from ``noise_seed``'s stream (None: fresh OS entropy)."""
+        self._rng = self._noise_generator(noise_seed)
 
     @property
     def num_agents(self) -> int:
@@ -344,6 +381,33 @@ class ReusedVotesTransport(Transport):
         self.communication.download_floats += after["download_floats"] - before["download_floats"]
         self.communication.rounds += after["rounds"] - before["rounds"]
         return updates
+
+    def confident_labels(
+        self,
+        query_indices: np.ndarray,
+        *,
+        threshold: float,
+        threshold_noise_std: float,
+        noise_std: float,
+        min_responders: int,
+    ) -> ReleasedLabels | None:
+        """Confident-GNMax on the cached clean sums, two fresh aggregate noise draws; one round.
+
+        Counts what :meth:`LocalTransport.confident_labels` sends: two (Q, C) copies up.
+        """
+        responders = self.num_agents  # in-process every agent responds
+        q = query_indices.shape[0]
+        self.communication.download_floats += self.num_agents * q
+        self.communication.upload_floats += responders * 2 * q * self._inner.num_classes
+        self.communication.rounds += 1
+        if responders < min_responders:
+            return None
+        clean = self.clean_vote_histograms(query_indices)  # (Q, C)
+        scale = np.sqrt(responders)
+        check = clean + self._rng.normal(0.0, threshold_noise_std * scale, size=clean.shape)
+        argmax = clean + self._rng.normal(0.0, noise_std * scale, size=clean.shape)
+        answered, labels = confident_gnmax_step(check, argmax, threshold)
+        return ReleasedLabels(answered=answered, labels=labels, responders=responders)
 
     def _noisy_sum(self, query_indices: np.ndarray, noise_std: float, min_responders: int) -> VoteSum | None:
         responders = self.num_agents  # in-process every agent responds

@@ -289,3 +289,41 @@ def test_local_transport_secure_sum_equals_the_plain_sum(small_federation):
     assert clean is not None
     np.testing.assert_array_equal(clean.sums, np.round(clean.sums))  # integers survive exactly
     np.testing.assert_array_equal(clean.sums.sum(axis=1), np.full(40, 10.0))
+
+
+# --- every agent's vector at once; float updates; rounding after the noise ---------------------
+
+
+def test_mask_all_gives_every_agent_the_same_vector_as_mask():
+    protocol = SecureSumRound(num_agents=6, threshold=4, random_bytes=seeded_bytes(3))
+    vectors = noisy_votes(np.random.default_rng(3), 6)
+    together = protocol.mask_all(vectors)
+    for agent, vector in enumerate(vectors):
+        np.testing.assert_array_equal(together[agent], protocol.mask(agent, vector))
+    with pytest.raises(ValueError):
+        protocol.mask_all(vectors[:5])
+
+
+def test_secure_sum_of_clipped_noisy_updates_is_within_the_encoding_error():
+    """DP-FedAvg's releases: updates of norm ≤ S = 0.08 in d = 5000 coordinates plus a noise share;
+    the default codec holds them, and the sum is off by at most N·2^-25 per coordinate."""
+    rng = np.random.default_rng(0)
+    n, d, clip = 20, 5000, 0.08
+    updates = [rng.normal(size=d) for _ in range(n)]
+    releases = [u * clip / np.linalg.norm(u) + rng.normal(0.0, clip / np.sqrt(n), size=d) for u in updates]
+    total = secure_sum(releases, threshold=n // 2 + 1)
+    assert np.max(np.abs(total - np.sum(releases, axis=0))) <= n * 2.0**-25
+
+
+def test_rounding_after_the_noise_is_refused_when_the_share_does_not_smooth_the_grid():
+    """η of the lattice-smoothing bound: 0 in double precision for real noise shares; a share of a
+    few grid steps is refused (rounding it would leak), no noise at all is not a claim and passes."""
+    codec = FixedPoint()
+    assert codec.rounding_eta(0.08 / np.sqrt(50), 50) == 0.0
+    assert codec.rounding_eta(4 * codec.resolution, 50) > 0.0
+    assert codec.rounding_eta(0.0, 50) == np.inf
+    codec.check_smoothing(0.01, 50)
+    codec.check_smoothing(0.0, 50)
+    with pytest.raises(ConfigError) as error:
+        codec.check_smoothing(4 * codec.resolution, 50)
+    assert error.value.argument == "sigma"

@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 import torch
 from dp_accounting import dp_event, pld
+from dp_accounting.privacy_accountant import NeighboringRelation
 
 from fedvote.config import PrivacyConfig, RunConfig
+from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.methods.dp_fedsgd import DpFedSgd
 from fedvote.methods.gradient import GradientOptions
@@ -86,7 +88,15 @@ def test_opacus_noise_statistics():
     assert noise.std() == pytest.approx(expected, rel=5.0 / math.sqrt(2 * noise.size))
 
 
+def _replace_one_reference(q_b, z, steps, delta):
+    """dp-accounting's REPLACE_ONE PLD of ``steps`` Poisson-subsampled Gaussian steps, built directly."""
+    accountant = pld.PLDAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)
+    return accountant.compose(dp_event.PoissonSampledDpEvent(q_b, dp_event.GaussianDpEvent(z)), steps).get_epsilon(delta)
+
+
 def test_accounting_matches_dp_accounting_and_result_keys(small_federation):
+    """The instance level is replace-one record (dp-accounting's REPLACE_ONE relation), like every
+    other method's, not DP-SGD's add/remove-one."""
     q_b, z, rounds, steps, delta = 0.3, 1.1, 3, 2, 1e-3
     method = DpFedSgd(
         sigma=z, rounds=rounds, local_steps=steps, batch_sampling_rate=q_b, model="logistic", noise_seed=0
@@ -94,14 +104,42 @@ def test_accounting_matches_dp_accounting_and_result_keys(small_federation):
     ledger = PrivacyLedger()
     transport = LocalTransport(small_federation, noise_seed=0)
     outcome = method.run(small_federation.server_data(), transport, ledger)
-    reference = pld.PLDAccountant().compose(
+    reference = _replace_one_reference(q_b, z, rounds * steps, delta)
+    assert epsilon_for(ledger.event("instance"), delta) == pytest.approx(reference, rel=0.01)
+    add_remove = pld.PLDAccountant().compose(
         dp_event.PoissonSampledDpEvent(q_b, dp_event.GaussianDpEvent(z)), rounds * steps
     ).get_epsilon(delta)
-    assert epsilon_for(ledger.event("instance"), delta) == pytest.approx(reference, rel=0.01)
+    assert epsilon_for(ledger.event("instance"), delta) > 1.3 * add_remove  # the smaller figure is not reported
     assert math.isinf(epsilon_for(ledger.event("agent"), delta))  # not private at the agent level
     details = outcome.details
     assert (details["batch_sampling_rate"], details["noise_multiplier"], details["local_steps"]) == (
         q_b, z, rounds * steps
     )
-    assert details["instance_epsilon_replace_one"] > 0
+    assert "instance_adjacency_of_epsilon" not in details  # the run's instance level is replace-one
     assert transport.communication.rounds == rounds
+
+
+def test_dp_fedsgd_calibrates_the_replace_one_instance_epsilon():
+    """--epsilon targets the replace-one ε: the calibrated z meets it (and is larger than the z
+    an add/remove calibration would pick)."""
+    from fedvote.runner import method_for
+
+    config = RunConfig(
+        method="dp-fedsgd",
+        privacy=PrivacyConfig(epsilon=4.0, delta=1e-3),
+        gradient=GradientOptions(rounds=20, batch_sampling_rate=0.25),
+    )
+    method = method_for(config, pool_size=10, num_agents=5, agent_records=None)
+    reached = _replace_one_reference(0.25, method.sigma, 20, 1e-3)
+    assert 3.95 <= reached <= 4.0 + 1e-6
+    add_remove = pld.PLDAccountant().compose(
+        dp_event.PoissonSampledDpEvent(0.25, dp_event.GaussianDpEvent(method.sigma)), 20
+    ).get_epsilon(1e-3)
+    assert add_remove < 3.0
+
+
+def test_instance_level_needs_the_pld_accountant():
+    config = RunConfig(method="dp-fedsgd", privacy=PrivacyConfig(sigma=1.0, accountant="rdp"))
+    with pytest.raises(ConfigError) as error:
+        DpFedSgd.from_config(config, sigma=1.0, queries=1, min_responders=1)
+    assert error.value.argument == "accountant"

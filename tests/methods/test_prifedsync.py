@@ -1,31 +1,32 @@
-"""PriFedSync (federated-f-dp-prifedsync.txt, Algorithms 1 and 2, Theorem 2)."""
+"""PriFedSync (federated-f-dp-prifedsync.txt, Algorithm 1) with Poisson DP-SGD and proven accounting."""
 
+import dataclasses
 import math
 import warnings
 
 import numpy as np
 import pytest
 import torch
+from dp_accounting import dp_event
 from opacus import GradSampleModule
 from opacus.optimizers import DPOptimizer
 
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.data.client_test import client_test_indices
+from fedvote.data.federation import LabeledData
 from fedvote.data.partition import PartitionSpec
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.methods.gradient import GradientOptions
 from fedvote.methods.prifedsync import PriFedSync, PriFedSyncOptions, helper_models
-from fedvote.models.batched_dp_sgd import (
-    NoisyTraining,
-    clipped_gradient_sum,
-    noisy_local_training,
-    perceptron_layer_sizes,
-)
+from fedvote.models.batched_dp_sgd import clipped_gradient_sum, perceptron_layer_sizes
 from fedvote.models.local_training import flat_parameters
 from fedvote.models.zoo import build_model
+from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.fdp import prifedsync_mu
-from fedvote.runner import run
+from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.runner import make_federation, run
+from fedvote.transport.local import LocalTransport
 
 SIZES = (64, 16, 10)
 
@@ -71,60 +72,6 @@ def test_batched_clipped_sum_equals_opacus(clip):
     loss = torch.nn.functional.cross_entropy(model(x[0, :1].reshape(1, 1, 8, 8)), y[0, :1], reduction="sum")
     grads = torch.autograd.grad(loss, list(model.parameters()))
     assert norms[0, 0].item() == pytest.approx(torch.sqrt(sum(g.pow(2).sum() for g in grads)).item(), rel=1e-5)
-
-
-def test_noisy_sgd_step_is_algorithm_2():
-    """One SGD step: w − γ/B·(Σ clip(vₗ) + N(0, 4C²σ²)); the noise is the generator's next normal draw."""
-    _, params = _models(2)
-    rng = np.random.default_rng(1)
-    features = torch.as_tensor(rng.random((40, 64)), dtype=torch.float32)
-    labels = torch.as_tensor(rng.integers(0, 10, 40))
-    offsets, counts = torch.tensor([0, 20]), torch.tensor([20, 20])
-    training = NoisyTraining(SIZES, steps=1, batch_size=20, clip=0.5, sigma=0.7, learning_rate=0.3, optimizer="sgd")
-    out = noisy_local_training(params, features, labels, offsets, counts, training, torch.Generator().manual_seed(5))
-    # B = n: every record is in the batch; replay the generator to get the same noise
-    generator = torch.Generator().manual_seed(5)
-    torch.rand(2, 20, generator=generator)
-    noise = torch.randn(2, params.shape[1], generator=generator)
-    x = features.reshape(2, 20, 64)
-    summed, _ = clipped_gradient_sum(params, SIZES, x, labels.reshape(2, 20), 0.5)
-    expected = params - 0.3 / 20 * (summed + 2 * 0.5 * 0.7 * noise)
-    np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
-
-
-def test_noise_std_is_two_c_sigma():
-    """Zero gradients (zero weights, uniform logits still give a gradient): compare against σ = 0."""
-    _, params = _models(1)
-    features = torch.zeros(50, 64)
-    labels = torch.zeros(50, dtype=torch.int64)
-    kwargs = dict(steps=1, batch_size=10, clip=2.0, learning_rate=1.0, optimizer="sgd")
-    args = (params, features, labels, torch.tensor([0]), torch.tensor([50]))
-    noisy = noisy_local_training(*args, NoisyTraining(SIZES, sigma=1.5, **kwargs), torch.Generator().manual_seed(0))
-    clean = noisy_local_training(*args, NoisyTraining(SIZES, sigma=0.0, **kwargs), torch.Generator().manual_seed(0))
-    noise = (clean - noisy).numpy().ravel() * 10  # = N(0, (2Cσ)²) per coordinate
-    d = noise.shape[0]
-    # std estimate from d draws: relative error ~ 1/√(2d); allow 5 of those
-    assert noise.std() == pytest.approx(2 * 2.0 * 1.5, rel=5 / math.sqrt(2 * d))
-
-
-def test_batches_are_drawn_without_replacement_within_a_client():
-    _, params = _models(2)
-    features = torch.arange(30, dtype=torch.float32).repeat_interleave(64).reshape(30, 64)
-    labels = torch.zeros(30, dtype=torch.int64)
-    offsets, counts = torch.tensor([0, 10]), torch.tensor([10, 20])
-    generator = torch.Generator().manual_seed(3)
-    width = 20
-    keys = torch.rand(2, width, generator=generator)
-    keys.masked_fill_(torch.arange(width) >= counts.unsqueeze(1), 2.0)
-    picked = keys.topk(10, dim=1, largest=False).indices + offsets.unsqueeze(1)
-    assert sorted(picked[0].tolist()) == list(range(10))  # B = n₀: all of client 0, none of client 1
-    assert len(set(picked[1].tolist())) == 10 and all(10 <= i < 30 for i in picked[1].tolist())
-    with pytest.raises(ConfigError, match="batch_size"):
-        noisy_local_training(
-            params, features, labels, offsets, counts,
-            NoisyTraining(SIZES, steps=1, batch_size=11, clip=1.0, sigma=1.0, learning_rate=0.1),
-            torch.Generator(),
-        )
 
 
 def test_perceptron_layer_sizes_and_refusals():
@@ -176,65 +123,172 @@ def test_registered_options_and_refusals():
         )
     with pytest.raises(ConfigError, match="batch_size"):
         PriFedSync(batch_size=50).with_agent_records(np.array([40, 60]))
+    # the stop rule reads only the released global model on public data: no private target model
+    with pytest.raises(ConfigError, match="target_model"):
+        RunConfig(method="prifedsync", options={"target_model": "personalised"})
+    with pytest.raises(ConfigError, match="validation_size"):
+        PriFedSyncOptions(validation_size=0)
 
 
-def test_record_privacy_is_theorem_2_and_strong_is_sqrt_m_minus_1_weak():
-    method = PriFedSync(sigma=1.0, batch_size=16, local_steps=38)
+def test_record_privacy_is_the_proven_bound_with_the_clt_beside_it():
+    method = PriFedSync(sigma=2.0, batch_size=16, local_steps=38, rounds=194, delta=1e-5)
     record = method.record_privacy(194, np.full(100, 600))
-    assert record["weak"]["mu"] == pytest.approx(prifedsync_mu(1.0, 16, 600, 38, 194))
-    assert round(record["weak"]["mu"], 2) == 3.92  # the paper's Table 1, p = 0.5, σ = 1
-    assert record["strong"]["mu"] == pytest.approx(math.sqrt(99) * record["weak"]["mu"])
-    assert record["strong"]["epsilon"] > record["weak"]["epsilon"] > record["weak"]["epsilon_pld"] > 0
-    # the smallest client sets μ_max
+    proven = epsilon_for(method.with_agent_records(np.full(100, 600)).planned_events().instance, 1e-5)
+    assert record["weak"]["epsilon"] == record["strong"]["epsilon"] == pytest.approx(proven, rel=1e-12)
+    clt = record["clt"]
+    # the paper's σ = 1 is our σ = 2 (the same std 2C): Table 1, p = 0.5, σ = 1 gives μ = 3.92
+    assert clt["paper_sigma"] == 1.0 and round(clt["weak"]["mu"], 2) == 3.92
+    assert clt["strong"]["mu"] == pytest.approx(math.sqrt(99) * clt["weak"]["mu"])
+    # the smallest client sets the bound
     uneven = method.record_privacy(10, np.array([600, 300, 900]))
-    assert uneven["weak"]["mu"] == pytest.approx(prifedsync_mu(1.0, 16, 300, 38, 10))
-    assert PriFedSync(sigma=0.0).record_privacy(3, np.full(4, 50))["weak"]["mu"] is None
+    assert uneven["min_client_records"] == 300 and uneven["batch_rate"] == 16 / 300
+    assert uneven["clt"]["weak"]["mu"] == pytest.approx(prifedsync_mu(1.0, 16, 300, 38, 194))
+    assert uneven["ex_post"]["rounds"] == 10 and uneven["ex_post"]["epsilon"] < uneven["weak"]["epsilon"]
+    silent = PriFedSync(sigma=0.0).record_privacy(3, np.full(4, 50))
+    assert silent["weak"]["epsilon"] is None and silent["clt"]["weak"]["mu"] is None
 
 
-def test_ledger_events_compose_to_theorem_2():
-    """R rounds of the per-round Gaussian event are exactly Theorem 2's μ for K·R steps."""
-    from fedvote.privacy.accountant import gaussian_mu
+def test_planned_events_are_replace_one_poisson_dp_sgd_of_the_smallest_client():
+    from fedvote.privacy.events import ReplaceOneDpEvent
 
-    method = PriFedSync(sigma=0.9, rounds=176).with_agent_records(np.full(100, 600))
-    assert gaussian_mu(method.planned_events().instance) == pytest.approx(prifedsync_mu(0.9, 16, 600, 38, 176))
+    method = PriFedSync(sigma=0.9, rounds=176, batch_size=16, local_steps=38).with_agent_records(np.array([600, 400]))
+    event = method.planned_events().instance
+    assert event == ReplaceOneDpEvent(
+        dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(16 / 400, dp_event.GaussianDpEvent(0.9)), 38 * 176)
+    )
+    assert isinstance(method.planned_events().agent, dp_event.NonPrivateDpEvent)
+
+
+def test_accountants_that_cannot_price_replace_one_poisson_are_refused_up_front():
+    for kind in ("rdp", "exact", "classic"):
+        with pytest.raises(ConfigError, match="accountant"):
+            PriFedSync(accountant=kind)
 
 
 def _digits_config(**options):
     return RunConfig(
         method="prifedsync",
         federation=FederationConfig(dataset="digits", agents=6, partition=PartitionSpec("shards", shards_per_agent=3)),
-        privacy=PrivacyConfig(sigma=0.8, noise_seed=0),
+        privacy=PrivacyConfig(sigma=1.6, noise_seed=0),
         gradient=GradientOptions(rounds=12, sampling_rate=1.0, local_steps=8, batch_size=8, learning_rate=0.02),
         options={"client_test_size": 40, **options},
     )
 
 
-def test_end_to_end_on_digits_and_target_stop():
+def test_end_to_end_on_digits():
     result = run(_digits_config()).to_dict()
     record = result["privacy"]["record"]
-    assert record["strong"]["mu"] == pytest.approx(math.sqrt(6 - 1) * record["weak"]["mu"])
-    n_min = min(result["agent_records"])
-    assert record["weak"]["mu"] == pytest.approx(prifedsync_mu(0.8, 8, n_min, 8, 12))
-    assert result["privacy"]["instance"]["epsilon"] == pytest.approx(record["weak"]["epsilon"], rel=0.02)
+    headline = result["privacy"]["instance"]["epsilon"]
+    assert headline == pytest.approx(record["weak"]["epsilon"], rel=1e-9)
     assert result["privacy"]["agent"]["epsilon"] is None
+    n_min = min(result["agent_records"])
+    assert record["clt"]["weak"]["mu"] == pytest.approx(prifedsync_mu(0.8, 8, n_min, 8, 12))
     history = result["accuracy_history"]
     assert len(history) == 12 and result["rounds"] == 12
-    assert history[-1]["personalised"] > 0.5  # learns: 6 clients of ~3 digits each
-    # stop at the first round where the mean personalised accuracy reaches a target that
-    # the full run crosses; the privacy is that of the rounds run
-    target = history[5]["personalised"]
-    first = next(h["round"] for h in history if h["personalised"] >= target)
-    stopped = run(_digits_config(target_accuracy=target)).to_dict()
-    assert stopped["round_reached"] == first == stopped["rounds"]
-    assert stopped["privacy"]["record"]["weak"]["mu"] == pytest.approx(prifedsync_mu(0.8, 8, n_min, 8, first))
+    assert set(history[0]) == {"round", "sampled", "global"}  # nothing private beside the public accuracy
+    assert result["validation_size"] == result["public_pool"]  # the whole public pool, never queried
+    diagnostics = result["diagnostics"]
+    assert "not private" in diagnostics["note"] and "private label frequencies" in diagnostics["client_test_sets"]
+    assert diagnostics["client_accuracies"]["personalised"] > 0.5  # learns: 6 clients of ~3 digits
+    assert len(diagnostics["client_accuracy_history"]) == 12
 
 
-def test_epsilon_calibrates_sigma_to_the_weak_record_level():
-    from dataclasses import replace
-
-    config = replace(_digits_config(), privacy=PrivacyConfig(epsilon=8.0, delta=1e-3, noise_seed=0))
-    config = replace(config, gradient=replace(config.gradient, rounds=2))
-    result = run(config).to_dict()
+def test_prifedsync_clt_mu_is_labelled_asymptotic_and_never_charged():
+    """The CLT is the paper's figure only: labelled, and neither headline, nor target, nor ledger charge."""
+    config = _digits_config()
+    federation = make_federation(config)
+    federation = PriFedSync.prepare_federation(config, federation)
+    method = PriFedSync.from_config(config, sigma=1.6, queries=1, min_responders=1)
+    method = method.with_agent_records(federation.agent_sizes())
+    ledger = PrivacyLedger()
+    outcome = method.run(federation.server_data(), LocalTransport(federation, seed=0, noise_seed=0), ledger)
+    record = outcome.details["privacy_record"]
+    assert "asymptotic (CLT), not a bound" in record["clt"]["note"]
+    assert record["weak"]["mu"] is None and record["strong"]["mu"] is None  # no GDP μ is claimed as proven
+    # one charge, the whole proven plan; no Gaussian(1/μ_CLT) anywhere
+    assert ledger.charges == (method.planned_events(),)
+    charged = epsilon_for(ledger.event("instance"), config.privacy.delta)
+    assert charged == pytest.approx(record["weak"]["epsilon"], rel=1e-9)
+    assert charged != pytest.approx(record["clt"]["weak"]["epsilon"], rel=0.05)
+    # --epsilon calibrates σ to the proven bound, not to the CLT
+    calibrated = dataclasses.replace(config, privacy=PrivacyConfig(epsilon=3.0, delta=1e-3, noise_seed=0))
+    calibrated = dataclasses.replace(calibrated, gradient=dataclasses.replace(calibrated.gradient, rounds=2))
+    result = run(calibrated).to_dict()
     assert result["privacy"]["calibrated_level"] == "instance"
-    assert result["privacy"]["instance"]["epsilon"] <= 8.0
-    assert result["privacy"]["record"]["weak"]["epsilon"] == pytest.approx(8.0, rel=0.02)
+    assert result["privacy"]["instance"]["epsilon"] == pytest.approx(3.0, rel=0.01)
+    assert result["privacy"]["instance"]["epsilon"] <= 3.0
+    clt_epsilon = result["privacy"]["record"]["clt"]["weak"]["epsilon"]
+    assert clt_epsilon != pytest.approx(3.0, rel=0.05)
+
+
+def test_target_accuracy_runs_report_the_epsilon_of_the_configured_rounds():
+    """A run that stops at round r < R reports the ε of R (the ε of r only as ex post)."""
+    full = run(_digits_config()).to_dict()
+    history = full["accuracy_history"]
+    target = max(h["global"] for h in history[:5])  # reached by round 5 at the latest
+    first = next(h["round"] for h in history if h["global"] >= target)
+    stopped = run(_digits_config(target_accuracy=target)).to_dict()
+    assert stopped["rounds"] < 12
+    assert stopped["privacy"]["instance"]["epsilon"] == pytest.approx(full["privacy"]["instance"]["epsilon"], rel=1e-9)
+    assert stopped["round_reached"] == first == stopped["rounds"]
+    record = stopped["privacy"]["record"]
+    assert record["rounds"] == 12 and record["rounds_run"] == first
+    assert record["ex_post"]["rounds"] == first and "ex post, not a guarantee" in record["ex_post"]["note"]
+    assert record["ex_post"]["epsilon"] < stopped["privacy"]["instance"]["epsilon"]
+
+
+def _never_sampled_client(seed, clients, rate, rounds):
+    """A client the server's Poisson client sampling (noise seed ``seed``) never picks in ``rounds``."""
+    from fedvote.methods.prifedsync import client_sampling_generator
+
+    rng = client_sampling_generator(seed)  # the stream PriFedSync.run draws from
+    sampled = np.zeros(clients, dtype=bool)
+    for _ in range(rounds):
+        sampled |= rng.random(clients) < rate
+    unsampled = np.flatnonzero(~sampled)
+    return int(unsampled[0]) if unsampled.size else None
+
+
+def _replace_one_record(federation, client, new_label):
+    """The federation with client ``client``'s first record replaced by another client's record of ``new_label``."""
+    donor = next(a for i, a in enumerate(federation.agents) if i != client and new_label in a.labels)
+    row = int(np.flatnonzero(donor.labels == new_label)[0])
+    data = federation.agents[client]
+    features, labels = data.features.copy(), data.labels.copy()
+    features[0], labels[0] = donor.features[row], new_label
+    agents = list(federation.agents)
+    agents[client] = LabeledData(features, labels)
+    return dataclasses.replace(federation, agents=tuple(agents))
+
+
+def test_prifedsync_stop_rule_reads_no_private_data():
+    """Replacing one private record changes nothing the stop rule reads, nor the round it stops at.
+
+    The replaced record belongs to a client the server never samples, so every released
+    model is the same in both federations; the record brings a label the client lacked, so
+    that client's private-label test set (a diagnostic) does change.
+    """
+    rounds, rate = 8, 0.3
+    seed = next(s for s in range(100) if _never_sampled_client(s, 6, rate, rounds) is not None)
+    client = _never_sampled_client(seed, 6, rate, rounds)
+    config = _digits_config()
+    config = dataclasses.replace(
+        config,
+        privacy=PrivacyConfig(sigma=1.6, noise_seed=seed),
+        gradient=dataclasses.replace(config.gradient, rounds=rounds, sampling_rate=rate),
+    )
+    federation = make_federation(config)
+    missing = next(c for c in range(10) if c not in federation.agents[client].labels)
+    neighbour = _replace_one_record(federation, client, missing)
+    free = run(config, federation=federation).to_dict()
+    target = max(h["global"] for h in free["accuracy_history"][: rounds // 2])
+    stopping = dataclasses.replace(config, options={**config.options, "target_accuracy": target})
+    a = run(stopping, federation=federation).to_dict()
+    b = run(stopping, federation=neighbour).to_dict()
+    assert a["accuracy_history"] == b["accuracy_history"]  # everything the stop rule reads
+    assert a["round_reached"] == b["round_reached"] is not None
+    assert a["rounds"] == b["rounds"] <= rounds // 2
+    # the private diagnostics do move with the record: the test can see a private read
+    private_a = a["diagnostics"]["client_accuracy_history"]
+    private_b = b["diagnostics"]["client_accuracy_history"]
+    assert private_a != private_b

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedvote.errors import ConfigError
-from fedvote.privacy.accountant import epsilon_for, gaussian_epsilon, gaussian_mu
+from fedvote.privacy.accountant import epsilon_for, gaussian_mu
 from fedvote.privacy.events import (
     dp_fedavg_events,
     dp_fedsgd_events,
@@ -19,6 +19,7 @@ from fedvote.privacy.events import (
     multilabel_events,
     private_knn_fl_events,
     private_knn_fl_sensitivity,
+    replace_one,
     weighted_voting_events,
 )
 
@@ -162,7 +163,7 @@ def test_dp_sgd_degenerate_cases():
 def test_dp_fedsgd_has_no_agent_level_guarantee():
     events = dp_fedsgd_events(0.05, 1.0, 100)
     assert math.isinf(epsilon_for(events.agent, 1e-3))
-    assert events.instance == dp_sgd_event(0.05, 1.0, 100)
+    assert events.instance == replace_one(dp_sgd_event(0.05, 1.0, 100))  # replace-one record
 
 
 def test_dp_fedavg_events():
@@ -173,8 +174,11 @@ def test_dp_fedavg_events():
         dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(z)), rounds
     )
     assert epsilon_for(events.agent, 1e-3) == pytest.approx(independent.get_epsilon(1e-3), rel=1e-3)
-    # instance level: replace-one moves the clipped update by up to 2S, no sampling credit
-    assert gaussian_mu(events.instance) == pytest.approx(2.0 * math.sqrt(rounds) / z)
-    assert epsilon_for(events.instance, 1e-3, "exact") == pytest.approx(
-        gaussian_epsilon(2.0 * math.sqrt(rounds) / z, 1e-3)
-    )
+    # instance level: replace-one moves one sampled agent's clipped update by up to 2S, and
+    # the agent's sampling (hidden from the server) amplifies it
+    assert events.instance == replace_one(events.agent)
+    assert epsilon_for(events.instance, 1e-3) == pytest.approx(5.137, abs=0.01)  # dp-accounting 0.6.0 PLD
+    # every agent visible to the server (Algorithm 5 without secure aggregation): no sampling credit
+    visible = dp_fedavg_events(q, z, rounds, visible_to_server=50)
+    assert gaussian_mu(visible.agent) == pytest.approx(math.sqrt(rounds * 50) / z)
+    assert gaussian_mu(visible.instance) == pytest.approx(2.0 * math.sqrt(rounds * 50) / z)

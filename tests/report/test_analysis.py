@@ -80,3 +80,10 @@ def test_analysis_round_trips_without_pickles_and_stays_out_of_result_json(tmp_p
     np.testing.assert_array_equal(loaded.class_counts, analysis.class_counts)
     np.testing.assert_array_equal(loaded.teacher_accuracies, analysis.teacher_accuracies)
     assert loaded.vote_histograms is None
+
+
+def test_analysis_file_names_its_private_diagnostics(voting_run):
+    with np.load(voting_run / "analysis.npz", allow_pickle=False) as data:
+        assert str(data["diagnostics_note"]) == "simulation diagnostic — not private; a deployment never releases it"
+        assert set(data["diagnostics"].tolist()) == {"class_counts", "teacher_accuracies", "vote_histograms"}
+    RunAnalysis.load(voting_run / "analysis.npz")  # the labels do not disturb reading it back

@@ -159,6 +159,13 @@ class Agent:
         )  # (Q, C) float64, a copy
         return self._add_noise(checked, noise_std)
 
+    def noise_share(self, shape: tuple[int, ...], noise_std: float) -> np.ndarray:
+        """N(0, noise_std²) of ``shape`` from this agent's own generator.
+
+        What an agent with nothing to contribute sends into a sum (DP-FedAvg's unsampled agents).
+        """
+        return self._add_noise(np.zeros(shape), noise_std)
+
     def _add_noise(self, values: np.ndarray, noise_std: float) -> np.ndarray:
         """``values`` + N(0, noise_std²) from this agent's own generator, a new float64 array."""
         noised = np.array(values, dtype=np.float64)  # a copy

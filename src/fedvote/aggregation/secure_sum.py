@@ -28,7 +28,12 @@ behind PRG(b_d): the server only ever learns b of agents *in* U.
 
 Fixed point (:class:`FixedPoint`): a float x with |x| ≤ bound becomes round(x·2^s) in
 two's complement modulo 2^k; ``check_capacity(N)`` refuses an N for which a sum of N
-such values could wrap (N·round(bound·2^s) ≥ 2^(k−1)).
+such values could wrap (N·round(bound·2^s) ≥ 2^(k−1)). Each agent rounds its *noisy*
+value, so the decoded sum is not a function of the noisy sum alone; given that sum, the
+agents' positions between grid points are within a factor 1 ± η of uniform
+(:meth:`FixedPoint.rounding_eta`, the lattice-smoothing bound of ``docs/privacy.md``,
+"Quantisation"), and ``check_smoothing`` refuses a noise share for which η is not 0 in
+double precision, so rounding adds nothing to ε.
 
 Mask generator: SHAKE-256 (FIPS 202, ``hashlib``) of a domain label and the seed, an
 extendable-output function that is a cryptographic PRG: its output is computationally
@@ -43,6 +48,7 @@ elements (≈127 bits).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -207,6 +213,36 @@ class FixedPoint:
                 f"the {self.bits}-bit ring (at most {self.max_agents()} agents); lower the bound or scale",
             )
 
+    def rounding_eta(self, noise_std: float, contributors: int) -> float:
+        """η: how far from uniform the contributors' positions modulo 2^-s can be, given their sum.
+
+        Each of ``contributors`` (n) agents rounds a value carrying its own Gaussian share
+        of std ``noise_std`` (s). Given the sum, the shares have covariance s²(I − 11ᵀ/n)
+        (smallest non-zero eigenvalue s²/n), and by Poisson summation the density of the
+        positions on the torus is within 1 ± η of uniform, η ≤ (1 + 2e^(−a)/(1 − e^(−a)))ⁿ⁻¹ − 1
+        with a = 2π²s²/(nΔ²), Δ = 2^-s the resolution (``docs/privacy.md``, "Quantisation").
+        Infinite without noise.
+        """
+        if not noise_std > 0:
+            return math.inf
+        n = max(contributors, 2)
+        a = 2.0 * math.pi**2 * noise_std**2 / (n * self.resolution**2)
+        per_axis = 2.0 * math.exp(-a) / -math.expm1(-a) if a < 745.0 else 0.0
+        return math.expm1((n - 1) * math.log1p(per_axis))
+
+    def check_smoothing(self, noise_std: float, contributors: int) -> None:
+        """Refuse a noise share too small for rounding after the noise to be free (η > 0).
+
+        A share of 0 (no noise: nothing is claimed about the rounded values) passes.
+        """
+        if noise_std > 0 and self.rounding_eta(noise_std, contributors) > 0.0:
+            raise ConfigError(
+                "sigma",
+                f"a noise share of std {noise_std:g} is too small for the fixed-point resolution "
+                f"2^-{self.scale_bits} with {contributors} agents: rounding after the noise would "
+                "leak (raise sigma)",
+            )
+
     def encode(self, values: np.ndarray) -> np.ndarray:
         """round(values·2^s) mod 2^k, same shape, uint64; refuses non-finite or out-of-range values."""
         array = np.asarray(values, dtype=np.float64)
@@ -326,6 +362,31 @@ class SecureSumRound:
             masked = masked + pair_mask if peer > agent else masked - pair_mask  # wraps mod 2^64
         return (masked & self.codec.ring_mask).reshape(encoded.shape)
 
+    def mask_all(self, vectors: Sequence[np.ndarray]) -> dict[int, np.ndarray]:
+        """Every agent's :meth:`mask` of ``vectors[i]`` (one per agent), expanding each pair mask once.
+
+        The same y_i as N calls of :meth:`mask` (a simulation shortcut: PRG(s_ij) is added
+        to y_i and subtracted from y_j from one expansion, halving the SHAKE-256 output).
+        """
+        if len(vectors) != self.num_agents:
+            raise ValueError(f"{len(vectors)} vectors for {self.num_agents} agents")
+        encoded = [self.codec.encode(v) for v in vectors]
+        shapes = {e.shape for e in encoded}
+        if len(shapes) != 1:
+            raise ValueError(f"vectors of different shapes: {sorted(shapes)}")
+        (shape,) = shapes
+        size, bits = int(np.prod(shape, dtype=np.int64)), self.codec.bits
+        masked = [
+            e.reshape(-1) + expand_mask(self._seeds[("self", i, i)], size, label=_SELF, bits=bits)
+            for i, e in enumerate(encoded)
+        ]  # (size,) each, wraps mod 2^64
+        for i in range(self.num_agents):
+            for j in range(i + 1, self.num_agents):
+                pair_mask = expand_mask(self._pair_seed(i, j), size, label=_PAIR, bits=bits)
+                masked[i] = masked[i] + pair_mask
+                masked[j] = masked[j] - pair_mask
+        return {i: (y & self.codec.ring_mask).reshape(shape) for i, y in enumerate(masked)}
+
     def reveal_shares(self, holder: int, received: Collection[int]) -> dict[SecretId, int]:
         """What honest agent ``holder`` sends in the unmasking step, given the inputs the server got.
 
@@ -418,5 +479,5 @@ def secure_sum(
     protocol = SecureSumRound(
         num_agents=len(vectors), threshold=threshold, codec=codec, random_bytes=random_bytes
     )
-    masked = {agent: protocol.mask(agent, vector) for agent, vector in enumerate(vectors)}
+    masked = protocol.mask_all(vectors)
     return codec.decode(protocol.unmask(masked, responders=range(len(vectors))))

@@ -1,4 +1,4 @@
-"""Votes: one-hot histograms, each agent's noise share, and the noisy argmax (Algorithm 1)."""
+"""Votes: one-hot histograms, noise shares, the noisy argmax (Algorithm 1), Confident-GNMax's step."""
 
 from __future__ import annotations
 
@@ -29,6 +29,21 @@ def noise_share_std(sigma: float, min_responders: int) -> float:
 def noisy_argmax(vote_sums: np.ndarray) -> np.ndarray:
     """Pseudo-labels (Q,) = argmax over classes of the noisy vote sums (Q, C); Alg. 1 line 7."""
     return np.argmax(vote_sums, axis=1).astype(np.int64)
+
+
+def confident_gnmax_step(
+    check_sums: np.ndarray, argmax_sums: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The aggregator's step of Confident-GNMax (Papernot et al. 2018, Algorithm 1, lines 2-4).
+
+    ``check_sums`` and ``argmax_sums`` (Q, C) are two independently noised copies of the
+    vote sums. Returns the pass bits (Q,) = max_j check_sums ≥ ``threshold`` and the
+    argmax labels (A,) of ``argmax_sums`` on the queries that pass — all that is released.
+    """
+    if check_sums.shape != argmax_sums.shape:
+        raise ValueError(f"the two noisy copies differ in shape: {check_sums.shape} vs {argmax_sums.shape}")
+    answered = np.max(check_sums, axis=1) >= threshold  # (Q,)
+    return answered, noisy_argmax(argmax_sums[answered])
 
 
 def top_two_gap(vote_sums: np.ndarray) -> np.ndarray:

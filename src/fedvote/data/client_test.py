@@ -1,4 +1,9 @@
-"""Per-client test sets: each client is tested on the labels it trained on.
+"""Per-client test sets: each client is tested on the labels it trained on (a diagnostic).
+
+**Simulation diagnostic, not private.** A client's test set follows its *private* label
+frequencies, so any accuracy on it is a noiseless function of private data: PriFedSync
+keeps it under ``details["diagnostics"]`` only, and no stop rule or other control flow
+reads it (the stop rule reads the released global model on public data).
 
 PriFedSync's MNIST protocol (``federated-f-dp-prifedsync.txt``, Section 4.1): "each
 client will sample 200 examples with the same label she/he has seen in training"; its

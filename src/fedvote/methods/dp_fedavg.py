@@ -2,41 +2,45 @@
 
 Round t: every agent takes part with probability q (Poisson sampling, m_t agents); each
 sampled agent runs E local SGD iterations from θ_t and clips its update to L2 norm S,
-Δ̃_i = Δ_i / max(1, ‖Δ_i‖/S). Then
+Δ̃_i = Δ_i / max(1, ‖Δ_i‖/S). The sum Σ Δ̃_i then carries N(0, σ²S²), placed as
+``noise`` says, and θ_{t+1} = θ_t + (Σ Δ̃_i + noise) / (q·N).
 
-* ``noise="server"`` (Algorithm 3): the server adds N(0, σ²S²) to Σ Δ̃_i;
-* ``noise="distributed"`` (Algorithm 5/6, the paper's default "DP-FedAvg"): each sampled
-  agent adds N(0, σ²S²/m_t) to its own Δ̃_i before sending it, so the sum carries
-  N(0, σ²S²) and no single party adds all of it. When no agent is sampled (m_t = 0) the
-  server adds N(0, σ²S²) itself, so that the released model has the same distribution as
-  under Algorithm 3 (otherwise an un-noised, unchanged θ would reveal m_t = 0, which the
-  subsampled analysis does not cover).
-
-and θ_{t+1} = θ_t + (Σ Δ̃_i + noise) / (q·N).
+* ``noise="distributed"`` (default; Algorithm 5 with secure aggregation). *Every* agent
+  takes part in every round's secure sum (:mod:`fedvote.aggregation.secure_sum`, pairwise
+  masks, in process): a sampled agent sends Δ̃_i + N(0, σ²S²/N), any other agent its share
+  N(0, σ²S²/N) alone, so the total carries exactly N(0, σ²S²) whoever was sampled (also
+  when m_t = 0). The server receives N uniformly masked vectors and learns only their
+  sum: neither an individual update nor *who* was sampled. Each agent draws its own coin
+  (in simulation: from the privacy generator, never shown to the server's aggregation
+  code) and θ goes to every agent. Cost: N·d floats up and down per round instead of m_t·d.
+* ``noise="distributed-unmasked"`` (Algorithm 5 as the paper writes it): each sampled
+  agent adds N(0, σ²S²/m_t) to its own Δ̃_i and sends it in the clear; the server sees
+  every noisy update and who was sampled. When m_t = 0 the server adds N(0, σ²S²) itself.
+* ``noise="server"`` (Algorithm 3): sampled agents send Δ̃_i; a *trusted* server adds
+  N(0, σ²S²) to the sum.
 
 **The fixed denominator q·N.** The paper's Algorithms 3/5 divide by m_t. The Poisson-
 subsampled Gaussian analysis needs the released quantity to be the noised sum scaled by
-a *public constant*; dividing by the random, data-independent but agent-dependent m_t
-changes the sensitivity with m_t (adding an agent changes every other agent's weight).
-McMahan et al. (2018, "Learning differentially private recurrent language models") fix
-the denominator at its expectation q·N, which is what is done here (E[m_t] = q·N, so the
-step is unbiased in expectation).
+a *public constant*; dividing by the random m_t changes the sensitivity with m_t. McMahan
+et al. (2018, "Learning differentially private recurrent language models") fix the
+denominator at its expectation q·N, which is what is done here.
 
-**Accounting** (:func:`fedvote.privacy.events.dp_fedavg_events`): at the agent level
-(zero-out of one agent, equivalently add/remove for these mixtures) T rounds of
-``PoissonSampled(q, Gaussian(σ))``, σ being the noise multiplier (noise std / S). The
-amplification by sampling assumes the adversary sees the released models θ_1..θ_T but
-not *who* was sampled: the sampling uses the privacy generator (OS entropy unless
-``--noise-seed``), and with Algorithm 5 the sum should travel through secure
-aggregation (the in-process simulation hands the server each noised update). At the
-instance level (replace one record) the agent's clipped update can move by up to 2S; the
-events use T rounds of Gaussian(σ/2) without amplification — sound but loose (ε ≈ 420 at
-the ε = 4 agent-level calibration on digits). ``details["instance_epsilon_replace_one"]``
-gives the tight figure with amplification (dp-accounting's PLD REPLACE_ONE pair for the
-Poisson-subsampled Gaussian, :func:`fedvote.privacy.fdp.replace_one_poisson_gaussian_epsilon`). (Note the
-agent-level event is *not* by itself an instance-level bound under replace-one: replacing
-a record may swap the agent's update for any other in the S-ball, distance 2S, whereas
-zero-out moves it by at most S.)
+**Accounting** (:func:`fedvote.privacy.events.dp_fedavg_events`; ``docs/privacy.md``,
+"Gradient-based baselines"). Who the figure holds against is part of it:
+
+* ``distributed`` — against the server *and* every observer of the models: the server's
+  whole view is the masked vectors (uniform whatever the updates) and the sum, the same
+  noised sum an observer can compute from θ_{t+1}; the sample is hidden from both, so
+  amplification by Poisson sampling holds. Agent level (zero-out of one agent):
+  T rounds of PoissonSampled(q, Gaussian(σ)). Instance level (replace one record): the
+  record moves one sampled agent's clipped update from a to b, ‖a‖, ‖b‖ ≤ S, so each round
+  is dp-accounting's REPLACE_ONE pair (1−q)N(0, σ²) + qN(∓1, σ²) in units of S:
+  ``replace_one(SelfComposed(PoissonSampled(q, Gaussian(σ)), T))``.
+* ``server`` — the same events, against observers of the released models only: the
+  trusted server sees every clipped update without noise (against it ε = ∞).
+* ``distributed-unmasked`` — against the server, which sees agent i's update with noise
+  σS/√m_t (m_t ≤ N) and the sample: no sampling credit; T rounds of Gaussian(σ/√N) at
+  the agent level (sensitivity S) and Gaussian(σ/(2√N)) at the instance level (2S).
 
 **The paper's σ = 0.06.** The appendix uses (S = 0.08, σ = 0.06, q = 0.05). Read as
 Algorithm 3 writes it, N(0, σ²S²), σ = 0.06 *is* the noise multiplier; with q = 0.05
@@ -53,18 +57,40 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from fedvote.aggregation.secure_sum import FixedPoint
 from fedvote.errors import ConfigError
 from fedvote.methods.gradient import NOISE_PLACEMENTS, GradientMethod
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents, dp_fedavg_events
 from fedvote.transport.base import Transport
 
-if TYPE_CHECKING:
-    pass
+# Who each placement's ε holds against (result.json's ``details.epsilon_holds_against``).
+HOLDS_AGAINST: dict[str, str] = {
+    "distributed": "the server and every observer of the released models "
+    "(secure aggregation: the server learns only the noised sum, not who was sampled)",
+    "distributed-unmasked": "the server (it sees every agent's noisy update and who was sampled; "
+    "no credit for sampling)",
+    "server": "observers of the released models only; the server is trusted "
+    "(it sees every clipped update without noise: against it ε = ∞)",
+}
+
+# Far tail of an agent's noise share, in standard deviations, that the fixed-point range must hold.
+_SHARE_TAIL_SIGMAS = 40.0
+
+
+@runtime_checkable
+class SecureUpdateSum(Protocol):
+    """A transport that sums every agent's release of a round by secure aggregation."""
+
+    def secure_update_sum(
+        self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
+    ) -> np.ndarray:
+        """Σ over all N agents of (Δ̃_i if sampled else 0) + the agent's noise share, (d,)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -72,8 +98,10 @@ class DpFedAvg(GradientMethod):
     """DP-FedAvg with noise multiplier ``sigma``; defaults T = 100, q = 0.05, E = 20, S = 0.08.
 
     ``sigma`` is the noise multiplier σ (noise std on the sum = σ·S); 0 runs clipped
-    FedAvg without noise (non-private). ``noise`` is ``"distributed"`` (Algorithm 5,
-    default, as in the paper) or ``"server"`` (Algorithm 3).
+    FedAvg without noise (non-private). ``noise`` is ``"distributed"`` (default: shares
+    from every agent, secure aggregation, sample hidden), ``"distributed-unmasked"``
+    (Algorithm 5 as written) or ``"server"`` (Algorithm 3). ``num_agents`` is N, needed
+    before the run only by ``"distributed-unmasked"``, whose ε depends on it.
     """
 
     name = "dp-fedavg"
@@ -83,6 +111,7 @@ class DpFedAvg(GradientMethod):
     clip_norm: float = 0.08
     noise: str = "distributed"
     delta: float = 1e-3
+    num_agents: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -90,20 +119,66 @@ class DpFedAvg(GradientMethod):
             raise ConfigError("clip_norm", f"must be > 0, got {self.clip_norm}")
         if self.noise not in NOISE_PLACEMENTS:
             raise ConfigError("noise", f"must be one of {', '.join(NOISE_PLACEMENTS)}, got {self.noise!r}")
+        if self.num_agents is not None and self.num_agents < 1:
+            raise ConfigError("agents", f"must be at least 1, got {self.num_agents}")
+        if self.noise == "distributed-unmasked" and self.num_agents is None and self.sigma > 0:
+            raise ConfigError("noise", "distributed-unmasked needs the number of agents N for its ε")
+        largest = self.clip_norm * (1.0 + _SHARE_TAIL_SIGMAS * self.sigma)
+        if self.noise == "distributed" and largest > FixedPoint().bound:
+            raise ConfigError(
+                "clip_norm",
+                f"S·(1 + {_SHARE_TAIL_SIGMAS:g}σ) = {largest:g} exceeds the secure sum's fixed-point "
+                f"range ±{FixedPoint().bound:g}",
+            )
 
     def planned_events(self) -> LevelEvents:
-        """T rounds of PoissonSampled(q, Gaussian(σ)) (agent); Gaussian(σ/2) × T (instance)."""
-        return dp_fedavg_events(self.sampling_rate, self.sigma, self.rounds)
+        """All T rounds, as :func:`fedvote.privacy.events.dp_fedavg_events` states them."""
+        return self._events(self.rounds)
 
     def round_events(self) -> LevelEvents:
         """One round's release."""
-        return dp_fedavg_events(self.sampling_rate, self.sigma, 1)
+        return self._events(1)
 
-    def round_training(self, round_index: int, learning_rate: float, sampled: int) -> LocalTraining:
-        """E SGD iterations, update clipped to S; with distributed noise, + N(0, σ²S²/m_t)."""
-        share = 0.0
-        if self.noise == "distributed" and sampled > 0:
-            share = self.sigma * self.clip_norm / math.sqrt(sampled)
+    def _events(self, rounds: int) -> LevelEvents:
+        visible = self.num_agents if self.noise == "distributed-unmasked" else None
+        return dp_fedavg_events(self.sampling_rate, self.sigma, rounds, visible_to_server=visible)
+
+    def check_accountant(self, accountant: str) -> None:
+        """Replace-one of a Poisson-subsampled Gaussian (the instance level) needs the PLD accountant."""
+        subsampled = self.noise != "distributed-unmasked" and self.sampling_rate < 1 and self.sigma > 0
+        if subsampled and accountant != "pld":
+            raise ConfigError(
+                "accountant",
+                f"DP-FedAvg's instance level is replace-one of a Poisson-subsampled Gaussian, which "
+                f"only the pld accountant computes; got {accountant!r}",
+            )
+
+    def check_transport(self, transport: Transport) -> None:
+        """Distributed noise needs a secure update sum; the unmasked ε needs the true N."""
+        if self.noise == "distributed" and not isinstance(transport, SecureUpdateSum):
+            raise ConfigError(
+                "noise",
+                f"{type(transport).__name__} cannot sum updates by secure aggregation; "
+                "use --noise distributed-unmasked or server",
+            )
+        if self.noise == "distributed-unmasked" and self.num_agents != transport.num_agents:
+            raise ConfigError(
+                "agents",
+                f"accounted for {self.num_agents} agents but the transport holds {transport.num_agents}",
+            )
+
+    def noise_share(self, sampled: int, num_agents: int) -> float:
+        """The std each contributing agent adds: σS/√N (distributed), σS/√m_t (unmasked), else 0."""
+        if self.noise == "distributed":
+            return self.sigma * self.clip_norm / math.sqrt(num_agents)
+        if self.noise == "distributed-unmasked" and sampled > 0:
+            return self.sigma * self.clip_norm / math.sqrt(sampled)
+        return 0.0
+
+    def round_training(
+        self, round_index: int, learning_rate: float, sampled: int, num_agents: int
+    ) -> LocalTraining:
+        """E SGD iterations, update clipped to S, plus the agent's noise share (:meth:`noise_share`)."""
         return LocalTraining(
             model=self.model,
             steps=self.local_steps,
@@ -111,8 +186,23 @@ class DpFedAvg(GradientMethod):
             batch_size=self.batch_size,
             round_index=round_index,
             clip_norm=self.clip_norm,
-            noise_std=share,
+            noise_std=self.noise_share(sampled, num_agents),
         )
+
+    def round_step(
+        self,
+        theta: np.ndarray,
+        chosen: np.ndarray,
+        training: LocalTraining,
+        transport: Transport,
+        rng: np.random.Generator,
+    ) -> np.ndarray:
+        """Distributed noise: θ + (secure sum of all N agents' releases)/(qN); else as Algorithms 3/5."""
+        if self.noise != "distributed":
+            return super().round_step(theta, chosen, training, transport, rng)
+        assert isinstance(transport, SecureUpdateSum)  # check_transport refused any other
+        total = transport.secure_update_sum(theta, chosen, training)  # (d,): the sum, nothing else
+        return theta + total / (self.sampling_rate * transport.num_agents)
 
     def aggregate(
         self, theta: np.ndarray, received: LocalUpdates, rng: np.random.Generator, num_agents: int
@@ -121,24 +211,24 @@ class DpFedAvg(GradientMethod):
         total = received.updates.astype(np.float64).sum(axis=0)  # (d,); zeros when m_t = 0
         if received.updates.shape[0] == 0:
             total = np.zeros(theta.shape[0], dtype=np.float64)
-        agents_added_noise = self.noise == "distributed" and received.updates.shape[0] > 0
+        agents_added_noise = self.noise != "server" and received.updates.shape[0] > 0
         if self.sigma > 0 and not agents_added_noise:
             total += rng.normal(0.0, self.sigma * self.clip_norm, size=total.shape)
         return theta + total / (self.sampling_rate * num_agents)
 
-    def details(self, transport: Transport) -> dict[str, object]:
-        """The values the accounting used: q, σ (multiplier), S, T; and the noise placement."""
-        from fedvote.privacy.fdp import replace_one_poisson_gaussian_epsilon
+    def _reported_share(self, num_agents: int) -> float | None:
+        """Each agent's noise std: σS/√N (distributed), None (unmasked: σS/√m_t varies), 0 (server)."""
+        if self.noise == "distributed-unmasked":
+            return None
+        return self.noise_share(0, num_agents)
 
-        replace_one: float | None = None
-        if self.sigma > 0:  # the tight replace-one-record figure (PLD REPLACE_ONE pair, units of S)
-            replace_one = replace_one_poisson_gaussian_epsilon(
-                self.sampling_rate, self.sigma, self.rounds, self.delta
-            )
+    def details(self, transport: Transport) -> dict[str, object]:
+        """The values the accounting used (q, σ, S, T), the noise placement and whom ε holds against."""
         return {
             "noise_multiplier": self.sigma,
             "clip_norm": self.clip_norm,
             "noise": self.noise,
+            "noise_share_std": self._reported_share(transport.num_agents),
             "update_denominator": self.sampling_rate * transport.num_agents,
-            "instance_epsilon_replace_one": replace_one,
+            "epsilon_holds_against": HOLDS_AGAINST[self.noise],
         }

@@ -12,14 +12,18 @@ touch it. Every agent uses the same q_b and is charged E steps in every round, s
 agent — the worst one included — has the instance-level event T·E steps of
 PoissonSampled(q_b, Gaussian(z)) (:func:`fedvote.privacy.events.dp_fedsgd_events`).
 With q < 1 an agent that was not sampled took no step, so charging every round is an
-upper bound (exact at the default q = 1). This is DP-SGD's add/remove-one-record
-guarantee; ``details["instance_epsilon_replace_one"]`` gives the replace-one figure
-(dp-accounting's PLD REPLACE_ONE pair), which the rest of fedvote's instance level uses.
+upper bound (exact at the default q = 1). The instance level is **replace-one record**,
+as everywhere in fedvote (so that ``fedvote compare`` puts one adjacency in one column):
+the event is accounted under dp-accounting's REPLACE_ONE relation,
+``replace_one(SelfComposed(PoissonSampled(q_b, Gaussian(z)), T·E))`` — the replaced
+record's clipped gradient g (‖g‖ ≤ C) becomes another g′, each step's pair is
+(1−q_b)N(0, z²) + q_b·N(∓1, z²) in units of C. DP-SGD's usual add/remove-one figure is
+smaller (about half the ε at the same z) and is not what fedvote reports.
 
 **Agent level: not private.** Per-record clipping bounds nothing about an agent's whole
 data (its update is not clipped at the agent level), so the agent-level ε is ∞ (null in
 result.json). ``sigma`` (the DP-SGD noise multiplier z) is therefore calibrated to the
-target ε at the *instance* level (``calibration_level = "instance"``).
+target ε at the *instance* level, replace-one (``calibration_level = "instance"``).
 
 **Defaults.** T = 100 rounds, E = 1 local step (the paper's choice for DP-FedSGD),
 q = 1, q_b = 0.25 (about 6 of a digits agent's 25 records), C = 1, η = 1.
@@ -78,14 +82,25 @@ class DpFedSgd(GradientMethod):
         return self.local_steps * self.rounds
 
     def planned_events(self) -> LevelEvents:
-        """Instance: T·E steps of PoissonSampled(q_b, Gaussian(z)); agent: non-private."""
+        """Instance: replace-one of T·E steps of PoissonSampled(q_b, Gaussian(z)); agent: non-private."""
         return dp_fedsgd_events(self.batch_sampling_rate, self.sigma, self.total_local_steps)
 
     def round_events(self) -> LevelEvents:
         """One round: E DP-SGD steps of every agent."""
         return dp_fedsgd_events(self.batch_sampling_rate, self.sigma, self.local_steps)
 
-    def round_training(self, round_index: int, learning_rate: float, sampled: int) -> LocalTraining:
+    def check_accountant(self, accountant: str) -> None:
+        """Replace-one of a Poisson-subsampled Gaussian needs the PLD accountant."""
+        if self.batch_sampling_rate < 1 and self.sigma > 0 and accountant != "pld":
+            raise ConfigError(
+                "accountant",
+                f"DP-FedSGD's instance level is replace-one of a Poisson-subsampled Gaussian, which "
+                f"only the pld accountant computes; got {accountant!r}",
+            )
+
+    def round_training(
+        self, round_index: int, learning_rate: float, sampled: int, num_agents: int
+    ) -> LocalTraining:
         """E DP-SGD steps (Opacus) on the agent's own records."""
         return LocalTraining(
             model=self.model,
@@ -106,19 +121,10 @@ class DpFedSgd(GradientMethod):
         return theta + weighted_mean_update(received)
 
     def details(self, transport: Transport) -> dict[str, object]:
-        """The values the accounting used: q_b, z, E·T; the replace-one ε beside them."""
-        from fedvote.privacy.fdp import replace_one_poisson_gaussian_epsilon
-
-        replace_one: float | None = None
-        if self.sigma > 0:
-            replace_one = replace_one_poisson_gaussian_epsilon(
-                self.batch_sampling_rate, self.sigma, self.total_local_steps, self.delta
-            )
+        """The values the accounting used: q_b, z, E·T, C."""
         return {
             "batch_sampling_rate": self.batch_sampling_rate,
             "noise_multiplier": self.sigma,
             "local_steps": self.total_local_steps,
             "per_sample_clip": self.per_sample_clip,
-            "instance_epsilon_replace_one": replace_one,
-            "instance_adjacency_of_epsilon": "add/remove one record (DP-SGD)",
         }

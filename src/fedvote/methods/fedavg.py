@@ -52,7 +52,9 @@ class FedAvg(GradientMethod):
         """One non-private release (the round's updates)."""
         return non_private_events(1)
 
-    def round_training(self, round_index: int, learning_rate: float, sampled: int) -> LocalTraining:
+    def round_training(
+        self, round_index: int, learning_rate: float, sampled: int, num_agents: int
+    ) -> LocalTraining:
         """E plain SGD iterations, nothing clipped or noised."""
         return LocalTraining(
             model=self.model,

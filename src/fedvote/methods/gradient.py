@@ -39,7 +39,10 @@ from fedvote.transport.base import Transport
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
 
-NOISE_PLACEMENTS: tuple[str, ...] = ("distributed", "server")
+# DP-FedAvg's noise placements (:mod:`fedvote.methods.dp_fedavg`): every agent adds a share
+# and the updates are summed by secure aggregation (default); Algorithm 5 as the paper
+# writes it (the server sees each noisy update); the server adds the noise (Algorithm 3).
+NOISE_PLACEMENTS: tuple[str, ...] = ("distributed", "distributed-unmasked", "server")
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,11 @@ class GradientOptions:
         DP-SGD's Poisson rate q_b: each record joins each local batch with this
         probability (DP-FedSGD; the same for every agent).
     noise : str
-        DP-FedAvg's noise placement: ``"distributed"`` (Algorithm 5: each sampled agent
-        adds N(0, σ²S²/m_t)) or ``"server"`` (Algorithm 3: the server adds N(0, σ²S²)).
+        DP-FedAvg's noise placement: ``"distributed"`` (every agent adds N(0, σ²S²/N) and
+        the server learns only the secure sum; the sample stays hidden),
+        ``"distributed-unmasked"`` (Algorithm 5 as written: each sampled agent adds
+        N(0, σ²S²/m_t) and the server sees every noisy update) or ``"server"``
+        (Algorithm 3: a trusted server adds N(0, σ²S²)).
     model : str
         Architecture of the global model (:data:`fedvote.models.zoo.MODEL_NAMES`).
 
@@ -147,11 +153,14 @@ def _validate(**values: object) -> None:
 
 
 def privacy_generator(noise_seed: int | None, tag: int) -> np.random.Generator:
-    """The server's privacy randomness (agent sampling, server noise).
+    """The simulation's privacy randomness of the loop (agent sampling, server noise).
 
-    Seeded only for a reproducible simulation (``--noise-seed``); otherwise from OS
-    entropy, so that no printed seed predicts which agents were sampled — the
-    amplification by sampling assumes the adversary does not know it.
+    Seeded only for a reproducible simulation (``--noise-seed``; a comparison or sweep
+    derives each run's seed, :mod:`fedvote.noise_seeds`); otherwise from OS entropy, so
+    that no printed seed predicts which agents were sampled — the amplification by
+    sampling assumes the adversary does not know it. With DP-FedAvg's distributed noise
+    the sampling draws stand for the agents' own coins: nothing the server's side
+    receives depends on them except through the secure sum.
     """
     entropy = noise_seed if noise_seed is not None else secrets.randbits(128)
     return np.random.default_rng(np.random.SeedSequence([entropy, tag]))
@@ -162,9 +171,11 @@ class GradientMethod(Method):
     """The server's loop shared by FedAvg, DP-FedAvg and DP-FedSGD.
 
     Round t = 0..T−1: every agent is sampled independently with probability q (from the
-    privacy generator); the round is charged to the ledger; θ goes to the m_t sampled
-    agents, who send back updates (:meth:`Transport.local_updates`); θ moves by
-    :meth:`aggregate`. The local step size is ``learning_rate · lr_decay**t``.
+    privacy generator); the round is charged to the ledger; :meth:`round_step` exchanges
+    θ and updates — by default θ goes to the m_t sampled agents, who send back updates
+    (:meth:`Transport.local_updates`), and θ moves by :meth:`aggregate` (DP-FedAvg's
+    distributed noise sums every agent's release securely instead). The local step size
+    is ``learning_rate · lr_decay**t``.
     """
 
     calibration_level: ClassVar[str | None] = "agent"
@@ -193,9 +204,17 @@ class GradientMethod(Method):
         options = {k: v for k, v in config.gradient.overrides().items() if k not in cls.unused_options}
         if cls.calibration_level is not None:
             options["sigma"] = sigma
-        if "delta" in {f.name for f in dataclasses.fields(cls)}:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        if "delta" in fields:
             options["delta"] = config.privacy.delta
-        return cls(seed=config.seed, noise_seed=config.privacy.noise_seed, **options)
+        if "num_agents" in fields:
+            options["num_agents"] = config.federation.agents
+        method = cls(seed=config.seed, noise_seed=config.privacy.noise_seed, **options)
+        method.check_accountant(config.privacy.accountant)
+        return method
+
+    def check_accountant(self, accountant: str) -> None:
+        """Refuse, before any training, an accountant that cannot account this method's events."""
 
     def with_sigma(self, sigma: float) -> GradientMethod:
         """The same run with noise multiplier ``sigma`` (FedAvg adds no noise: unchanged)."""
@@ -221,8 +240,10 @@ class GradientMethod(Method):
         """The events of one round (charged before its updates are used)."""
 
     @abstractmethod
-    def round_training(self, round_index: int, learning_rate: float, sampled: int) -> LocalTraining:
-        """What each of the ``sampled`` agents does in round ``round_index``."""
+    def round_training(
+        self, round_index: int, learning_rate: float, sampled: int, num_agents: int
+    ) -> LocalTraining:
+        """What each of the ``sampled`` agents (of ``num_agents``) does in round ``round_index``."""
 
     @abstractmethod
     def aggregate(
@@ -230,9 +251,24 @@ class GradientMethod(Method):
     ) -> np.ndarray:
         """The next global θ from θ (d,), the round's updates and the number N of agents."""
 
+    def round_step(
+        self,
+        theta: np.ndarray,
+        chosen: np.ndarray,
+        training: LocalTraining,
+        transport: Transport,
+        rng: np.random.Generator,
+    ) -> np.ndarray:
+        """One round's exchange: the ``chosen`` agents' updates come back, θ moves by :meth:`aggregate`."""
+        received = transport.local_updates(theta, chosen, training)
+        return self.aggregate(theta, received, rng, transport.num_agents)
+
     def details(self, transport: Transport) -> dict[str, object]:
         """Method-specific result keys (the values the accounting used)."""
         return {}
+
+    def check_transport(self, transport: Transport) -> None:
+        """Refuse, before the first round, a transport this run cannot use as its accounting assumes."""
 
     def learning_rate_at(self, round_index: int) -> float:
         """The local step size of round ``round_index``."""
@@ -251,6 +287,7 @@ class GradientMethod(Method):
         progress: Progress = NO_PROGRESS,
     ) -> MethodOutcome:
         """T rounds of sample → local training → aggregate; the last θ is the student."""
+        self.check_transport(transport)
         model = self.initial_model(server)
         theta = flat_parameters(model)  # (d,) float32
         rng = privacy_generator(self.noise_seed, 0x6AD)
@@ -260,9 +297,8 @@ class GradientMethod(Method):
             for t in range(self.rounds):
                 chosen = np.flatnonzero(rng.random(n) < self.sampling_rate)  # Poisson sampling
                 ledger.charge(self.round_events())
-                training = self.round_training(t, self.learning_rate_at(t), int(chosen.shape[0]))
-                received = transport.local_updates(theta, chosen, training)
-                theta = self.aggregate(theta, received, rng, n).astype(np.float32)
+                training = self.round_training(t, self.learning_rate_at(t), int(chosen.shape[0]), n)
+                theta = self.round_step(theta, chosen, training, transport, rng).astype(np.float32)
                 sampled_per_round.append(int(chosen.shape[0]))
                 bar.advance()
         load_flat_parameters(model, theta)

@@ -3,25 +3,92 @@
 Each agent trains a teacher on its own data; for each query x_t from the public pool
 every agent releases its one-hot vote plus N(0, σ²/t); the argmax of the sum is the
 pseudo-label; a student is trained on the pseudo-labelled queries.
+
+``--release labels`` runs the same teachers through Confident-GNMax (Papernot et al.
+2018, *Scalable private learning with PATE*, Algorithm 1) instead: the aggregator checks
+max_j(n_j + N(0, σ₁²)) ≥ T on one noisy copy of the sums and, for the queries that pass,
+releases the argmax of a second copy with N(0, σ²); only those labels and the pass bits
+leave it. Accounting charges both Gaussians on every query (data-independent); the
+data-dependent figure of that mechanism is reported beside it (``docs/privacy.md``,
+"Confident-GNMax (label release)").
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from fedvote.data.federation import ServerData
+from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.voting import check_voting_run, check_voting_settings, label_and_teach
+from fedvote.methods.options import method_option
+from fedvote.methods.voting import (
+    RELEASES,
+    check_voting_run,
+    check_voting_settings,
+    label_and_teach,
+    label_and_teach_confident,
+)
 from fedvote.models.training import TrainingConfig
-from fedvote.privacy.events import LevelEvents, pate_fl_events
+from fedvote.privacy.events import LevelEvents, confident_gnmax_events, pate_fl_events
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
+
+
+# Defaults of Confident-GNMax when --threshold / --threshold-sigma are not given. The
+# paper (Table 2) uses T ≈ 0.7-0.8·N and σ₁ ≈ 4-5·σ₂ for 250+ accurate teachers; fedvote's
+# federations have fewer, weaker teachers, so a lower bar and a noisier-but-not-dominant
+# check (it is charged on every query) keep most queries answered.
+DEFAULT_THRESHOLD_FRACTION = 0.6  # T = 0.6·N votes
+DEFAULT_THRESHOLD_SIGMA_RATIO = 2.0  # σ₁ = 2·σ
+
+
+@dataclass(frozen=True)
+class PateFLOptions:
+    """The settings of ``--method pate-fl`` (each is a ``fedvote run`` flag).
+
+    ``release`` "sums" (default): Algorithm 1 of the voting paper, the server receives the
+    noisy vote sums. "labels": Confident-GNMax, only the pass bits and the labels of the
+    answered queries leave the aggregator (in-process transports only).
+    """
+
+    release: str = method_option(
+        "sums",
+        "What leaves the aggregator: 'sums' (the noisy vote sums, voting paper Alg. 1) or 'labels' "
+        "(Confident-GNMax, Papernot et al. 2018 Alg. 1: pass bits of a noisy threshold check and the "
+        "noisy-argmax labels of the answered queries).",
+        choices=RELEASES,
+    )
+    threshold: float | None = method_option(
+        None, "Confident-GNMax threshold T in votes (--release labels); default 0.6·N."
+    )
+    threshold_sigma: float | None = method_option(
+        None, "Noise std σ₁ of the threshold check (--release labels); default 2σ (scales with --epsilon)."
+    )
+
+    def __post_init__(self) -> None:
+        if self.release not in RELEASES:
+            raise ConfigError("release", f"must be one of {', '.join(RELEASES)}, got {self.release!r}")
+        if self.release == "sums":
+            for name in ("threshold", "threshold_sigma"):
+                if getattr(self, name) is not None:
+                    raise ConfigError(name, "applies to --release labels only")
+        if self.threshold is not None and not math.isfinite(self.threshold):
+            raise ConfigError("threshold", f"must be a finite number, got {self.threshold}")
+        sigma1 = self.threshold_sigma
+        if sigma1 is not None and not (sigma1 >= 0 and math.isfinite(sigma1)):
+            raise ConfigError("threshold_sigma", f"must be a finite number >= 0, got {self.threshold_sigma}")
+
+    @property
+    def labels_only(self) -> bool:
+        """Whether only labels leave the aggregator (Confident-GNMax)."""
+        return self.release == "labels"
 
 
 @dataclass(frozen=True)
@@ -48,10 +115,13 @@ class PateFL(Method):
         many σ (post-processing of the released sums; the rest join the unlabelled pool).
     seed : int
         Seeds the choice of queries and the student's training.
+    release_options : PateFLOptions
+        Sums (default) or labels only (Confident-GNMax: ``--threshold``, ``--threshold-sigma``).
 
     """
 
     name = "pate-fl"
+    options_type: ClassVar[type | None] = PateFLOptions
 
     sigma: float
     queries: int
@@ -62,6 +132,7 @@ class PateFL(Method):
     self_training_rounds: int = 2
     student_min_margin: float = 0.5
     seed: int = 0
+    release_options: PateFLOptions = PateFLOptions()
 
     def __post_init__(self) -> None:
         check_voting_settings(self)
@@ -79,15 +150,37 @@ class PateFL(Method):
             student=config.student,
             self_training_rounds=config.self_training_rounds,
             seed=config.seed,
+            release_options=config.method_options(),
         )
+
+    @property
+    def threshold_sigma(self) -> float:
+        """σ₁, the std of the threshold check's noise (label release): given, or 2σ."""
+        given = self.release_options.threshold_sigma
+        return DEFAULT_THRESHOLD_SIGMA_RATIO * self.sigma if given is None else given
+
+    def threshold_for(self, num_agents: int) -> float:
+        """T in votes (label release): given, or 0.6·N."""
+        given = self.release_options.threshold
+        return DEFAULT_THRESHOLD_FRACTION * num_agents if given is None else given
 
     def with_sigma(self, sigma: float) -> PateFL:
         """The same run with noise std ``sigma``."""
         return dataclasses.replace(self, sigma=sigma)
 
     def planned_events(self) -> LevelEvents:
-        """All ``queries`` releases: Gaussian, s = 1 (agent) and √2 (instance); Theorem 3."""
-        return pate_fl_events(self.sigma, self.queries)
+        """All ``queries`` releases: Gaussian, s = 1 (agent) and √2 (instance); Theorem 3.
+
+        With label release, each query is charged for the threshold check (σ₁) and the
+        argmax (σ): :func:`~fedvote.privacy.events.confident_gnmax_events`.
+        """
+        return self.events(self.queries)
+
+    def events(self, count: int) -> LevelEvents:
+        """The events of ``count`` queries as this run releases them (sums, or check + argmax)."""
+        if self.release_options.labels_only:
+            return confident_gnmax_events(self.sigma, self.threshold_sigma, count)
+        return pate_fl_events(self.sigma, count)
 
     def run(
         self,
@@ -100,6 +193,17 @@ class PateFL(Method):
         pool_size = server.public_features.shape[0]
         check_voting_run(self.queries, pool_size, self.min_responders, transport.num_agents)
         transport.train_teachers(self.teacher, progress)
+        if self.release_options.labels_only:
+            return label_and_teach_confident(
+                self,
+                server,
+                threshold=self.threshold_for(transport.num_agents),
+                threshold_sigma=self.threshold_sigma,
+                events=self.events,
+                confident_labels=transport.confident_labels,
+                ledger=ledger,
+                progress=progress,
+            )
         return label_and_teach(
             self,
             server,

@@ -1,39 +1,47 @@
-"""PriFedSync: personalised federated learning with record-level federated f-DP.
+"""PriFedSync: personalised federated learning with record-level differential privacy.
 
-``federated-f-dp-prifedsync.txt``, Algorithm 1 with Algorithm 2 as local training. In each
-of R synchronisation rounds the server Poisson-samples clients with probability p; a
-sampled client i pulls its helper model h̃⁽ⁱ⁾ = F_i(w̃_global), runs K steps of noisy SGD
-(or noisy Adam, Section 3.4) from it — batches of B records drawn uniformly, per-sample
-gradients clipped to C, N(0, 4C²σ²) on every step's sum — and sends its private model
-w̃⁽ⁱ⁾; the server moves w̃_global ← (1 − η)·w̃_global + η·mean of the received models.
-F_i is the identity (one global model, FedAvg-like) or the interpolation of eq. 2.1,
-F_i(w̃_global) = (1 − α)·w̃⁽ⁱ⁾ + α·w̃_global, with w̃⁽ⁱ⁾ the client's latest private model
-(the server holds it: it is what the client sent). The helper is computed from the
-current w̃_global when the client is sampled — Algorithm 1's "pulls a helper model"; with
-F_i = identity this is FedAvg. No trusted server: only noised models leave a client.
+``federated-f-dp-prifedsync.txt``, Algorithm 1. In each of R synchronisation rounds the
+server Poisson-samples clients with probability p; a sampled client i pulls its helper
+model h̃⁽ⁱ⁾ = F_i(w̃_global), runs K steps of DP-SGD (or noisy Adam, Section 3.4) from it
+and sends its private model w̃⁽ⁱ⁾; the server moves w̃_global ← (1 − η)·w̃_global +
+η·mean of the received models. F_i is the identity (one global model, FedAvg-like) or the
+interpolation of eq. 2.1, F_i(w̃_global) = (1 − α)·w̃⁽ⁱ⁾ + α·w̃_global, with w̃⁽ⁱ⁾ the
+client's latest private model (the server holds it: it is what the client sent). No
+trusted server: only noised models leave a client.
 
-**Accounting** (Theorem 2; record level, replace-one record of one client). Every client
-is charged K steps in every round (a client that was not sampled took none, so this is an
-upper bound — the one Theorem 2 states). Client j's μ_j is the CLT
-μ = √2·(B/n_j)·√(KR)·√(e^{σ⁻²}Φ(1.5/σ) + 3Φ(−0.5/σ) − 2); weak federated GDP holds with
-μ_max = max_j μ_j (the client with the fewest records), strong with √(m−1)·μ_max. The
-result's ``privacy.record`` gives both with their exact (ε, δ), and the PLD ε of the same
-DP-SGD steps (Poisson sampling at B/n standing in for fixed-size batches, replace-one).
-The CLT is Theorem 2's limit, not a finite-sample bound; the PLD figure is the rigorous
-one for Poisson batches. ``privacy.instance`` is the weak record-level ε (one record of
-one client); the agent level is not private (null).
+**Local training** (:mod:`fedvote.models.batched_dp_sgd`): DP-SGD with **Poisson
+batches** — each record of client j is in a step's batch with probability q_j = B/n_j —
+per-sample clip C, N(0, σ²C²) on the sum, divided by the expected batch size B (Abadi et
+al. 2016; Opacus). Not the paper's Algorithm 2 (fixed-size batches, N(0, 4C²σ²)), whose
+only tractable analysis is Theorem 2's CLT; with Poisson batches dp-accounting's PLD is
+exact for the steps actually run.
 
-**Evaluation.** Each client is tested on ``client_test_size`` records of the labels it
-trained on (:mod:`fedvote.data.client_test`), with its own latest private model
-("personalised") and with w̃_global ("global"); the mean over clients is reported per
-round. ``target_accuracy`` stops at the first round whose mean reaches it (Table 1).
+**Accounting** (record level: one record of one client replaced, the paper's S'ʲ). The
+headline ``privacy.instance.epsilon``, the ``--epsilon`` calibration target and the ledger
+charge are one proven upper bound: dp-accounting's PLD of
+``replace_one(SelfComposed(PoissonSampled(B/n_min, Gaussian(σ)), K·R))``
+(:func:`fedvote.privacy.events.prifedsync_events`), R the configured ``--rounds``,
+charged in full before the first round whatever round the run stops at. It holds for weak
+and strong federated DP alike (everything any client receives is post-processing of
+client j's K·R noisy steps). ``privacy.record`` repeats it, adds the ε of the rounds
+actually run ("ex post, not a guarantee") and Theorem 2's μ (weak and strong) as the
+paper's figure, labelled "asymptotic (CLT), not a bound" — never a headline, target or charge.
+
+**Stopping and evaluation.** ``target_accuracy`` stops at the first round whose released
+global model reaches it on the server's labelled *public* validation set (the public pool
+by default: PriFedSync never queries it; or ``validation_size`` points of it, or
+``validation_file``) — post-processing of released models on public data, read by nothing
+else. Each client's accuracy on a test set drawn from its own (private) label frequencies
+(:mod:`fedvote.data.client_test`, the paper's protocol) is a simulation diagnostic under
+``details["diagnostics"]``: not private, never released by a deployment, read by no
+control flow.
 
 **Model.** A perceptron (``--gradient-model mlp``: 784 → 128 → 10 on MNIST, or
-``logistic``), trained for all sampled clients at once
-(:mod:`fedvote.models.batched_dp_sgd`; the paper's CNN is not supported).
+``logistic``), trained for all sampled clients at once (the paper's CNN is not supported).
 
-Defaults are the paper's MNIST setting: p = 0.5, σ = 1, B = 16, K = 38, C = 1, η = 1,
-interpolation with α = 0.1, noisy Adam with γ = 0.001; R = 200 rounds at most.
+Defaults follow the paper's MNIST setting: p = 0.5, B = 16, K = 38, C = 1, η = 1,
+interpolation with α = 0.1, noisy Adam with γ = 0.001; R = 200 rounds. σ is the DP-SGD noise
+multiplier (std σC): the paper's σ = 1 (std 2C) is σ = 2 here.
 """
 
 from __future__ import annotations
@@ -46,16 +54,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import torch
 
-from fedvote.data.federation import ServerData
+from fedvote.data.federation import Federation, LabeledData, ServerData
+from fedvote.data.validation import load_validation_file, with_validation
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.gradient import privacy_generator
 from fedvote.methods.options import method_option
 from fedvote.models.batched_dp_sgd import OPTIMIZERS, NoisyTraining, perceptron_layer_sizes
 from fedvote.models.local_training import flat_parameters, load_flat_parameters
+from fedvote.models.training import predict_labels
 from fedvote.models.zoo import MODEL_NAMES, build_model
+from fedvote.privacy.accountant import epsilon_for, make_accountant
 from fedvote.privacy.events import LevelEvents, prifedsync_events
-from fedvote.privacy.fdp import federated_mu, gdp_epsilon, prifedsync_mu, replace_one_dp_sgd_epsilon
+from fedvote.privacy.fdp import federated_mu, gdp_epsilon, prifedsync_mu
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport
@@ -64,7 +75,20 @@ if TYPE_CHECKING:
     from fedvote.config import RunConfig
 
 HELPERS: tuple[str, ...] = ("identity", "interpolate")
-TARGET_MODELS: tuple[str, ...] = ("personalised", "global")
+
+CLT_NOTE = (
+    "asymptotic (CLT), not a bound: Theorem 2's limit as KR → ∞ for the paper's Algorithm 2 "
+    "(fixed-size batches, N(0, 4C²σ_paper²)) at the same noise std, σ_paper = σ/2; "
+    "never the headline, the calibration target or a ledger charge"
+)
+EX_POST_NOTE = (
+    "ex post, not a guarantee: the ε of the rounds actually run; the guarantee of a run "
+    "that may stop early is that of --rounds"
+)
+DIAGNOSTIC_NOTE = (
+    "each client's test set follows its private label frequencies: the accuracies on it are "
+    "noiseless functions of private data, never released by a deployment and read by no control flow"
+)
 
 
 @dataclass(frozen=True)
@@ -80,14 +104,21 @@ class PriFedSyncOptions:
     server_rate: float = method_option(1.0, "PriFedSync: server step η of w̃_global")
     optimizer: str = method_option("adam", "PriFedSync: local noisy optimizer", choices=OPTIMIZERS)
     target_accuracy: float | None = method_option(
-        None, "PriFedSync: stop at the first round whose mean client test accuracy reaches this"
+        None,
+        "PriFedSync: stop at the first round whose released global model reaches this accuracy "
+        "on the labelled public validation set (ε stays that of --rounds)",
     )
-    target_model: str = method_option(
-        "personalised",
-        "PriFedSync: whose mean client accuracy --target-accuracy reads",
-        choices=TARGET_MODELS,
+    validation_size: int | None = method_option(
+        None,
+        "Public-pool points labelled as a public validation set (weighted-pate: scores "
+        "teachers, default 500; prifedsync: the stop rule, default the whole pool)",
     )
-    client_test_size: int = method_option(200, "PriFedSync: test records per client (its own labels)")
+    validation_file: str | None = method_option(
+        None, "A labelled public npz (x, y) to score teachers on instead of a pool slice."
+    )
+    client_test_size: int = method_option(
+        200, "PriFedSync: test records per client for the private-label diagnostics (not released)"
+    )
 
     def __post_init__(self) -> None:
         if self.helper not in HELPERS:
@@ -100,10 +131,9 @@ class PriFedSyncOptions:
             raise ConfigError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
             raise ConfigError("target_accuracy", f"must lie in (0, 1], got {self.target_accuracy}")
-        if self.target_model not in TARGET_MODELS:
-            raise ConfigError(
-                "target_model", f"must be one of {', '.join(TARGET_MODELS)}, got {self.target_model!r}"
-            )
+        size = self.validation_size
+        if size is not None and (isinstance(size, bool) or size < 1):
+            raise ConfigError("validation_size", f"must be an integer >= 1, got {size!r}")
         if isinstance(self.client_test_size, bool) or self.client_test_size < 1:
             raise ConfigError("client_test_size", f"must be an integer >= 1, got {self.client_test_size}")
 
@@ -123,12 +153,28 @@ def helper_models(
     raise ConfigError("helper", f"must be one of {', '.join(HELPERS)}, got {helper!r}")
 
 
+def client_sampling_generator(noise_seed: int | None) -> np.random.Generator:
+    """The server's stream for Algorithm 1's Poisson client sampling (one ``random(m)`` per round)."""
+    return privacy_generator(noise_seed, 0x9F5)
+
+
+def reaches_target(target: float | None, public_accuracy: float | None) -> bool:
+    """The stop rule: the released global model's *public* validation accuracy reached ``target``.
+
+    Reads nothing but that accuracy (post-processing of a released model on public data),
+    so stopping costs no privacy; the run's guarantee stays that of its configured rounds.
+    """
+    return target is not None and public_accuracy is not None and public_accuracy >= target
+
+
 @dataclass(frozen=True)
 class PriFedSync(Method):
-    """PriFedSync (Algorithms 1 and 2) with noise scale ``sigma`` (σ; noise N(0, 4C²σ²)).
+    """PriFedSync (Algorithm 1) with DP-SGD on Poisson batches, noise multiplier ``sigma`` (std σC).
 
-    ``agent_records`` are the clients' record counts n_j (public metadata): Theorem 2's
-    μ_max is that of the smallest. Set by :meth:`with_agent_records` before accounting.
+    ``agent_records`` are the clients' record counts n_j (public metadata): the client
+    with the fewest has the largest batch rate B/n_j and bounds every record. Set by
+    :meth:`with_agent_records` before accounting. ``accountant`` must be able to account
+    replace-one Poisson-subsampled Gaussians (``pld``); others are refused up front.
     """
 
     name = "prifedsync"
@@ -147,6 +193,7 @@ class PriFedSync(Method):
     model: str = "mlp"
     options: PriFedSyncOptions = field(default_factory=PriFedSyncOptions)
     delta: float = 1e-3
+    accountant: str = "pld"
     seed: int = 0
     noise_seed: int | None = None
     agent_records: tuple[int, ...] | None = None
@@ -171,6 +218,7 @@ class PriFedSync(Method):
             raise ConfigError(
                 "batch_size", f"B = {self.batch_size} exceeds the smallest client's {smallest} records"
             )
+        _check_accountant(self.accountant)
 
     @classmethod
     def from_config(
@@ -189,69 +237,127 @@ class PriFedSync(Method):
             sigma=sigma,
             options=config.method_options(),
             delta=config.privacy.delta,
+            accountant=config.privacy.accountant,
             seed=config.seed,
             noise_seed=config.privacy.noise_seed,
             **{k: v for k, v in given.items() if k in keep},
         )
 
+    @classmethod
+    def prepare_federation(cls, config: RunConfig, federation: Federation) -> Federation:
+        """Give the federation its labelled public validation set (the stop rule's only data).
+
+        A file (``validation_file``), a slice of the public pool (``validation_size``), or
+        by default the whole pool: PriFedSync never queries it. Its labels stand for a
+        labelling the server had made of public data. Unchanged when one is already set.
+        """
+        if federation.validation is not None:
+            return federation
+        options: PriFedSyncOptions = config.method_options()
+        if options.validation_file is not None:
+            validation = load_validation_file(
+                options.validation_file, federation.example_shape, federation.num_classes
+            )
+            return dataclasses.replace(federation, validation=validation)
+        if options.validation_size is None:
+            return dataclasses.replace(federation, validation=federation.public)
+        return with_validation(federation, options.validation_size, config.seed)
+
     def with_sigma(self, sigma: float) -> PriFedSync:
-        """The same method with noise scale ``sigma``."""
+        """The same method with noise multiplier ``sigma``."""
         return dataclasses.replace(self, sigma=sigma)
 
     def with_agent_records(self, records: np.ndarray) -> PriFedSync:
-        """The same method knowing the clients' record counts n_j (for μ_max)."""
+        """The same method knowing the clients' record counts n_j (for the largest rate B/n_j)."""
         return dataclasses.replace(self, agent_records=tuple(int(n) for n in records))
 
     # --- accounting -------------------------------------------------------------------
-
-    def round_mu(self, records: int) -> float:
-        """Theorem 2's μ of one round (K steps) for a client of ``records`` records; ∞ at σ = 0."""
-        if self.sigma == 0:
-            return math.inf
-        return prifedsync_mu(self.sigma, self.batch_size, records, self.local_steps, 1)
 
     def _min_records(self) -> int:
         if self.agent_records is None:
             raise ConfigError("agents", "prifedsync needs the clients' record counts (with_agent_records)")
         return min(self.agent_records)
 
+    def events_for(self, rounds: int) -> LevelEvents:
+        """``rounds`` rounds of K Poisson DP-SGD steps of the smallest client (instance level)."""
+        rate = self.batch_size / self._min_records()
+        return prifedsync_events(self.sigma, rate, self.local_steps, rounds)
+
     def planned_events(self) -> LevelEvents:
-        """R rounds of the smallest client's Theorem 2 μ (instance); agent level non-private."""
-        return prifedsync_events(self.round_mu(self._min_records()), self.rounds)
+        """The configured R rounds: what is calibrated, charged up front and reported."""
+        return self.events_for(self.rounds)
 
-    def record_privacy(self, rounds: int, records: np.ndarray) -> dict[str, Any]:
-        """``privacy.record`` after ``rounds`` rounds: weak and strong federated GDP (Theorem 2).
+    def proven_epsilon(self, rounds: int) -> float | None:
+        """The proven record-level ε at δ of ``rounds`` rounds (None when unbounded)."""
+        epsilon = epsilon_for(self.events_for(rounds).instance, self.delta, self.accountant)
+        return epsilon if math.isfinite(epsilon) else None
 
-        ``weak.mu`` = μ_max (CLT), ``strong.mu`` = √(m−1)·μ_max, each with its exact ε at
-        δ; ``weak.epsilon_pld`` is the PLD ε of the same K·R steps (Poisson batches at
-        B/n_min standing in for fixed-size ones, replace-one).
+    def clt_figure(self, rounds: int, clients: int) -> dict[str, Any]:
+        """Theorem 2's μ (weak, strong) at ``rounds``: the paper's figure, labelled asymptotic.
+
+        Algorithm 2's noise N(0, 4C²σ_paper²) equals ours, N(0, σ²C²), at σ_paper = σ/2.
         """
-        n_min = int(np.min(records))
-        clients = int(records.shape[0])
-        steps = self.local_steps * rounds
-        private = self.sigma > 0
-        mu = prifedsync_mu(self.sigma, self.batch_size, n_min, self.local_steps, rounds) if private else None
+        n_min = self._min_records()
+        paper_sigma = self.sigma / 2.0
+        mu = None
+        if self.sigma > 0:
+            mu = prifedsync_mu(paper_sigma, self.batch_size, n_min, self.local_steps, rounds)
         strong = federated_mu(mu, clients, strong=True) if mu is not None else None
 
         def epsilon(value: float | None) -> float | None:
             return gdp_epsilon(value, self.delta) if value is not None else None
 
-        pld = None
-        if private:
-            pld = replace_one_dp_sgd_epsilon(self.sigma, self.batch_size / n_min, steps, self.delta)
         return {
-            "level": "record: one record of one client replaced (federated f-DP, Definitions 3.5 and 3.6)",
-            "bound": "Theorem 2 (CLT of C_{B/n}(G_{1/σ})^{⊗KR}; asymptotic as KR → ∞)",
-            "delta": self.delta,
+            "note": CLT_NOTE,
+            "theorem": (
+                "Theorem 2: C_{B/n}(G_{1/σ_paper})^{⊗KR} → G_μ, "
+                "μ = √2·c·√(e^{σ⁻²}Φ(1.5/σ) + 3Φ(−0.5/σ) − 2), c = (B/n)·√(KR)"
+            ),
+            "paper_sigma": paper_sigma,
             "rounds": rounds,
+            "weak": {"mu": mu, "epsilon": epsilon(mu)},
+            "strong": {"mu": strong, "epsilon": epsilon(strong)},
+        }
+
+    def record_privacy(self, rounds_run: int, records: np.ndarray) -> dict[str, Any]:
+        """``privacy.record``: the proven bound of the configured rounds, the ex post ε, the CLT.
+
+        ``weak.epsilon`` = ``strong.epsilon`` = the headline: dp-accounting's PLD of the
+        smallest client's K·R Poisson DP-SGD steps under replace-one, R = ``rounds``
+        (configured). ``ex_post`` is the same bound for the ``rounds_run`` actually run;
+        ``clt`` is Theorem 2's figure (:meth:`clt_figure`), never a bound.
+        """
+        method = self.with_agent_records(records)
+        n_min = method._min_records()
+        proven = method.proven_epsilon(self.rounds)
+        bound = (
+            f"proven upper bound: dp-accounting PLD ({self.accountant}) of replace_one(SelfComposed("
+            f"PoissonSampled(B/n_min, Gaussian(σ)), K·R)), R = {self.rounds} configured rounds"
+        )
+        strong_bound = (
+            "the same bound: every model any client receives is post-processing of client j's K·R noisy steps"
+        )
+        ex_post = proven if rounds_run == self.rounds else method.proven_epsilon(rounds_run)
+        return {
+            "level": "record: one record of one client replaced (federated DP, Definitions 3.5 and 3.6)",
+            "mechanism": (
+                "DP-SGD, Poisson batches at q_j = B/n_j, per-sample clip C, N(0, σ²C²) on the sum, "
+                "divided by B; K steps in each of R rounds, every client charged every round"
+            ),
+            "delta": self.delta,
+            "rounds": self.rounds,
+            "rounds_run": rounds_run,
             "local_steps": self.local_steps,
             "batch_size": self.batch_size,
             "min_client_records": n_min,
-            "clients": clients,
+            "batch_rate": self.batch_size / n_min,
+            "clients": int(records.shape[0]),
             "sigma": self.sigma,
-            "clt_mu": mu,
-            "weak": {"mu": mu, "epsilon": epsilon(mu), "epsilon_pld": pld},
-            "strong": {"mu": strong, "epsilon": epsilon(strong)},
+            "noise_std_per_step": self.sigma * self.per_sample_clip,
+            "weak": {"mu": None, "epsilon": proven, "bound": bound},
+            "strong": {"mu": None, "epsilon": proven, "bound": strong_bound},
+            "ex_post": {"rounds": rounds_run, "epsilon": ex_post, "note": EX_POST_NOTE},
+            "clt": method.clt_figure(self.rounds, int(records.shape[0])),
         }
 
     # --- the run ------------------------------------------------------------------------
@@ -261,6 +367,17 @@ class PriFedSync(Method):
         generator = torch.Generator().manual_seed(self.seed)
         return build_model(self.model, server.example_shape, server.num_classes, generator=generator)
 
+    def _training(self, sizes: tuple[int, ...]) -> NoisyTraining:
+        return NoisyTraining(
+            layer_sizes=sizes,
+            steps=self.local_steps,
+            batch_size=self.batch_size,
+            clip=self.per_sample_clip,
+            sigma=self.sigma,
+            learning_rate=self.learning_rate,
+            optimizer=self.options.optimizer,
+        )
+
     def run(
         self,
         server: ServerData,
@@ -268,39 +385,28 @@ class PriFedSync(Method):
         ledger: PrivacyLedger,
         progress: Progress = NO_PROGRESS,
     ) -> MethodOutcome:
-        """Algorithm 1 for up to R rounds (fewer when the target accuracy is reached)."""
+        """Algorithm 1 for up to R rounds; the whole R is charged first, whenever the run stops."""
         options = self.options
+        validation = server.validation
+        if options.target_accuracy is not None and validation is None:
+            raise ConfigError("target_accuracy", "needs a labelled public validation set (none was prepared)")
         model = self.initial_model(server)
         sizes = perceptron_layer_sizes(model)
         start = flat_parameters(model)  # (d,) float32
         records = transport.record_counts()  # (m,)
-        smallest = int(records.min())
-        if self.batch_size > smallest:
-            raise ConfigError(
-                "batch_size", f"B = {self.batch_size} exceeds the smallest client's {smallest} records"
-            )
-        method = self if self.agent_records is not None else self.with_agent_records(records)
-        round_events = prifedsync_events(method.round_mu(int(records.min())), 1)
-        training = NoisyTraining(
-            layer_sizes=sizes,
-            steps=self.local_steps,
-            batch_size=self.batch_size,
-            clip=self.per_sample_clip,
-            sigma=self.sigma,
-            learning_rate=self.learning_rate,
-            optimizer=options.optimizer,
-        )
-        rng = privacy_generator(self.noise_seed, 0x9F5)
+        method = self.with_agent_records(records)  # refuses B > the smallest client's n
+        ledger.charge(method.planned_events())  # every configured round, before any release
+        training = self._training(sizes)
+        rng = client_sampling_generator(self.noise_seed)
         m = transport.num_agents
-        everyone = np.arange(m)
         local = np.tile(start, (m, 1))  # (m, d): each client's latest private model w̃⁽ⁱ⁾
         global_model = start.copy()  # (d,): w̃_global
-        history: list[dict[str, float | int]] = []
+        history: list[dict[str, Any]] = []  # released global model on public data
+        diagnostics: list[dict[str, Any]] = []  # private: never read below
         reached: int | None = None
         with progress.step(f"{self.name}: up to {self.rounds} rounds", total=self.rounds) as bar:
             for r in range(1, self.rounds + 1):
                 chosen = np.flatnonzero(rng.random(m) < self.sampling_rate)  # Poisson sampling
-                ledger.charge(round_events)
                 if chosen.size:
                     helpers = helper_models(local[chosen], global_model, options.helper, options.alpha)
                     private = transport.private_local_models(helpers, chosen, training)  # (|Ω|, d)
@@ -308,62 +414,113 @@ class PriFedSync(Method):
                     mean = private.astype(np.float64).mean(axis=0)
                     eta = options.server_rate
                     global_model = ((1.0 - eta) * global_model + eta * mean).astype(np.float32)
-                personal = transport.client_accuracies(
-                    local, everyone, server.test, per_client=options.client_test_size, layer_sizes=sizes
-                )
-                shared = transport.client_accuracies(
-                    np.broadcast_to(global_model, local.shape),
-                    everyone,
-                    server.test,
-                    per_client=options.client_test_size,
-                    layer_sizes=sizes,
-                )
-                entry = {
-                    "round": r,
-                    "sampled": int(chosen.size),
-                    "personalised": float(personal.mean()),
-                    "global": float(shared.mean()),
-                }
-                history.append(entry)
+                public = _public_accuracy(model, global_model, validation)
+                history.append({"round": r, "sampled": int(chosen.size), "global": public})
+                diagnostics.append(self._client_diagnostics(r, transport, server, local, global_model, sizes))
                 bar.advance()
-                score = entry["personalised"] if options.target_model == "personalised" else entry["global"]
-                if options.target_accuracy is not None and score >= options.target_accuracy:
+                if reaches_target(options.target_accuracy, public):
                     reached = r
                     break
-        rounds_run = len(history)
         load_flat_parameters(model, global_model)
         model.eval()
-        last = history[-1]
         return MethodOutcome(
             student=model,
             query_indices=np.zeros(0, dtype=np.int64),
             pseudo_labels=np.zeros(0, dtype=np.int64),
-            details={
-                "privacy_record": method.record_privacy(rounds_run, records),
-                "instance_adjacency_of_epsilon": (
-                    "replace-one record of one client: weak federated GDP, μ_max of Theorem 2 (CLT)"
-                ),
-                "agent_level": "not private: record-level clipping bounds no client's whole data (null)",
-                "rounds": rounds_run,
-                "max_rounds": self.rounds,
-                "target_accuracy": options.target_accuracy,
-                "target_model": options.target_model,
-                "round_reached": reached,
-                "client_accuracy": {"personalised": last["personalised"], "global": last["global"]},
-                "accuracy_history": history,
-                "helper": options.helper,
-                "alpha": options.alpha,
-                "server_rate": options.server_rate,
-                "optimizer": options.optimizer,
-                "sampling_rate": self.sampling_rate,
-                "local_steps_per_round": self.local_steps,
-                "batch_size": self.batch_size,
-                "per_sample_clip": self.per_sample_clip,
-                "noise_std_per_step": 2.0 * self.per_sample_clip * self.sigma,
-                "learning_rate": self.learning_rate,
-                "layer_sizes": list(sizes),
-                "mean_sampled_agents": float(np.mean([h["sampled"] for h in history])),
-                "model_floats": int(start.shape[0]),
+            details=self._details(history, diagnostics, reached, records, sizes, validation, start.shape[0]),
+        )
+
+    def _client_diagnostics(
+        self,
+        round_index: int,
+        transport: Transport,
+        server: ServerData,
+        local: np.ndarray,
+        global_model: np.ndarray,
+        sizes: tuple[int, ...],
+    ) -> dict[str, Any]:
+        """Mean accuracy of the personalised and global models on the clients' own test sets (private)."""
+        everyone = np.arange(local.shape[0])
+        per_client = self.options.client_test_size
+        personal = transport.client_accuracies(
+            local, everyone, server.test, per_client=per_client, layer_sizes=sizes
+        )
+        shared = transport.client_accuracies(
+            np.broadcast_to(global_model, local.shape),
+            everyone,
+            server.test,
+            per_client=per_client,
+            layer_sizes=sizes,
+        )
+        return {"round": round_index, "personalised": float(personal.mean()), "global": float(shared.mean())}
+
+    def _details(
+        self,
+        history: list[dict[str, Any]],
+        diagnostics: list[dict[str, Any]],
+        reached: int | None,
+        records: np.ndarray,
+        sizes: tuple[int, ...],
+        validation: LabeledData | None,
+        model_floats: int,
+    ) -> dict[str, Any]:
+        """The outcome's details: privacy record, public history, private diagnostics apart."""
+        options = self.options
+        rounds_run = len(history)
+        last = diagnostics[-1]
+        return {
+            "privacy_record": self.record_privacy(rounds_run, records),
+            "bound": "replace-one Poisson-subsampled Gaussian DP-SGD, PLD (proven upper bound)",
+            "instance_adjacency_of_epsilon": (
+                "replace-one record of one client (weak and strong federated DP): the smallest "
+                f"client's K·R DP-SGD steps with Poisson batches, R = {self.rounds} configured rounds"
+            ),
+            "agent_level": "not private: record-level clipping bounds no client's whole data (null)",
+            "rounds": rounds_run,
+            "max_rounds": self.rounds,
+            "target_accuracy": options.target_accuracy,
+            "round_reached": reached,
+            "stop_rule": "released global model's accuracy on the labelled public validation set",
+            "validation_size": None if validation is None else len(validation),
+            "accuracy_history": history,
+            "diagnostics": {
+                "client_test_sets": DIAGNOSTIC_NOTE,
+                "client_accuracies": {"personalised": last["personalised"], "global": last["global"]},
+                "client_accuracy_history": diagnostics,
                 "client_test_size": options.client_test_size,
             },
+            "helper": options.helper,
+            "alpha": options.alpha,
+            "server_rate": options.server_rate,
+            "optimizer": options.optimizer,
+            "sampling_rate": self.sampling_rate,
+            "local_steps_per_round": self.local_steps,
+            "batch_size": self.batch_size,
+            "batch_sampling": "poisson: each record with probability B/n_j per step",
+            "per_sample_clip": self.per_sample_clip,
+            "noise_std_per_step": self.sigma * self.per_sample_clip,
+            "learning_rate": self.learning_rate,
+            "layer_sizes": list(sizes),
+            "mean_sampled_agents": float(np.mean([h["sampled"] for h in history])),
+            "model_floats": model_floats,
+        }
+
+
+def _public_accuracy(
+    model: torch.nn.Module, params: np.ndarray, validation: LabeledData | None
+) -> float | None:
+    """Accuracy of the released model ``params`` (d,) on the public ``validation`` set (None: none)."""
+    if validation is None:
+        return None
+    load_flat_parameters(model, params)
+    return float(np.mean(predict_labels(model, validation.features) == validation.labels))
+
+
+def _check_accountant(kind: str) -> None:
+    """Refuse, before anything runs, an accountant that cannot account PriFedSync's steps."""
+    probe = prifedsync_events(1.0, 0.5, 1, 1).instance
+    if not make_accountant(kind).supports(probe):
+        raise ConfigError(
+            "accountant",
+            f"{kind} cannot account prifedsync's replace-one Poisson-subsampled Gaussian steps; use pld",
         )

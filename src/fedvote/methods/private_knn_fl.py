@@ -17,6 +17,8 @@ Privacy (Theorem 3; ``docs/privacy.md``)
   change under replace-one, so the release's sensitivity is max_i √2/k_i = √2/k_min.
   Accounting therefore uses the *smallest* k any agent uses. A fixed k divides by k
   even for an agent with fewer records (its vote then sums to n_i/k < 1), so k_min = k.
+  ``privacy.instance.epsilon_paper_bound`` reports the paper's figure (√(2/k_min)) for the
+  same releases beside the tight one (equal at k_min = 1).
 """
 
 from __future__ import annotations
@@ -36,7 +38,12 @@ from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.voting import check_voting_run, check_voting_settings, label_and_teach
 from fedvote.models.features import FEATURE_KINDS, FeatureExtractor, fit_feature_extractor
 from fedvote.models.training import TrainingConfig
-from fedvote.privacy.events import KNN_BOUNDS, LevelEvents, private_knn_fl_events
+from fedvote.privacy.events import (
+    KNN_BOUNDS,
+    LevelEvents,
+    private_knn_fl_events,
+    private_knn_fl_sensitivity,
+)
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport
@@ -208,6 +215,8 @@ class PrivateKnnFL(Method):
                 **outcome.details,
                 "bound": self.bound,
                 "k": k_min,
+                # The paper's √(2/k_min): privacy.instance.epsilon_paper_bound (fedvote.analysis).
+                "paper_instance_sensitivity": private_knn_fl_sensitivity(k_min, "instance", "paper"),
                 "k_per_agent": [int(k) for k in ks],
                 "features": extractor.kind,
                 "feature_dim": extractor.dim,

@@ -13,6 +13,12 @@ that vote; the rest of Algorithms 1 and 2 is here:
 * :func:`label_and_teach` — lines 3–9 of both algorithms, from the three above.
 
 All of it after the vote sums is post-processing of released values.
+
+PATE-FL can instead release labels only (``--release labels``): the aggregator runs
+Confident-GNMax (Papernot et al. 2018, Algorithm 1) and lets out the pass bits of a noisy
+threshold check and the noisy-argmax labels of the queries that pass
+(:func:`label_in_batches`, :func:`label_and_teach_confident`); the method never holds a
+noisy sum, and the student learns from the answered queries.
 """
 
 from __future__ import annotations
@@ -33,7 +39,11 @@ from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.student import train_student
-from fedvote.transport.base import VoteSum
+from fedvote.transport.base import ReleasedLabels, VoteSum
+
+# What leaves the aggregator: the noisy vote sums (Algorithms 1 and 2) or, PATE-FL only,
+# the labels of the queries that pass a noisy threshold check (Confident-GNMax).
+RELEASES: tuple[str, ...] = ("sums", "labels")
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,6 +53,26 @@ class ReleasedVotes:
     query_indices: np.ndarray
     pseudo_labels: np.ndarray
     margins: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class ConfidentRelease:
+    """What Confident-GNMax let out over all rounds: every checked query and its pass bit.
+
+    ``checked`` (K,) query indices in release order; ``answered`` (K,) the released pass
+    bits; ``labels`` (A,) the labels of the answered queries, in order; ``responders`` (K,)
+    the agents that noised each checked query (the noise actually added is σ·√(r/t)).
+    """
+
+    checked: np.ndarray
+    answered: np.ndarray
+    labels: np.ndarray
+    responders: np.ndarray
+
+    @property
+    def answered_indices(self) -> np.ndarray:
+        """The answered queries' indices into the public pool, (A,)."""
+        return self.checked[self.answered]
 
 
 def check_voting_run(queries: int, pool_size: int, min_responders: int, num_agents: int) -> None:
@@ -119,13 +149,39 @@ def student_from_votes(
     other pool points (the unconfident queries included) are the unlabelled set of
     self-training.
     """
-    pool_size = server.public_features.shape[0]
     confident = votes.margins >= min_margin * sigma  # (R,)
-    unlabeled = np.setdiff1d(np.arange(pool_size), votes.query_indices[confident])
+    student = student_from_labels(
+        server,
+        votes.query_indices[confident],
+        votes.pseudo_labels[confident],
+        config=config,
+        seed=seed,
+        self_training_rounds=self_training_rounds,
+        progress=progress,
+    )
+    return student, int(confident.sum())
+
+
+def student_from_labels(
+    server: ServerData,
+    query_indices: np.ndarray,
+    labels: np.ndarray,
+    *,
+    config: TrainingConfig,
+    seed: int,
+    self_training_rounds: int,
+    progress: Progress = NO_PROGRESS,
+) -> nn.Module:
+    """Train the student on ``labels`` (L,) of the pool points ``query_indices`` (L,).
+
+    Every other pool point is the unlabelled set of self-training.
+    """
+    pool_size = server.public_features.shape[0]
+    unlabeled = np.setdiff1d(np.arange(pool_size), query_indices)
     with progress.step("training the student", total=1) as bar:
         student = train_student(
-            server.public_features[votes.query_indices[confident]],
-            votes.pseudo_labels[confident],
+            server.public_features[query_indices],
+            labels,
             num_classes=server.num_classes,
             config=config,
             seed=seed,
@@ -133,7 +189,49 @@ def student_from_votes(
             self_training_rounds=self_training_rounds,
         )
         bar.advance()
-    return student, int(confident.sum())
+    return student
+
+
+def label_in_batches(
+    chosen: np.ndarray,
+    *,
+    batch_size: int,
+    events: Callable[[int], LevelEvents],
+    ask: Callable[[np.ndarray], ReleasedLabels | None],
+    ledger: PrivacyLedger,
+    progress: Progress = NO_PROGRESS,
+) -> ConfidentRelease:
+    """Ask the aggregator for Confident-GNMax labels on ``chosen``, in charged rounds.
+
+    As :func:`vote_in_batches`: each round is charged (``events(batch size)``, both the
+    check and the argmax for every query) before ``ask(batch)`` runs, and a round the
+    transport refuses (``None``) is voided. Only pass bits and labels come back.
+    """
+    checked: list[np.ndarray] = []
+    answered: list[np.ndarray] = []
+    labels: list[np.ndarray] = []
+    responders: list[np.ndarray] = []
+    with progress.step("labelling public queries (Confident-GNMax)", total=chosen.shape[0]) as bar:
+        for start in range(0, chosen.shape[0], batch_size):
+            batch = chosen[start : start + batch_size]
+            charge = ledger.charge(events(batch.shape[0]))
+            result = ask(batch)
+            if result is None:  # fewer than t responders: nothing released, nothing spent
+                ledger.void(charge)
+            else:
+                checked.append(batch)
+                answered.append(np.asarray(result.answered, dtype=bool))  # (batch,)
+                labels.append(np.asarray(result.labels, dtype=np.int64))  # (answered in batch,)
+                responders.append(np.full(batch.shape[0], result.responders, dtype=np.int64))
+            bar.advance(batch.shape[0])
+    if not checked:
+        raise RuntimeError("no query batch reached the minimum number of responders")
+    return ConfidentRelease(
+        checked=np.concatenate(checked),
+        answered=np.concatenate(answered),
+        labels=np.concatenate(labels),
+        responders=np.concatenate(responders),
+    )
 
 
 class VotingSettings(Protocol):
@@ -216,5 +314,79 @@ def label_and_teach(
             "min_responders": settings.min_responders,
             "queries_requested": settings.queries,
             "student_queries": used,
+            "release": "sums",
         },
     )
+
+
+def label_and_teach_confident(
+    settings: VotingSettings,
+    server: ServerData,
+    *,
+    threshold: float,
+    threshold_sigma: float,
+    events: Callable[[int], LevelEvents],
+    confident_labels: Callable[..., ReleasedLabels | None],
+    ledger: PrivacyLedger,
+    progress: Progress = NO_PROGRESS,
+) -> MethodOutcome:
+    """Label-release PATE-FL: choose queries, Confident-GNMax in charged rounds, train the student.
+
+    ``confident_labels`` is the transport's (:meth:`~fedvote.transport.base.Transport.confident_labels`);
+    each agent adds N(0, σ₁²/t) to the check's copy and N(0, σ²/t) to the argmax's. The
+    student learns from the answered queries (the check is the confidence filter); the
+    outcome's ``details`` record the released pass bits, which the data-dependent analysis
+    reads (:func:`fedvote.analysis.with_data_dependent_epsilon`).
+    """
+    chosen = choose_queries(server.public_features.shape[0], settings.queries, settings.seed)  # (Q,)
+    release = label_in_batches(
+        chosen,
+        batch_size=settings.query_batch_size,
+        events=events,
+        ask=lambda batch: confident_labels(
+            batch,
+            threshold=threshold,
+            threshold_noise_std=noise_share_std(threshold_sigma, settings.min_responders),
+            noise_std=noise_share_std(settings.sigma, settings.min_responders),
+            min_responders=settings.min_responders,
+        ),
+        ledger=ledger,
+        progress=progress,
+    )
+    student = student_from_labels(
+        server,
+        release.answered_indices,
+        release.labels,
+        config=settings.student,
+        seed=settings.seed,
+        self_training_rounds=settings.self_training_rounds,
+        progress=progress,
+    )
+    return MethodOutcome(
+        student=student,
+        query_indices=release.answered_indices,
+        pseudo_labels=release.labels,
+        details={
+            "min_responders": settings.min_responders,
+            "queries_requested": settings.queries,
+            "student_queries": int(release.answered.sum()),
+            "release": "labels",
+            "confident_gnmax": confident_details(release, threshold, threshold_sigma, settings.sigma),
+        },
+    )
+
+
+def confident_details(
+    release: ConfidentRelease, threshold: float, threshold_sigma: float, sigma: float
+) -> dict[str, object]:
+    """result.json's record of a Confident-GNMax run: its settings and every released pass bit."""
+    return {
+        "threshold": float(threshold),
+        "threshold_sigma": float(threshold_sigma),
+        "sigma": float(sigma),
+        "queries_checked": int(release.checked.shape[0]),
+        "queries_answered": int(release.answered.sum()),
+        "checked_query_indices": release.checked.tolist(),
+        "answered": release.answered.tolist(),
+        "responders": release.responders.tolist(),
+    }

@@ -1,18 +1,25 @@
-"""PriFedSync's local private training (Algorithm 2) for many clients at once.
+"""PriFedSync's local private training: DP-SGD with Poisson batches, many clients at once.
 
-Algorithm 2 of ``federated-f-dp-prifedsync.txt`` (noisy SGD; noisy Adam by Section
-3.4's remark): for k = 1..K, draw a batch I of B of the client's n records uniformly
-without replacement, clip every per-sample gradient vₗ to norm C, and step with
-(Σ_{ℓ∈I} vₗ + N(0, 4C²σ² I)) / B. This module runs that for m clients in one set of
-tensor operations: the m models (one architecture, each its own parameters) are stacked,
-so a step is a handful of batched matrix products instead of m Opacus loops.
+Each of K steps draws a **Poisson batch**: every one of the client's n records is in it
+independently with probability q = B/n (B the *expected* batch size), every per-sample
+gradient vₗ is clipped to norm C, and the step is (Σ_{ℓ∈I} vₗ + N(0, σ²C² I)) / B — the
+DP-SGD of Abadi et al. (2016) with Opacus's normalisation by the expected batch size.
+dp-accounting's PLD of ``PoissonSampledDpEvent(q, GaussianDpEvent(σ))`` under REPLACE_ONE
+is then exact for each step (``fedvote.privacy.events.prifedsync_events``). The paper's
+Algorithm 2 draws B records without replacement instead and adds N(0, 4C²σ²); its
+Theorem 2 analyses that (as a CLT), which is why fedvote does not run it.
+
+This module runs those steps for m clients in one set of tensor operations: the m models
+(one architecture, each its own parameters) are stacked, and each step's Poisson batches
+are padded to the largest one with zero-weight rows, so a step is a handful of batched
+matrix products instead of m Opacus loops.
 
 Per-sample gradient norms come from the layer-wise identity for a linear layer
 z = W a + b: the per-sample gradient of W is g aᵀ, whose Frobenius norm is ‖g‖·‖a‖, and
 that of b is g (Goodfellow 2015; the "ghost norm" of Lee & Kifer 2021). The clipped sum
 Σₗ sₗ gₗ aₗᵀ is then one batched product. This is DP-SGD exactly as Opacus computes it
 (per-sample clip factor min(1, C/‖vₗ‖), Opacus's is C/(‖vₗ‖ + 10⁻⁶)); the tests compare
-the clipped sums with Opacus's ``GradSampleModule``. It covers the multilayer
+whole Poisson DP-SGD runs with Opacus on the same batches. It covers the multilayer
 perceptrons of :mod:`fedvote.models.zoo` (``logistic``, ``mlp``: Flatten, Linear,
 ReLU, …, Linear); other architectures are refused.
 """
@@ -34,7 +41,7 @@ ADAM_EPS = 1e-8
 
 @dataclass(frozen=True)
 class NoisyTraining:
-    """What every sampled client runs in one PriFedSync round (Algorithm 2).
+    """What every sampled client runs in one PriFedSync round (DP-SGD with Poisson batches).
 
     Parameters
     ----------
@@ -44,17 +51,18 @@ class NoisyTraining:
     steps : int
         K, local iterations.
     batch_size : int
-        B, records per step, drawn uniformly without replacement (must not exceed any
-        sampled client's n).
+        B, the *expected* records per step: client j's records are each drawn with
+        probability B/n_j (Poisson sampling; B must not exceed any sampled client's n_j),
+        and every step's sum is divided by B.
     clip : float
         C, the per-sample gradient norm bound.
     sigma : float
-        σ: every step's clipped sum gets N(0, 4C²σ²) per coordinate (Algorithm 2); 0 adds
-        no noise (clipped, non-private training).
+        σ, the noise multiplier: every step's clipped sum gets N(0, σ²C²) per coordinate
+        (Abadi et al. 2016; Opacus); 0 adds no noise (clipped, non-private training).
     learning_rate : float
         γ (constant over the K steps).
     optimizer : {"sgd", "adam"}
-        Noisy SGD (Algorithm 2) or noisy Adam (Adam on the same noisy gradient, β =
+        Noisy SGD or noisy Adam (Adam on the same noisy gradient, β =
         (0.9, 0.999), state reset at the start of every round).
 
     """
@@ -85,8 +93,8 @@ class NoisyTraining:
 
     @property
     def noise_std(self) -> float:
-        """Std of the Gaussian on every step's clipped sum: 2Cσ (Algorithm 2)."""
-        return 2.0 * self.clip * self.sigma
+        """Std of the Gaussian on every step's clipped sum: σC."""
+        return self.sigma * self.clip
 
     @property
     def num_parameters(self) -> int:
@@ -148,12 +156,19 @@ def stacked_logits(params: torch.Tensor, sizes: tuple[int, ...], x: torch.Tensor
 
 
 def clipped_gradient_sum(
-    params: torch.Tensor, sizes: tuple[int, ...], x: torch.Tensor, y: torch.Tensor, clip: float
+    params: torch.Tensor,
+    sizes: tuple[int, ...],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    clip: float,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Σₗ vₗ/max(1, ‖vₗ‖/C) per model, (m, d), and the per-sample norms ‖vₗ‖, (m, B).
+    """Σₗ wₗ·vₗ/max(1, ‖vₗ‖/C) per model, (m, d), and the per-sample norms ‖vₗ‖, (m, B).
 
     vₗ is the gradient of the cross-entropy of sample ℓ (x (m, B, in), y (m, B)) at the
-    model's parameters, computed layer by layer without materialising it.
+    model's parameters, computed layer by layer without materialising it. ``weights``
+    (m, B) of 0 and 1 (default all 1) drop the padding rows of Poisson batches: a row of
+    weight 0 adds exactly nothing.
     """
     layers = _unflatten(params, sizes)
     inputs = [x]  # activation entering each layer, (m, B, inₗ)
@@ -178,12 +193,64 @@ def clipped_gradient_sum(
         squared += grad.pow(2).sum(-1) * (inp.pow(2).sum(-1) + 1.0)
     norms = squared.sqrt()
     scale = 1.0 / torch.clamp(norms / clip, min=1.0)  # (m, B)
+    if weights is not None:
+        scale = scale * weights
     summed = torch.empty_like(params)  # (m, d), filled layer by layer through views
     for (weight_sum, bias_sum), grad, inp in zip(_unflatten(summed, sizes), grads, inputs, strict=True):
         scaled = grad * scale.unsqueeze(-1)
         weight_sum.copy_(torch.bmm(scaled.transpose(1, 2), inp))  # Σₗ sₗ gₗ aₗᵀ, (m, out, in)
         bias_sum.copy_(scaled.sum(1))  # Σₗ sₗ gₗ, (m, out)
     return summed, norms
+
+
+@dataclass(frozen=True)
+class PoissonBatches:
+    """One step's Poisson batches of m clients, padded to the largest.
+
+    ``index`` (m, L): each client's drawn records, local indices into its own n records
+    (padding rows repeat index 0); ``weight`` (m, L): 1 for a drawn record, 0 for padding.
+    L is the largest batch drawn this step (0 when every batch is empty).
+    """
+
+    index: torch.Tensor
+    weight: torch.Tensor
+
+    @property
+    def sizes(self) -> torch.Tensor:
+        """Each client's batch size |I_j|, (m,)."""
+        return self.weight.sum(dim=1).to(torch.int64)
+
+
+def poisson_rates(counts: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """q_j = B/n_j in float64, rounded *down* to a multiple of 2⁻⁵³, (m,).
+
+    A float64 key uniform on the 2⁻⁵³ grid is below a multiple of 2⁻⁵³ with exactly that
+    probability, so a record is drawn with probability at most B/n_j — never more than
+    the rate the accountant is given.
+    """
+    grid = 2.0**53
+    return torch.floor(batch_size / counts.to(torch.float64) * grid) / grid
+
+
+def poisson_batches(counts: torch.Tensor, batch_size: int, generator: torch.Generator) -> PoissonBatches:
+    """Draw every record of client j independently with probability B/n_j (one step).
+
+    ``counts`` (m,) are the clients' record counts n_j. Uses one (m, max n) block of
+    float64 uniforms from ``generator`` (the privacy randomness), whatever the data.
+    """
+    m = counts.shape[0]
+    device = counts.device
+    width = int(counts.max()) if m else 0
+    keys = torch.rand(m, width, generator=generator, device=device, dtype=torch.float64)  # (m, n_max)
+    inside = torch.arange(width, device=device) < counts.unsqueeze(1)  # (m, n_max): a real record
+    drawn = (keys < poisson_rates(counts, batch_size).unsqueeze(1)) & inside  # (m, n_max)
+    sizes = drawn.sum(dim=1)  # (m,)
+    longest = int(sizes.max()) if m else 0
+    # Drawn records first (stable: in record order), then cut to the longest batch.
+    order = torch.sort(drawn.to(torch.int8), dim=1, descending=True, stable=True).indices[:, :longest]
+    weight = (torch.arange(longest, device=device) < sizes.unsqueeze(1)).to(torch.float32)  # (m, L)
+    index = torch.where(weight > 0, order, torch.zeros_like(order))  # (m, L)
+    return PoissonBatches(index=index, weight=weight)
 
 
 def noisy_local_training(
@@ -195,7 +262,10 @@ def noisy_local_training(
     training: NoisyTraining,
     generator: torch.Generator,
 ) -> torch.Tensor:
-    """K steps of Algorithm 2 for m clients at once; returns their private models (m, d).
+    """K steps of DP-SGD with Poisson batches for m clients at once; their private models (m, d).
+
+    Step k: client j draws a Poisson batch I at rate B/n_j (:func:`poisson_batches`) and
+    moves by −γ·(Σ_{ℓ∈I} clip_C(vₗ) + N(0, σ²C² I)) / B (SGD), or Adam on that gradient.
 
     Parameters
     ----------
@@ -208,7 +278,8 @@ def noisy_local_training(
     training : NoisyTraining
         K, B, C, σ, γ and the optimizer.
     generator : torch.Generator
-        The privacy randomness: batch draws and noise (on ``params``' device).
+        The privacy randomness: per step, the batch keys (:func:`poisson_batches`) then the
+        noise (on ``params``' device).
 
     """
     sizes = training.layer_sizes
@@ -224,8 +295,6 @@ def noisy_local_training(
     weights = params.clone()
     if m == 0:
         return weights
-    b = training.batch_size
-    weights.requires_grad_(False)
     # Adam is elementwise, so one optimizer over the stacked (m, d) tensor is m
     # independent Adams; fused: one pass over the parameters per step. Fresh every round.
     holder = torch.nn.Parameter(weights)
@@ -235,26 +304,35 @@ def noisy_local_training(
         else None
     )
     for _ in range(training.steps):
-        # B of each client's n records, uniformly without replacement: the B smallest of
-        # n uniform keys; keys past a client's count are pushed out of reach.
-        width = int(counts.max())
-        keys = torch.rand(m, width, generator=generator, device=device)
-        keys.masked_fill_(torch.arange(width, device=device) >= counts.unsqueeze(1), 2.0)
-        picked = keys.topk(b, dim=1, largest=False).indices + offsets.unsqueeze(1)  # (m, B)
-        x = features[picked]  # (m, B, in)
-        y = labels[picked]  # (m, B)
-        summed, _ = clipped_gradient_sum(holder.detach(), sizes, x, y, training.clip)
+        batches = poisson_batches(counts, training.batch_size, generator)
+        picked = batches.index + offsets.unsqueeze(1)  # (m, L), rows of ``features``
+        x, y = features[picked], labels[picked]  # (m, L, in), (m, L)
+        summed = _clipped_sum_or_zero(holder.detach(), sizes, x, y, training, batches)
         if training.noise_std > 0:
             noise = torch.randn(m, d, generator=generator, device=device)
             summed.add_(noise, alpha=training.noise_std)
-        gradient = summed.div_(b)  # (Σ vₗ + N(0, 4C²σ²)) / B
+        gradient = summed.div_(training.batch_size)  # (Σ clip(vₗ) + N(0, σ²C²)) / B
         if adam is None:
             holder.data.add_(gradient, alpha=-training.learning_rate)
         else:
             holder.grad = gradient
             adam.step()
     return holder.detach()
-    return weights
+
+
+def _clipped_sum_or_zero(
+    params: torch.Tensor,
+    sizes: tuple[int, ...],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    training: NoisyTraining,
+    batches: PoissonBatches,
+) -> torch.Tensor:
+    """The clipped sums (m, d) of one step's Poisson batches (x (m, L, in)); zeros when L = 0."""
+    if batches.index.shape[1] == 0:
+        return torch.zeros_like(params)
+    summed, _ = clipped_gradient_sum(params, sizes, x, y, training.clip, batches.weight.to(x.dtype))
+    return summed
 
 
 def stacked_accuracy(

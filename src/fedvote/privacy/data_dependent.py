@@ -1,5 +1,14 @@
 """Data-dependent privacy of noisy-argmax voting, from the *clean* vote histograms.
 
+**What it covers.** A data-dependent bound holds only for a mechanism whose outputs are
+the noisy *argmax* (and, for Confident-GNMax, the pass bits of a noisy threshold check):
+it exploits that a large vote margin makes the released label nearly constant. A run that
+lets the noisy vote *sums* out (PATE-FL's and Private-kNN-FL's Algorithm 1/2, weighted
+voting) releases a Gaussian mechanism whose loss does not shrink with the margin, so no
+data-dependent figure applies to it (``fedvote.analysis`` labels such runs
+:data:`NOT_APPLICABLE_SUMS`); only PATE-FL with ``--release labels`` (Confident-GNMax,
+:func:`confident_gnmax_epsilon`) claims one.
+
 Everything here reads the private, noiseless vote counts, so its output is itself
 **data-dependent (not itself private)**: report it separately from the run's ε and
 never as the headline figure (releasing it privately needs smooth sensitivity,
@@ -32,6 +41,11 @@ to (ε, δ) and capped by the data-independent ε of the same run):
   ε(α) ≤ −log(1−q) + log(1 + √q·(1−q)^{α−1}·e^{(2α−1)·α·s²/(2σ²)})/(α−1).
   Lemma 13 bounds D_α(M(D')‖M(D)) with the actual data D in the *second* argument
   (its proof needs Pr_{M(D)}[j*] ≥ 1 − q); GNMax's Theorem 6 bounds D_λ(M(D)‖M(D')).
+* Confident-GNMax (Papernot et al. 2018, Algorithm 1; :func:`confident_gnmax_epsilon`) —
+  the threshold check's pass bit on every checked query (Theorem 6 with
+  q = min(p, 1 − p), p = Pr[max_j(n_j + N(0, σ₁²)) ≥ T] exact: :func:`threshold_rdp`, the
+  authors' ``compute_rdp_threshold``) plus ``gnmax`` on the answered queries only, as the
+  paper composes them (§4); the data-independent cap charges both on every query.
 
 Each per-query curve is capped at the data-independent Gaussian RDP ρ·α before
 composing, and the final ε is min(data-dependent, data-independent) so it can never
@@ -41,9 +55,10 @@ exceed the data-independent ε.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy import special
 
@@ -52,6 +67,12 @@ from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import gaussian_release_event
 
 LABEL = "data-dependent (not itself private)"
+# Why a run that releases the noisy vote sums claims no data-dependent ε.
+NOT_APPLICABLE_SUMS = (
+    "not applicable: the server receives the noisy vote sums, not only the argmax; "
+    "the data-dependent analysis (Papernot et al. 2018, Thm 6; voting paper, Thm 5) covers "
+    "argmax-only releases"
+)
 BOUNDS: tuple[str, ...] = ("gnmax", "theorem5")
 
 # Orders for data-dependent RDP: every order is a valid bound, so a moderate grid keeps
@@ -246,8 +267,9 @@ def data_dependent_epsilon(
     accountant: str = "exact",
     orders: tuple[float, ...] = DATA_DEPENDENT_ORDERS,
 ) -> DataDependentResult:
-    """Data-dependent ε at ``delta`` of releasing the noisy argmax of every row of ``histogram``.
+    """Data-dependent ε at ``delta`` of releasing **only** the noisy argmax of every row of ``histogram``.
 
+    Not valid for a run that also releases the noisy sums (see the module docstring).
     Per-query RDP by ``bound`` ("gnmax" or "theorem5"), composed over queries, converted
     with dp-accounting's RDP → DP conversion; the reported ``epsilon`` is the minimum of
     that and the data-independent ε of the same Gaussian releases (``accountant``; the
@@ -301,4 +323,183 @@ def data_dependent_epsilon(
         margins=vote_margins(counts),
         log_q=log_q,
         per_query_epsilon=per_query,
+    )
+
+
+# --- Confident-GNMax (Papernot et al. 2018, Algorithm 1): threshold check, then GNMax ---------
+
+CONFIDENT_LABEL = "data-dependent (not itself private): Confident-GNMax, only labels and pass bits released"
+
+
+def threshold_log_probabilities(
+    histogram: np.ndarray, threshold: float, sigma: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(log Pr[pass], log Pr[fail]) of the threshold check max_j (n_j + Z_j) ≥ T, Z ~ N(0, σ²I), each (Q,).
+
+    fedvote's agents noise their votes before the aggregator sees them (DESIGN.md,
+    "Distributed noise"), so the check reads the noisy sums n + Z of its own noise draw;
+    it fails only when every coordinate stays below T: log Pr[fail] = Σ_j log Φ((T − n_j)/σ)
+    (``log_ndtr``, exact in log space) and log Pr[pass] = log(1 − Pr[fail]). With one class
+    this is Papernot et al.'s Pr[max n + N(0, σ²) ≥ T] (their ``compute_logpr_answered``).
+    """
+    _check_sigma(sigma)
+    counts = _check_histogram(histogram)
+    if not math.isfinite(threshold):
+        raise ConfigError("threshold", f"must be a finite number, got {threshold}")
+    log_fail = np.sum(special.log_ndtr((threshold - counts) / sigma), axis=1)  # (Q,)
+    log_pass = _log1mexp(np.minimum(log_fail, -1e-300))  # p ≥ 1e-300·…: rounding only raises q
+    return np.asarray(log_pass), np.asarray(log_fail)
+
+
+def threshold_logpr(histogram: np.ndarray, threshold: float, sigma: float) -> np.ndarray:
+    """Log Pr[the threshold check passes] per query, (Q,); see :func:`threshold_log_probabilities`."""
+    return threshold_log_probabilities(histogram, threshold, sigma)[0]
+
+
+def threshold_rdp(log_pr_answered: np.ndarray, rho: float, orders: np.ndarray) -> np.ndarray:
+    """Data-dependent RDP of the threshold check (queries × orders): Theorem 6 on one bit.
+
+    The check releases one bit; its less likely outcome has probability q = min(p, 1 − p),
+    p = Pr[pass], so Theorem 6 of Papernot et al. (2018) applies with that q and the check's
+    data-independent slope ``rho`` (the check is post-processing of a Gaussian release of
+    the vote sums, (λ, ρλ)-RDP with ρ = s²/(2σ₁²)) — the paper's threshold analysis (its
+    code: ``compute_rdp_threshold``, there with ρ = 1/(2σ₁²) for the scalar max count).
+    Capped at ρλ like :func:`gnmax_rdp`.
+    """
+    log_p = np.atleast_1d(np.asarray(log_pr_answered, dtype=float))
+    if np.any(log_p > 0):
+        raise ValueError("log Pr[answered] must be <= 0")
+    log_q = np.minimum(log_p, _log1mexp(np.minimum(log_p, -1e-300)))
+    return gnmax_rdp(log_q, rho, orders)
+
+
+def confident_gnmax_independent_epsilon(
+    threshold_sigma: np.ndarray, sigma: np.ndarray, sensitivity: float, delta: float, accountant: str
+) -> float:
+    """Data-independent ε of Confident-GNMax, charging every query for both steps.
+
+    Query k is two Gaussian releases of the vote sums (check: σ₁ₖ, argmax: σ₂ₖ, both of L2
+    sensitivity ``sensitivity``); whether the argmax runs is data-dependent, so the
+    data-independent figure charges it on every query (as ``confident_gnmax_events`` plans).
+    """
+    both = np.concatenate([np.atleast_1d(threshold_sigma), np.atleast_1d(sigma)]).astype(float)  # (2K,)
+    stds, counts = np.unique(both, return_counts=True)
+    parts = [
+        gaussian_release_event(float(std), sensitivity, int(n)) for std, n in zip(stds, counts, strict=True)
+    ]
+    return epsilon_for(parts[0] if len(parts) == 1 else dp_event.ComposedDpEvent(parts), delta, accountant)
+
+
+@dataclass(frozen=True)
+class ConfidentGNMaxResult:
+    """Data-dependent ε of a Confident-GNMax run — **not itself private**; see :data:`CONFIDENT_LABEL`."""
+
+    epsilon: float
+    epsilon_data_dependent: float
+    epsilon_data_independent: float
+    delta: float
+    sensitivity: float
+    threshold: float
+    queries_checked: int
+    queries_answered: int
+    order: float
+    label: str = CONFIDENT_LABEL
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict of the scalars."""
+        return asdict(self)
+
+
+def confident_gnmax_rdp(
+    histogram: np.ndarray,
+    answered: np.ndarray,
+    *,
+    threshold: float,
+    threshold_sigma: float,
+    sigma: float,
+    sensitivity: float,
+    orders: np.ndarray,
+) -> np.ndarray:
+    """Total data-dependent RDP (orders,) of Confident-GNMax over the rows of ``histogram``.
+
+    Every checked query pays the threshold check (:func:`threshold_rdp`, with ``threshold_sigma``
+    the std σ₁ of the check's noise actually added); the answered ones (``answered``, (K,)
+    bool) also pay GNMax with the std σ₂ = ``sigma`` actually added (:func:`gnmax_rdp`,
+    Theorem 6 with Proposition 7's q). Composition as in Papernot et al. (2018), §4: the
+    argmax runs only when the released bit says so, so an unanswered query costs the check
+    alone.
+    """
+    counts = _check_histogram(histogram)
+    mask = np.asarray(answered, dtype=bool).reshape(-1)
+    if mask.shape[0] != counts.shape[0]:
+        raise ConfigError("answered", f"needs one bit per query ({counts.shape[0]}), got {mask.shape[0]}")
+    _check_sigma(threshold_sigma)
+    _check_sigma(sigma)
+    total = np.zeros_like(orders, dtype=float)
+    rho_check = sensitivity**2 / (2.0 * threshold_sigma**2)
+    rho_argmax = sensitivity**2 / (2.0 * sigma**2)
+    for start in range(0, counts.shape[0], _CHUNK):
+        block = counts[start : start + _CHUNK]
+        log_pass, log_fail = threshold_log_probabilities(block, threshold, threshold_sigma)
+        # threshold_rdp with q = min(p, 1 − p) from the exact log Pr[fail] (no rounding of 1 − p)
+        total += gnmax_rdp(np.minimum(log_pass, log_fail), rho_check, orders).sum(axis=0)
+        picked = block[mask[start : start + _CHUNK]]
+        if picked.shape[0]:
+            total += gnmax_rdp(gnmax_logq(picked, sigma), rho_argmax, orders).sum(axis=0)
+    return total
+
+
+def confident_gnmax_epsilon(
+    histogram: np.ndarray,
+    answered: np.ndarray,
+    *,
+    threshold: float,
+    threshold_sigma: np.ndarray | float,
+    sigma: np.ndarray | float,
+    delta: float,
+    sensitivity: float = 1.0,
+    accountant: str = "exact",
+    orders: tuple[float, ...] = DATA_DEPENDENT_ORDERS,
+) -> ConfidentGNMaxResult:
+    """Data-dependent ε at ``delta`` of a Confident-GNMax run, from its clean vote sums.
+
+    ``histogram`` (K, C): the clean sums of every *checked* query; ``answered`` (K,): the
+    released pass bits; ``threshold_sigma`` and ``sigma``: the std of the noise actually
+    added to each query's check and argmax (scalars, or (K,) when responders varied —
+    with distributed noise, σ·√(r/t) for r responders). RDP from
+    :func:`confident_gnmax_rdp` summed over groups of equal noise, converted with
+    dp-accounting's RDP → DP conversion, and capped by the data-independent ε of the same
+    releases (:func:`confident_gnmax_independent_epsilon`).
+    """
+    if not 0.0 < delta < 1.0:
+        raise ConfigError("delta", f"must lie in (0, 1), got {delta}")
+    if not sensitivity > 0 or not math.isfinite(sensitivity):
+        raise ConfigError("sensitivity", f"must be a finite number > 0, got {sensitivity}")
+    counts = _check_histogram(histogram)
+    mask = np.asarray(answered, dtype=bool).reshape(-1)
+    if mask.shape[0] != counts.shape[0]:
+        raise ConfigError("answered", f"needs one bit per query ({counts.shape[0]}), got {mask.shape[0]}")
+    check_std = np.broadcast_to(np.asarray(threshold_sigma, dtype=float), mask.shape)  # (K,)
+    argmax_std = np.broadcast_to(np.asarray(sigma, dtype=float), mask.shape)  # (K,)
+    order_array = np.asarray(orders, dtype=float)
+    total = np.zeros_like(order_array)
+    pairs = np.unique(np.stack([check_std, argmax_std], axis=1), axis=0)  # usually one pair
+    for s1, s2 in pairs:
+        group = (check_std == s1) & (argmax_std == s2)
+        total += confident_gnmax_rdp(
+            counts[group], mask[group], threshold=threshold, threshold_sigma=float(s1), sigma=float(s2),
+            sensitivity=sensitivity, orders=order_array,
+        )
+    dependent, order = rdp_privacy_accountant.compute_epsilon(order_array, total, delta)
+    independent = confident_gnmax_independent_epsilon(check_std, argmax_std, sensitivity, delta, accountant)
+    return ConfidentGNMaxResult(
+        epsilon=float(min(dependent, independent)),
+        epsilon_data_dependent=float(dependent),
+        epsilon_data_independent=float(independent),
+        delta=delta,
+        sensitivity=sensitivity,
+        threshold=float(threshold),
+        queries_checked=int(mask.shape[0]),
+        queries_answered=int(mask.sum()),
+        order=float(order),
     )

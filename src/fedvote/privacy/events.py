@@ -2,9 +2,11 @@
 
 Convention (see ``docs/privacy.md``): every event uses dp_accounting's default
 ADD_OR_REMOVE_ONE relation with unit sensitivity, and a mechanism's own L2
-sensitivity ``s`` is folded into the noise multiplier (σ/s). dp-accounting's RDP and
-PLD accountants read REPLACE_ONE differently (a factor 2 in sensitivity), so we never
-use it: each level states its adjacency and its ``s`` explicitly here.
+sensitivity ``s`` is folded into the noise multiplier (σ/s); each level states its
+adjacency and its ``s`` explicitly here. Sampled mechanisms under replace-one (DP-SGD,
+DP-FedAvg's instance level, PriFedSync) are the exception: their pair depends on the
+relation, and they are wrapped in :func:`replace_one` (dp-accounting's REPLACE_ONE,
+composed with the rest by :mod:`fedvote.privacy.accountant`).
 
 * agent level — zero-out adjacency: one agent's vote is replaced by zeros while it
   still adds its noise share. A one-hot vote moves by at most 1 in L2.
@@ -103,6 +105,35 @@ def pate_fl_events(sigma: float, queries: int) -> LevelEvents:
     return LevelEvents(
         agent=gaussian_release_event(sigma, PATE_FL_AGENT_SENSITIVITY, queries),
         instance=gaussian_release_event(sigma, PATE_FL_INSTANCE_SENSITIVITY, queries),
+        agent_sensitivity=PATE_FL_AGENT_SENSITIVITY,
+        instance_sensitivity=PATE_FL_INSTANCE_SENSITIVITY,
+    )
+
+
+def confident_gnmax_events(sigma: float, threshold_sigma: float, queries: int) -> LevelEvents:
+    """PATE-FL with label release: Confident-GNMax (Papernot et al. 2018, Algorithm 1) on ``queries``.
+
+    Per query, the aggregator checks max_j(n_j + N(0, σ₁²)) ≥ T on one noisy copy of the
+    vote sums (``threshold_sigma`` = σ₁) and, if it passes, releases the argmax of a
+    second, independent copy (``sigma`` = σ₂). Both copies are Gaussian releases of the
+    one-hot vote sums, s = 1 (agent, zero-out) and √2 (instance, replace-one); the check
+    and the argmax are post-processing. Whether the argmax runs depends on the data, so
+    every query is charged for both: Gaussian(σ₁/s) ∘ Gaussian(σ₂/s), which composes to
+    μ = s·√(Q·(1/σ₁² + 1/σ₂²)) (the bound against the aggregator itself too).
+    """
+    if threshold_sigma < 0:
+        raise ConfigError("threshold_sigma", f"must be >= 0, got {threshold_sigma}")
+
+    def level(sensitivity: float) -> dp_event.DpEvent:
+        check = gaussian_release_event(threshold_sigma, sensitivity, queries)
+        argmax = gaussian_release_event(sigma, sensitivity, queries)
+        if queries == 0:
+            return dp_event.NoOpDpEvent()
+        return dp_event.ComposedDpEvent([check, argmax])
+
+    return LevelEvents(
+        agent=level(PATE_FL_AGENT_SENSITIVITY),
+        instance=level(PATE_FL_INSTANCE_SENSITIVITY),
         agent_sensitivity=PATE_FL_AGENT_SENSITIVITY,
         instance_sensitivity=PATE_FL_INSTANCE_SENSITIVITY,
     )
@@ -290,12 +321,18 @@ def dp_sgd_event(sampling_rate: float, noise_multiplier: float, steps: int) -> d
 def dp_fedsgd_events(sampling_rate: float, noise_multiplier: float, steps: int) -> LevelEvents:
     """DP-FedSGD: every agent runs DP-SGD on its own records (voting paper, appendix F).
 
-    Instance level: the DP-SGD event of the agent holding the record (add/remove-one
-    record; each record lives in exactly one agent, so the other agents add nothing).
+    Instance level, replace-one record like every instance level here: the DP-SGD event
+    of the agent holding the record under dp-accounting's REPLACE_ONE relation,
+    ``replace_one(SelfComposed(PoissonSampled(q_b, Gaussian(z)), steps))`` — the record's
+    clipped gradient g (‖g‖ ≤ C) becomes another g′, each step's pair is
+    (1−q_b)N(0, z²) + q_b·N(∓1, z²) in units of C (``docs/privacy.md``). Each record lives
+    in exactly one agent, so the other agents add nothing.
     Agent level: per-record clipping bounds nothing about a whole agent's data (a Poisson
     batch is unbounded), so the agent-level event is non-private (ε = ∞).
     """
     instance = dp_sgd_event(sampling_rate, noise_multiplier, steps)
+    if isinstance(instance, dp_event.SelfComposedDpEvent):  # a private release (not no-op / non-private)
+        instance = replace_one(instance)
     return LevelEvents(
         agent=dp_event.NonPrivateDpEvent(),
         instance=instance,
@@ -304,32 +341,47 @@ def dp_fedsgd_events(sampling_rate: float, noise_multiplier: float, steps: int) 
     )
 
 
-def dp_fedavg_events(sampling_rate: float, noise_multiplier: float, rounds: int) -> LevelEvents:
+def dp_fedavg_events(
+    sampling_rate: float, noise_multiplier: float, rounds: int, *, visible_to_server: int | None = None
+) -> LevelEvents:
     """DP-FedAvg (Algorithms 3 and 5 of the voting paper's appendix; Geyer et al. 2017).
 
     Each round samples agents with probability q, clips each update to norm S, and the
-    sum carries N(0, σ²S²) (Algorithm 5: each of the m_t agents adds N(0, σ²S²/m_t)).
+    sum carries N(0, σ²S²); σ is the noise multiplier. Units of S throughout.
+
+    ``visible_to_server`` None — the sample is hidden from whoever the ε is stated
+    against (secure aggregation of every agent's share, or Algorithm 3 stated for
+    observers of the models):
 
     * agent level: ``T`` rounds of PoissonSampled(q, Gaussian(σ)). Zero-out of an agent
-      and add/remove of an agent give the same pair of mixtures here, so add/remove
-      accounting is exact for zero-out.
-    * instance level (replace-one record): the agent's clipped update can move anywhere
-      in the S-ball, by up to 2S. We claim no amplification by sampling for this
-      relation: each round is bounded by Gaussian(σ/2) (joint convexity of the
-      hockey-stick divergence over the data-independent sampling), so ``T`` rounds of
-      Gaussian(σ/2) — sound but loose (q = 0.05, σ = 1, T = 200, δ = 1e-3: ε ≈ 486).
-      The tight replace-one figure needs dp-accounting's PLD REPLACE_ONE pair, which no
-      event here carries: :func:`fedvote.privacy.fdp.replace_one_poisson_gaussian_epsilon`
-      (same setting: ε ≈ 5.14).
+      and add/remove of an agent give the same pair of mixtures here.
+    * instance level (replace-one record): the record moves one sampled agent's clipped
+      update from a to b, ‖a‖, ‖b‖ ≤ S: ``replace_one(SelfComposed(PoissonSampled(q,
+      Gaussian(σ)), T))``, dp-accounting's REPLACE_ONE pair (1−q)N(0, σ²) + qN(∓1, σ²)
+      per round (q = 0.05, σ = 1, T = 200, δ = 1e-3: ε ≈ 5.14).
+
+    ``visible_to_server`` = N — Algorithm 5 without secure aggregation, stated against the
+    server, which sees agent i's update with its share N(0, σ²S²/m_t), m_t ≤ N, and who was
+    sampled: no sampling credit; each round is Gaussian(σ/√N) at the agent level (the
+    update moves by ≤ S) and Gaussian(σ/(2√N)) at the instance level (≤ 2S).
     """
     _check_probability("sampling_rate", sampling_rate)
     _check_multiplier("noise_multiplier", noise_multiplier)
     _check_count("rounds", rounds)
+    if visible_to_server is not None:
+        _check_count("visible_to_server", visible_to_server)
+        seen = noise_multiplier / math.sqrt(max(visible_to_server, 1))
+        if rounds == 0 or sampling_rate == 0:
+            seen_event: dp_event.DpEvent = dp_event.NoOpDpEvent()
+            return LevelEvents(seen_event, seen_event, agent_sensitivity=1.0, instance_sensitivity=2.0)
+        return LevelEvents(
+            agent=gaussian_release_event(seen, 1.0, rounds),
+            instance=gaussian_release_event(seen, 2.0, rounds),
+            agent_sensitivity=1.0,
+            instance_sensitivity=2.0,
+        )
     agent = poisson_gaussian_event(sampling_rate, noise_multiplier, rounds)
-    if rounds == 0 or sampling_rate == 0:
-        instance: dp_event.DpEvent = dp_event.NoOpDpEvent()
-    else:
-        instance = gaussian_release_event(noise_multiplier, 2.0, rounds)
+    instance = replace_one(agent) if isinstance(agent, dp_event.SelfComposedDpEvent) else agent
     return LevelEvents(agent=agent, instance=instance, agent_sensitivity=1.0, instance_sensitivity=2.0)
 
 
@@ -344,7 +396,9 @@ def perturbed_head_events(
     """One head released once by every agent: agent i adds N(0, σᵢ²) to its head.
 
     ``instance_sensitivities[i]`` is Δᵢ, the replace-one sensitivity of agent i's head
-    (Theorem 1 of ``fedaux-fdp.txt``: 2√C/(λ·nᵢ); binary: 2/(λ·(nᵢ + |D⁻|))), and
+    (class head: 2√2/(λ·nᵢ), or Theorem 1 of ``fedaux-fdp.txt``'s 2√C/(λ·nᵢ) with
+    ``--head-sensitivity paper``; binary: 2/(λ·(nᵢ + |D⁻|))) and ``noise_stds[i]`` the σᵢ
+    agent i actually adds — both read from the same ``HeadRequest`` by the caller — and
     ``agent_sensitivity`` R bounds every head's norm (zero-out; None: unbounded). The
     agents' records are disjoint, so a replaced record — or a zeroed agent — changes one
     agent's head only (parallel composition): each level's event is the worst agent's,
@@ -377,30 +431,43 @@ def perturbed_head_events(
 # --- PriFedSync (federated-f-dp-prifedsync.txt) ------------------------------------------------
 
 
-def prifedsync_events(round_mu: float, rounds: int) -> LevelEvents:
-    """PriFedSync rounds whose record-level guarantee is Gaussian DP with ``round_mu`` each.
+def prifedsync_events(sigma: float, sampling_rate: float, local_steps: int, rounds: int) -> LevelEvents:
+    """PriFedSync's ``rounds`` rounds of ``local_steps`` DP-SGD steps with Poisson batches.
 
-    Instance level (replace-one record of one client): ``SelfComposed(Gaussian(1/μ_r), R)``.
-    A Gaussian event with noise multiplier z is exactly (1/z)-GDP, and μ-GDP composes as
-    √(Σμ²) (Lemma 3.4), so R rounds are √R·μ_r-GDP — Theorem 2's μ for K·R steps, which
-    grows as √(KR) (:func:`fedvote.privacy.fdp.prifedsync_mu` with R = 1 gives μ_r).
-    ``round_mu`` = ∞ (σ = 0) is a non-private round.
+    Instance level (replace-one record of one client, PriFedSync's S'ʲ):
+    ``replace_one(SelfComposed(PoissonSampled(q, Gaussian(σ)), K·R))``. A step draws each
+    record with probability q = B/n_j and adds N(0, σ²C²) to the sum of per-sample
+    gradients clipped to C; replacing a record moves that sum, when the record is drawn,
+    from g to g' with ‖g‖, ‖g'‖ ≤ C — dp-accounting's REPLACE_ONE pair
+    (1−q)·N(0, σ²) + q·N(∓1, σ²) in units of C. Exact for the batches drawn
+    (:mod:`fedvote.models.batched_dp_sgd`) and a proven upper bound, not Theorem 2's CLT.
+    ``sampling_rate`` is that of the client with the fewest records (the largest q); every
+    client is charged K steps in every round, sampled or not (an upper bound). Records are
+    disjoint across clients, so the worst client bounds every record (parallel composition);
+    the releases to other clients are post-processing of its K·R noisy steps.
 
     Agent level: a client's whole data is not protected (per-record clipping bounds no
     client's total influence; user-level DP is not PriFedSync's notion): non-private.
     """
     _check_count("rounds", rounds)
-    if not round_mu >= 0:
-        raise ConfigError("mu", f"must be >= 0, got {round_mu}")
-    if rounds == 0 or round_mu == 0:
+    _check_count("local_steps", local_steps)
+    if not 0.0 < sampling_rate <= 1.0:
+        raise ConfigError("sampling_rate", f"the batch rate B/n must lie in (0, 1], got {sampling_rate}")
+    if not sigma >= 0:
+        raise ConfigError("sigma", f"must be >= 0, got {sigma}")
+    steps = local_steps * rounds
+    step: dp_event.DpEvent = dp_event.GaussianDpEvent(sigma)
+    if sampling_rate < 1.0:
+        step = dp_event.PoissonSampledDpEvent(sampling_rate, step)
+    if steps == 0:
         instance: dp_event.DpEvent = dp_event.NoOpDpEvent()
-    elif not math.isfinite(round_mu):
+    elif sigma == 0:
         instance = dp_event.NonPrivateDpEvent()
     else:
-        instance = dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(1.0 / round_mu), rounds)
+        instance = replace_one(dp_event.SelfComposedDpEvent(step, steps))
     return LevelEvents(
         agent=dp_event.NonPrivateDpEvent(),
         instance=instance,
         agent_sensitivity=math.inf,
-        instance_sensitivity=1.0,
+        instance_sensitivity=2.0,  # replace-one moves a drawn record's clipped gradient by ≤ 2C
     )

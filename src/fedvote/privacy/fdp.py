@@ -12,8 +12,11 @@
 * Weak federated f-DP: G_μ; strong federated f-DP: G_{√(m−1)·μ} (Theorem 2).
 
 Adjacency: replace-one record of one client (PriFedSync's S'ʲ). The CLT is asymptotic
-(KR → ∞ with (B/n)√(KR) fixed), not a bound; :func:`replace_one_dp_sgd_epsilon` gives a
-PLD figure for the same run (Poisson sampling at rate B/n, replace-one, dp-accounting).
+(KR → ∞ with (B/n)√(KR) fixed), not a bound: fedvote reports it only as the paper's figure,
+labelled so. What ``--method prifedsync`` reports, calibrates and charges is the proven PLD
+bound of the DP-SGD it runs (Poisson batches, noise multiplier σ on C), described by
+:func:`fedvote.privacy.events.prifedsync_events`. :func:`replace_one_dp_sgd_epsilon` is the
+same kind of bound in the paper's parametrisation (noise N(0, 4C²σ²)), for ``fedvote account``.
 """
 
 from __future__ import annotations
@@ -159,11 +162,11 @@ def replace_one_poisson_gaussian_epsilon(
 
 
 def replace_one_dp_sgd_epsilon(sigma: float, sampling_rate: float, steps: int, delta: float) -> float:
-    """PLD ε for ``steps`` of Algorithm 2's noisy SGD (noise N(0, 4C²σ²)), replace-one record.
+    """PLD ε for ``steps`` of DP-SGD with Algorithm 2's noise N(0, 4C²σ²), replace-one record.
 
-    Poisson sampling at ``sampling_rate`` = B/n stands in for Algorithm 2's fixed-size
-    batches (the standard tractable counterpart); the noise multiplier over the clip
-    norm C is z = 2σ. See :func:`replace_one_poisson_gaussian_epsilon`.
+    A proven bound for **Poisson** batches at ``sampling_rate`` = B/n (noise multiplier
+    over the clip norm C: z = 2σ), not for Algorithm 2's fixed-size batches. See
+    :func:`replace_one_poisson_gaussian_epsilon`.
     """
     if not sigma > 0:
         raise ConfigError("sigma", f"must be > 0, got {sigma}")

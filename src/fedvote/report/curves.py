@@ -18,8 +18,8 @@ from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.privacy.accountant import epsilon_for, gaussian_mu
-from fedvote.privacy.data_dependent import data_dependent_epsilon, vote_margins
-from fedvote.privacy.events import gaussian_release_event
+from fedvote.privacy.data_dependent import vote_margins
+from fedvote.privacy.events import confident_gnmax_events, gaussian_release_event
 from fedvote.report.loaders import RunData
 
 LEVELS: tuple[str, ...] = ("agent", "instance")
@@ -51,48 +51,42 @@ def curve_steps(total: int, points: int = CURVE_POINTS) -> np.ndarray:
 
 
 def voting_epsilon_curve(run: RunData, points: int = CURVE_POINTS) -> EpsilonCurve | None:
-    """ε vs queries answered of a voting run, both levels; None for a run without votes or noise.
+    """ε vs queries of a voting run, both levels; None for a run without votes or noise.
 
-    Data-independent: the run's Gaussian vote releases (σ, the sensitivity charged at each
-    level) composed q times, by the run's accountant (:func:`~fedvote.analysis.gaussian_accountant`:
-    ``exact`` for ``pld``, its limit). Data-dependent (when the clean vote histograms were
-    recorded): :func:`~fedvote.privacy.data_dependent.data_dependent_epsilon` of the first q
-    released queries, in release order.
+    Data-independent, by the run's accountant (:func:`~fedvote.analysis.gaussian_accountant`:
+    ``exact`` for ``pld``, its limit): the run's Gaussian vote releases (σ, the sensitivity
+    charged at each level) composed q times; for label release (Confident-GNMax) every
+    *checked* query pays the threshold check (σ₁) and the argmax (σ)
+    (:func:`~fedvote.privacy.events.confident_gnmax_events`), against queries checked.
+    No data-dependent curve: a run that releases the noisy sums has none (the
+    argmax-only bound does not apply), and a label-release run's figure is the single
+    value in result.json (its checked queries' clean sums are not in analysis.npz).
     """
     result = run.result
     privacy = result["privacy"]
     sigma = float(result["sigma"])
-    queries = int(result.get("queries") or 0)
+    confident = result.get("confident_gnmax") if result.get("release") == "labels" else None
+    queries = int((confident or {}).get("queries_checked") or result.get("queries") or 0)
     if queries < 1 or not sigma > 0 or not privacy.get("private"):
         return None
     delta = float(privacy["delta"])
     accountant = gaussian_accountant(str(privacy["accountant"]))
     steps = curve_steps(queries, points)
-    histograms = run.analysis.vote_histograms if run.analysis is not None else None
     independent: dict[str, np.ndarray] = {}
-    dependent: dict[str, np.ndarray] = {}
     for level in LEVELS:
         sensitivity = privacy[level].get("sensitivity")
         if sensitivity is None or privacy[level].get("epsilon") is None:
             continue
-        independent[level] = np.array(
-            [
-                epsilon_for(gaussian_release_event(sigma, sensitivity, int(q)), delta, accountant)
-                for q in steps
-            ]
-        )
-        if histograms is not None and histograms.shape[0] >= queries:
-            dependent[level] = np.array(
-                [
-                    data_dependent_epsilon(
-                        histograms[: int(q)], sigma, delta, sensitivity=sensitivity, accountant=accountant
-                    ).epsilon
-                    for q in steps
-                ]
-            )
+        if confident is not None:
+            events = [confident_gnmax_events(sigma, float(confident["threshold_sigma"]), int(q)).at(level)
+                      for q in steps]
+        else:
+            events = [gaussian_release_event(sigma, sensitivity, int(q)) for q in steps]
+        independent[level] = np.array([epsilon_for(event, delta, accountant) for event in events])
     if not independent:
         return None
-    return EpsilonCurve("queries answered", steps, independent, dependent, accountant, delta)
+    unit = "queries checked" if confident is not None else "queries answered"
+    return EpsilonCurve(unit, steps, independent, {}, accountant, delta)
 
 
 def gradient_epsilon_curve(run: RunData, points: int = 10) -> EpsilonCurve | None:

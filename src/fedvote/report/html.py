@@ -259,6 +259,9 @@ def _privacy_section(privacy: dict[str, Any]) -> str:
                     ),
                 )
             )
+        elif entry.get("data_dependent_label") is not None:  # e.g. a run that released the noisy sums
+            label = _value(f"privacy.{level}.data_dependent_label", entry["data_dependent_label"])
+            rows.append(("data-dependent ε", label))
         else:
             rows.append(
                 ("data-dependent ε", "not computed (needs the clean votes of a simulated voting run)")

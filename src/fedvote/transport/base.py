@@ -32,6 +32,21 @@ class VoteSum:
     responders: int
 
 
+@dataclass(frozen=True, eq=False)
+class ReleasedLabels:
+    """All that leaves the aggregator in a Confident-GNMax round (``--release labels``).
+
+    ``answered`` (Q,) bool: the released pass bits of the threshold check; ``labels`` (A,)
+    int64: the noisy-argmax labels of the answered queries, in query order (A = answered
+    count); ``responders``: how many agents added a noise share (so the noise actually in
+    each sum is responders·share²). The noisy sums themselves stay inside the aggregator.
+    """
+
+    answered: np.ndarray
+    labels: np.ndarray
+    responders: int
+
+
 @dataclass
 class Communication:
     """Floats sent agent→server (up) and server→agent (down), and communication rounds."""
@@ -91,6 +106,26 @@ class Transport(ABC):
         Each agent adds N(0, noise_std²) to its own vote. Returns ``None`` — nothing is
         released — when fewer than ``min_responders`` agents answered.
         """
+
+    def confident_labels(
+        self,
+        query_indices: np.ndarray,
+        *,
+        threshold: float,
+        threshold_noise_std: float,
+        noise_std: float,
+        min_responders: int,
+    ) -> ReleasedLabels | None:
+        """Confident-GNMax on the teachers' votes (Papernot et al. 2018, Alg. 1); one round.
+
+        Each agent sends two independently noised copies of its one-hot votes (shares
+        N(0, threshold_noise_std²) and N(0, noise_std²)); the aggregator sums each copy,
+        checks max_j ≥ ``threshold`` on the first and releases the argmax of the second for
+        the queries that pass — only labels and pass bits leave it. ``None`` (nothing
+        released) when fewer than ``min_responders`` answered. Only a transport whose
+        aggregator is not the server can offer it (in-process: the secure sum).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot release labels only (--release labels)")
 
     @abstractmethod
     def teacher_accuracies(self, test: LabeledData) -> np.ndarray:

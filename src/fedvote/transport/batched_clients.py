@@ -18,6 +18,11 @@ from fedvote.data.client_test import client_test_indices
 from fedvote.data.federation import LabeledData
 from fedvote.models.batched_dp_sgd import NoisyTraining, noisy_local_training, stacked_accuracy
 
+# The stream tag of the clients' batch draws and noise. PriFedSync's server-side generator
+# (client sampling) uses tag 0x9F5 of the same noise seed; a distinct tag keeps the two
+# streams apart (issue 15, defect 9: no two consumers of one seed may share a stream).
+BATCHED_CLIENTS_TAG = 0xBC5
+
 
 def default_device(fallback: torch.device) -> torch.device:
     """CUDA when available (the batched clients are a few large tensor products), else ``fallback``."""
@@ -57,7 +62,8 @@ class BatchedClients:
         self.labels = torch.as_tensor(np.concatenate(self._train_labels), dtype=torch.int64, device=device)
         self.counts = torch.as_tensor(counts, device=device)  # (N,)
         self.offsets = torch.as_tensor(np.concatenate([[0], np.cumsum(counts)[:-1]]), device=device)
-        seed = int(np.random.SeedSequence([noise_entropy, 0x9F5]).generate_state(1, np.uint64)[0] >> 1)
+        stream = np.random.SeedSequence([noise_entropy, BATCHED_CLIENTS_TAG])
+        seed = int(stream.generate_state(1, np.uint64)[0] >> 1)
         self._generator = torch.Generator(device=device).manual_seed(seed)
         self._test_seeds = list(test_seeds)
         self._tests: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}

@@ -13,7 +13,7 @@ from fedvote.agents.agent import Agent
 from fedvote.agents.behaviour import Behaviour
 from fedvote.aggregation.knn import KnnIndex
 from fedvote.aggregation.secure_sum import FixedPoint, SecureSumAborted, secure_sum
-from fedvote.aggregation.voting import WeightRule
+from fedvote.aggregation.voting import WeightRule, confident_gnmax_step
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.models.batched_dp_sgd import NoisyTraining
 from fedvote.models.ensemble import ModelEnsemble, fit_ensemble
@@ -23,7 +23,13 @@ from fedvote.models.logistic_heads import HeadFeatures, HeadRequest, ReleasedHea
 from fedvote.models.training import TrainingConfig
 from fedvote.models.zoo import resolve_model_name
 from fedvote.progress import NO_PROGRESS, Progress
-from fedvote.transport.base import Transport, VoteSum, agent_noise_seeds, agent_training_seeds
+from fedvote.transport.base import (
+    ReleasedLabels,
+    Transport,
+    VoteSum,
+    agent_noise_seeds,
+    agent_training_seeds,
+)
 from fedvote.transport.batched_clients import BatchedClients, default_device
 
 
@@ -164,6 +170,50 @@ class LocalTransport(Transport):
             for agent, vote in zip(responders, votes, strict=True)
         ]
         return self._released_sum(releases, min_responders)
+
+    def confident_labels(
+        self,
+        query_indices: np.ndarray,
+        *,
+        threshold: float,
+        threshold_noise_std: float,
+        noise_std: float,
+        min_responders: int,
+    ) -> ReleasedLabels | None:
+        """Confident-GNMax: each agent sends two noised copies of its votes; only labels come back.
+
+        The two copies go through one (secure) sum; the aggregator's step
+        (:func:`~fedvote.aggregation.voting.confident_gnmax_step`) runs here, inside the
+        transport, and the noisy sums are dropped: the method receives the pass bits and
+        the labels of the answered queries only.
+        """
+        responders = self._agents
+        q = query_indices.shape[0]
+        # Down: Q query indices to each agent; up: two (Q, C) noisy copies from each.
+        self.communication.download_floats += len(self._agents) * q
+        self.communication.upload_floats += len(responders) * 2 * q * self._num_classes
+        self.communication.rounds += 1
+        if len(responders) < min_responders:
+            return None
+        if self._ensemble is None:  # noise_std 0: the clean one-hot votes, no noise drawn
+            votes = np.stack([agent.noisy_votes(query_indices, 0.0) for agent in responders])  # (N, Q, C)
+        else:
+            labels = self._voted_labels(query_indices)  # (N, Q)
+            votes = np.eye(self._num_classes, dtype=np.float64)[labels]  # (N, Q, C)
+        releases = [
+            np.concatenate(
+                [
+                    agent.add_noise_share(vote, std, num_queries=q, one_hot=True)
+                    for std in (threshold_noise_std, noise_std)
+                ]
+            )  # (2Q, C): the check's copy, then the argmax's copy
+            for agent, vote in zip(responders, votes, strict=True)
+        ]
+        total = self._released_sum(releases, min_responders)
+        if total is None:
+            return None
+        answered, labels = confident_gnmax_step(total.sums[:q], total.sums[q:], threshold)
+        return ReleasedLabels(answered=answered, labels=labels, responders=total.responders)
 
     def _released_sum(self, releases: list[np.ndarray], min_responders: int) -> VoteSum | None:
         """The sum of the responders' releases (all one shape): in memory, or by secure sum.
@@ -411,6 +461,44 @@ class LocalTransport(Transport):
             torch.set_num_threads(threads)
         records = np.array([self._agents[int(i)].num_records for i in ids], dtype=np.int64)
         return LocalUpdates(agent_ids=ids, updates=updates, records=records)
+
+    def secure_update_sum(
+        self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
+    ) -> np.ndarray:
+        """Σ over *every* agent of its release, (d,) float64: the only thing the server gets.
+
+        θ goes to all N agents. An agent in ``agent_ids`` (its own coin said it takes part)
+        sends its update, clipped and noised as ``training`` says; every other agent sends
+        its noise share N(0, training.noise_std²) alone, from its own generator. The server
+        learns the total, not an update, nor who took part (DP-FedAvg with distributed
+        noise). As for votes, the in-process sum stands for secure aggregation; with
+        ``secure_sum`` the N vectors really go through
+        :func:`~fedvote.aggregation.secure_sum.secure_sum` (pairwise masks, every agent
+        responds). Counts N·d floats each way, one round.
+        """
+        theta = np.asarray(global_params, dtype=np.float32)
+        chosen = {int(i) for i in np.asarray(agent_ids).reshape(-1)}
+        d, n = theta.shape[0], self.num_agents
+        codec = self._secure_codec
+        if codec is not None:
+            codec.check_smoothing(training.noise_std, n)  # rounding after the noise must be free
+        self.communication.download_floats += d * n
+        self.communication.upload_floats += d * n
+        self.communication.rounds += 1
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # one agent's steps are tiny: intra-op threads only contend
+        try:
+            releases = [
+                agent.local_update(theta, training).astype(np.float64)
+                if i in chosen
+                else agent.noise_share((d,), training.noise_std)  # its noise share alone
+                for i, agent in enumerate(self._agents)
+            ]
+        finally:
+            torch.set_num_threads(threads)
+        if codec is None:
+            return np.sum(releases, axis=0)
+        return secure_sum(releases, threshold=n // 2 + 1, codec=codec)
 
     # --- PriFedSync (federated-f-dp-prifedsync.txt) -------------------------------------------
 
