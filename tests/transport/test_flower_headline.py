@@ -14,6 +14,7 @@ transport is a :class:`LocalTransport` that records its rounds and SecAgg+ setti
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -239,3 +240,16 @@ def test_the_deploy_commands_default_clip_matches_the_transports():
 
     assert cli_default == DEFAULT_CLIP_SIGMAS
     assert np.isclose(secagg_settings(1.0, 2, 2).clip_sigmas, cli_default)
+
+
+def test_label_release_is_refused_before_flower_trains_anything(tmp_path, monkeypatch):
+    """Flower decodes SecAgg+ sums at the server: a --release labels run would release sums
+    (or fail after training and a charge), so it is refused before the transport or ledger exist."""
+    ledger = tmp_path / "ledger.sqlite"
+    config = dataclasses.replace(deployment_config(ledger), options={"release": "labels"})
+    write_deployment_files(config, tmp_path)
+    monkeypatch.setattr(flower_module, "FlowerTransport", lambda *a, **k: pytest.fail("built the transport"))
+    with pytest.raises(ConfigError) as error:
+        run_on_flower(server_settings(tmp_path, 20.0), _Untouchable(), _Untouchable())
+    assert error.value.argument == "release"
+    assert not ledger.exists()

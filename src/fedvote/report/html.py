@@ -315,11 +315,12 @@ def _run_panels(run: RunData) -> list[Panel]:
     # (b) ε vs queries (voting) or rounds (gradient)
     if voting:
         curve = curves.voting_epsilon_curve(run)
-        note = None if curve is None or curve.dependent else "data-dependent ε: no clean vote histograms"
+        note = None
         caption = (
-            "ε after each number of answered queries at both levels: solid lines are the "
-            "data-independent guarantee of the run's accountant, dashed lines the data-dependent "
-            "ε of the first queries' clean votes (not itself private)."
+            "ε after each number of released (or, with label release, checked) queries at both "
+            "levels: the data-independent guarantee of the run's accountant. The data-dependent ε "
+            "(not itself private) applies only to label release (Confident-GNMax) and is the "
+            "single figure of the Privacy section, not a curve."
         )
     else:
         curve = curves.gradient_epsilon_curve(run)

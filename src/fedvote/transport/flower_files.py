@@ -166,6 +166,11 @@ def planned_method(
     )
     if not isinstance(method, PateFL | PrivateKnnFL):
         raise ConfigError("method", f"Flower runs pate-fl or private-knn-fl, not {config.method}")
+    if isinstance(method, PateFL) and method.release_options.labels_only:
+        raise ConfigError(
+            "release",
+            "Flower releases the SecAgg+ vote sums; label release (Confident-GNMax) runs in process only",
+        )
     if query_batch_size > 0:  # queries per SecAgg+ round: a deployment setting
         method = dataclasses.replace(method, query_batch_size=query_batch_size)
     t = method.min_responders
