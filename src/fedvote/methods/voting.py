@@ -23,9 +23,9 @@ noisy sum, and the student learns from the answered queries.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 from torch import nn
@@ -40,6 +40,8 @@ from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.student import train_student
 from fedvote.transport.base import ReleasedLabels, VoteSum
+
+Released = TypeVar("Released")  # what one round of the aggregator lets out (sums or labels)
 
 # What leaves the aggregator: the noisy vote sums (Algorithms 1 and 2) or, PATE-FL only,
 # the labels of the queries that pass a noisy threshold check (Confident-GNMax).
@@ -93,6 +95,34 @@ def choose_queries(pool_size: int, queries: int, seed: int) -> np.ndarray:
     return rng.permutation(pool_size)[:queries]
 
 
+def charged_rounds(
+    chosen: np.ndarray,
+    *,
+    batch_size: int,
+    events: Callable[[int], LevelEvents],
+    ask: Callable[[np.ndarray], Released | None],
+    ledger: PrivacyLedger,
+    progress: Progress,
+    step: str,
+) -> Iterator[tuple[np.ndarray, Released]]:
+    """(batch, what the aggregator released) for each released round of ``chosen``, in order.
+
+    Each round of ``batch_size`` queries is charged to ``ledger`` (``events(batch size)``)
+    *before* ``ask(batch)`` runs; a round the transport refuses (``None``: fewer than t
+    responders) released nothing and its charge is voided.
+    """
+    with progress.step(step, total=chosen.shape[0]) as bar:
+        for start in range(0, chosen.shape[0], batch_size):
+            batch = chosen[start : start + batch_size]
+            charge = ledger.charge(events(batch.shape[0]))
+            result = ask(batch)
+            if result is None:  # fewer than t responders: nothing released, nothing spent
+                ledger.void(charge)
+            else:
+                yield batch, result
+            bar.advance(batch.shape[0])
+
+
 def vote_in_batches(
     chosen: np.ndarray,
     *,
@@ -111,18 +141,14 @@ def vote_in_batches(
     released: list[np.ndarray] = []
     labels: list[np.ndarray] = []
     margins: list[np.ndarray] = []
-    with progress.step("voting on public queries", total=chosen.shape[0]) as bar:
-        for start in range(0, chosen.shape[0], batch_size):
-            batch = chosen[start : start + batch_size]
-            charge = ledger.charge(events(batch.shape[0]))
-            result = vote(batch)
-            if result is None:  # fewer than t responders: nothing released, nothing spent
-                ledger.void(charge)
-            else:
-                released.append(batch)
-                labels.append(noisy_argmax(result.sums))  # result.sums: (batch, C)
-                margins.append(top_two_gap(result.sums))
-            bar.advance(batch.shape[0])
+    rounds = charged_rounds(
+        chosen, batch_size=batch_size, events=events, ask=vote, ledger=ledger, progress=progress,
+        step="voting on public queries",
+    )
+    for batch, result in rounds:
+        released.append(batch)
+        labels.append(noisy_argmax(result.sums))  # result.sums: (batch, C)
+        margins.append(top_two_gap(result.sums))
     if not released:
         raise RuntimeError("no query batch reached the minimum number of responders")
     return ReleasedVotes(
@@ -211,19 +237,15 @@ def label_in_batches(
     answered: list[np.ndarray] = []
     labels: list[np.ndarray] = []
     responders: list[np.ndarray] = []
-    with progress.step("labelling public queries (Confident-GNMax)", total=chosen.shape[0]) as bar:
-        for start in range(0, chosen.shape[0], batch_size):
-            batch = chosen[start : start + batch_size]
-            charge = ledger.charge(events(batch.shape[0]))
-            result = ask(batch)
-            if result is None:  # fewer than t responders: nothing released, nothing spent
-                ledger.void(charge)
-            else:
-                checked.append(batch)
-                answered.append(np.asarray(result.answered, dtype=bool))  # (batch,)
-                labels.append(np.asarray(result.labels, dtype=np.int64))  # (answered in batch,)
-                responders.append(np.full(batch.shape[0], result.responders, dtype=np.int64))
-            bar.advance(batch.shape[0])
+    rounds = charged_rounds(
+        chosen, batch_size=batch_size, events=events, ask=ask, ledger=ledger, progress=progress,
+        step="labelling public queries (Confident-GNMax)",
+    )
+    for batch, result in rounds:
+        checked.append(batch)
+        answered.append(np.asarray(result.answered, dtype=bool))  # (batch,)
+        labels.append(np.asarray(result.labels, dtype=np.int64))  # (answered in batch,)
+        responders.append(np.full(batch.shape[0], result.responders, dtype=np.int64))
     if not checked:
         raise RuntimeError("no query batch reached the minimum number of responders")
     return ConfidentRelease(
