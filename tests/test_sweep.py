@@ -135,7 +135,6 @@ def test_sweep_command_two_methods(tmp_path):
         (["--grid", "rounds=1"], "--grid"),
         (["--grid", "epsilon=1", "--seeds", "a"], "--seeds"),
         (["--grid", "epsilon=1", "--method", "pate-fl,nope"], "--method"),
-        (["--grid", "epsilon=1", "--ledger", "x.db"], "--ledger"),
         (["--grid", "epsilon=1", "--secure-sum"], "--secure-sum"),
     ],
 )

@@ -20,6 +20,7 @@ from fedvote.data_cli import data
 from fedvote.deploy_cli import deploy
 from fedvote.errors import ConfigError, VoteRejected
 from fedvote.label_cli import label
+from fedvote.ledger_cli import ledger
 from fedvote.report_cli import plot, report
 from fedvote.results import DIAGNOSTIC_NOTE, RunResult, write_result
 from fedvote.run_options import run_config_options
@@ -176,6 +177,7 @@ cli.add_command(report)
 cli.add_command(plot)
 cli.add_command(sweep)
 cli.add_command(label)
+cli.add_command(ledger)
 cli.add_command(deploy)
 
 

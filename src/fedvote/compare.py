@@ -13,6 +13,13 @@ method (DP-FedSGD included: its DP-SGD event is accounted under dp-accounting's
 REPLACE_ONE relation, not DP-SGD's usual add/remove), the agent level zero-out of one
 agent; the table header names both, so that the figures in a column compare.
 
+**One ledger for all rows.** Every row is a release on the same federation: under the
+config's ``--ledger`` each row's run is charged to it (a
+:class:`~fedvote.privacy.ledger.LedgerSession` of one shared ledger), the sum of all
+rows' planned events is checked against the stored budget before the first row runs (a
+compare that would overrun it releases nothing), and ``compare.json`` states the total
+ε of all rows' charges.
+
 **One noise stream per method.** Under ``--noise-seed S`` each method's run gets its own
 seed, :func:`fedvote.noise_seeds.run_noise_seed` (S, method, 0), recorded in its row: two
 rows never share noise, and each row is reproducible on its own.
@@ -32,9 +39,12 @@ from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.noise_seeds import run_noise_seed
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.events import LEVELS
+from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import RunResult, _finite
-from fedvote.runner import make_federation, run
+from fedvote.runner import _ledger_details, check_budget, make_federation, open_ledger, planned_release, run
 
 # The adjacency of each ε column (docs/privacy.md, "Adjacency"), named in the table header.
 AGENT_ADJACENCY = "zero-out"
@@ -84,6 +94,15 @@ class ComparisonRow:
         )
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """A comparison's rows, the total ε of all their charges per level, and the ledger's state."""
+
+    rows: list[ComparisonRow]
+    total_epsilon: dict[str, float | None]
+    ledger: dict[str, Any] | None = None
+
+
 def compare(
     config: RunConfig,
     methods: Sequence[str],
@@ -93,13 +112,30 @@ def compare(
     out_dir: str | Path | None = None,
     progress: Progress = NO_PROGRESS,
 ) -> list[ComparisonRow]:
+    """The rows of :func:`run_comparison` (same arguments)."""
+    return run_comparison(
+        config, methods, epsilon=epsilon, delta=delta, out_dir=out_dir, progress=progress
+    ).rows
+
+
+def run_comparison(
+    config: RunConfig,
+    methods: Sequence[str],
+    *,
+    epsilon: float,
+    delta: float,
+    out_dir: str | Path | None = None,
+    progress: Progress = NO_PROGRESS,
+) -> Comparison:
     """Run ``methods`` on ``config``'s federation, each calibrated to ``epsilon`` at ``delta``.
 
     The federation is built once from ``config`` and shared; each method then runs
     through :func:`fedvote.runner.run` with its noise calibrated at its own level
     (``Method.calibration_level``; FedAvg, not private, runs as is) and, under a noise
-    seed, its own noise stream (:func:`method_noise_seed`). Writes
-    ``out_dir/compare.json`` when given.
+    seed, its own noise stream (:func:`method_noise_seed`). Every row is charged to one
+    ledger (``config.privacy.ledger``, else in memory); with a persisted ledger the sum
+    of all rows' planned events is checked against its budget before the first row.
+    Writes ``out_dir/compare.json`` when given.
     """
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -109,27 +145,54 @@ def compare(
     if not methods:
         raise ConfigError("methods", "name at least one method")
     federation = make_federation(config)
-    rows: list[ComparisonRow] = []
-    for name in methods:
-        private = METHODS[name].calibration_level is not None
-        run_config = dataclasses.replace(
-            config,
-            method=name,
-            privacy=dataclasses.replace(
-                config.privacy,
-                sigma=None if private else 0.0,
-                epsilon=epsilon if private else None,
-                delta=delta,
-                calibrate_level=None,
-                ledger=None,
-                budget_epsilon=None,
-                noise_seed=method_noise_seed(config.privacy.noise_seed, name),
-            ),
+    configs = [_row_config(config, name, epsilon=epsilon, delta=delta) for name in methods]
+    ledger = open_ledger(config, federation)
+    try:
+        planned = [planned_release(row_config, federation) for row_config in configs]
+        check_budget(ledger, planned, what=f"this compare's {len(configs)} runs")  # before any release
+        rows = []
+        for name, row_config in zip(methods, configs, strict=True):
+            session = LedgerSession(ledger, f"compare {name}")
+            result = run(row_config, progress, federation=federation, ledger=session)
+            rows.append(ComparisonRow.from_result(result))
+        state = _ledger_details(ledger).get("ledger")
+        comparison = Comparison(
+            rows=rows,
+            total_epsilon=_total_epsilon(ledger, delta, config.privacy.accountant),
+            ledger=state if isinstance(state, dict) else None,
         )
-        rows.append(ComparisonRow.from_result(run(run_config, progress, federation=federation)))
+    finally:
+        if isinstance(ledger, PersistentLedger):
+            ledger.close()
     if out_dir is not None:
-        write_comparison(rows, config, epsilon=epsilon, delta=delta, out_dir=out_dir)
-    return rows
+        write_comparison(comparison, config, epsilon=epsilon, delta=delta, out_dir=out_dir)
+    return comparison
+
+
+def _row_config(config: RunConfig, name: str, *, epsilon: float, delta: float) -> RunConfig:
+    """``config`` for method ``name``'s row: calibrated to ``epsilon`` (or σ = 0), its own noise seed.
+
+    The ledger and its budget stay: the row is a release on the same federation.
+    """
+    private = METHODS[name].calibration_level is not None
+    return dataclasses.replace(
+        config,
+        method=name,
+        privacy=dataclasses.replace(
+            config.privacy,
+            sigma=None if private else 0.0,
+            epsilon=epsilon if private else None,
+            delta=delta,
+            calibrate_level=None,
+            noise_seed=method_noise_seed(config.privacy.noise_seed, name),
+        ),
+    )
+
+
+def _total_epsilon(ledger: PrivacyLedger, delta: float, accountant: str) -> dict[str, float | None]:
+    """ε per level of everything charged to ``ledger`` in this process (all rows), at ``delta``."""
+    total = {level: epsilon_for(ledger.event(level), delta, accountant) for level in LEVELS}
+    return {level: value if math.isfinite(value) else None for level, value in total.items()}
 
 
 def method_noise_seed(noise_seed: int | None, method: str) -> int | None:
@@ -138,9 +201,9 @@ def method_noise_seed(noise_seed: int | None, method: str) -> int | None:
 
 
 def write_comparison(
-    rows: Sequence[ComparisonRow], config: RunConfig, *, epsilon: float, delta: float, out_dir: str | Path
+    comparison: Comparison, config: RunConfig, *, epsilon: float, delta: float, out_dir: str | Path
 ) -> Path:
-    """Write ``out_dir/compare.json``: the target, the config, the rows."""
+    """Write ``out_dir/compare.json``: the target, the config, the rows, the total ε of all rows."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "compare.json"
@@ -149,7 +212,9 @@ def write_comparison(
         "delta": delta,
         "accountant": config.privacy.accountant,
         "config": config.to_dict(),
-        "rows": [row.to_dict() for row in rows],
+        "rows": [row.to_dict() for row in comparison.rows],
+        "total_epsilon": comparison.total_epsilon,
+        "ledger": comparison.ledger,
     }
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path

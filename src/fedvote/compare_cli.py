@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import Any
 
 import click
 
@@ -18,7 +20,8 @@ from fedvote.privacy.accountant import ACCOUNTANTS
 @click.command()
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="Compare on the federation and settings recorded in FILE (a run config or "
-                   "result.json); only --methods, --epsilon, --delta, --out and --json may join it.")
+                   "result.json); only --methods, --epsilon, --delta, --ledger, --budget-epsilon, --out "
+                   "and --json may join it. The recorded --ledger and budget are kept: every row is charged.")
 @click.option("--methods", default="pate-fl,dp-fedavg,dp-fedsgd", show_default=True,
               help="Comma-separated methods to compare.")
 @federation_options
@@ -48,6 +51,13 @@ from fedvote.privacy.accountant import ACCOUNTANTS
 @click.option("--noise-seed", type=int, default=None,
               help="Seed the privacy noise and sampling for a reproducible simulation; each method "
                    "draws its own stream derived from it [default: OS entropy].")
+@click.option("--ledger", type=click.Path(dir_okay=False), default=None,
+              help="SQLite privacy ledger every row is charged to before it releases anything "
+                   "[default: the --config run's ledger, if any].")
+@click.option("--budget-epsilon", type=float, default=None,
+              help="The federation's agent-level ε budget in --ledger (stored on first use; a stored "
+                   "budget binds, change it with `fedvote ledger set-budget`). A compare whose rows "
+                   "together would exceed it is refused before the first row.")
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Write DIR/compare.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print compare.json's rows instead of the table.")
 @click.pass_context
@@ -68,6 +78,8 @@ def compare(
     noise: str,
     seed: int,
     noise_seed: int | None,
+    ledger: str | None,
+    budget_epsilon: float | None,
     out: str | None,
     as_json: bool,
 ) -> None:
@@ -75,8 +87,7 @@ def compare(
 
     Example: fedvote compare --methods pate-fl,dp-fedavg,dp-fedsgd --epsilon 4 --delta 1e-3
     """
-    from fedvote.compare import compare as run_comparison
-    from fedvote.compare import format_table
+    from fedvote.compare import format_table, run_comparison
     from fedvote.progress import RichProgress
 
     names = [m.strip() for m in methods.split(",") if m.strip()]
@@ -89,13 +100,23 @@ def compare(
     if not epsilon > 0:
         raise ConfigError("epsilon", f"must be > 0, got {epsilon}")
     if config_file is not None:
-        reject_flags_besides(context, {"config_file", "methods", "epsilon", "delta", "out", "as_json"})
-        config = load_run_config(config_file)
+        reject_flags_besides(
+            context,
+            {"config_file", "methods", "epsilon", "delta", "ledger", "budget_epsilon", "out", "as_json"},
+        )
+        config = with_ledger(load_run_config(config_file), ledger, budget_epsilon)
     else:
         config = RunConfig(
             method=names[0] if names else "pate-fl",
             federation=federation,
-            privacy=PrivacyConfig(epsilon=epsilon, delta=delta, accountant=accountant, noise_seed=noise_seed),
+            privacy=PrivacyConfig(
+                epsilon=epsilon,
+                delta=delta,
+                accountant=accountant,
+                noise_seed=noise_seed,
+                ledger=ledger,
+                budget_epsilon=budget_epsilon,
+            ),
             teacher=TrainingConfig(model="mlp", epochs=epochs),
             student=TrainingConfig(model="auto", epochs=epochs),
             gradient=GradientOptions(
@@ -108,9 +129,10 @@ def compare(
             queries=queries,
             seed=seed,
         )
-    rows = run_comparison(
+    comparison = run_comparison(
         config, names, epsilon=epsilon, delta=delta, out_dir=out, progress=RichProgress()
     )
+    rows = comparison.rows
     if out is not None:
         click.echo(f"wrote {out}/compare.json", err=True)
     if as_json:
@@ -121,3 +143,34 @@ def compare(
             f"fedvote compare on {fed.dataset}: {fed.agents} agents, target ε = {epsilon:g} at δ = {delta:g}"
         )
         click.echo(format_table(rows))
+        click.echo(total_line(comparison.total_epsilon, delta, comparison.ledger))
+
+
+def with_ledger(config: RunConfig, ledger: str | None, budget_epsilon: float | None) -> RunConfig:
+    """``config`` with ``--ledger``/``--budget-epsilon`` applied where given (else its own kept)."""
+    changes: dict[str, Any] = {}
+    if ledger is not None:
+        changes["ledger"] = ledger
+    if budget_epsilon is not None:
+        changes["budget_epsilon"] = budget_epsilon
+    if not changes:
+        return config
+    return dataclasses.replace(config, privacy=dataclasses.replace(config.privacy, **changes))
+
+
+def total_line(total: dict[str, float | None], delta: float, ledger: dict[str, Any] | None) -> str:
+    """The line stating the ε spent by all rows together (and the federation's, under a ledger)."""
+
+    def show(value: float | None) -> str:
+        return "unbounded" if value is None else f"{value:.4f}"
+
+    line = (
+        f"total ε spent by all rows: agent-level {show(total['agent'])}, "
+        f"instance-level {show(total['instance'])} at δ = {delta:g}"
+    )
+    if ledger:
+        line += (
+            f"; federation {ledger['federation']} has spent agent-level ε = "
+            f"{show(ledger['spent_agent_epsilon'])}, instance-level {show(ledger['spent_instance_epsilon'])}"
+        )
+    return line

@@ -83,7 +83,7 @@ def label(
     assert isinstance(method, PateFL)
     sigma, min_responders = float(method.sigma), method.min_responders
     privacy = config.privacy
-    ledger = open_ledger(config)
+    ledger = open_ledger(config, federation)  # keyed by the agents' records
     answers: list[dict[str, Any]] = []
     stopped: str | None = None
     try:
@@ -267,7 +267,8 @@ def _ledger_summary(ledger: PrivacyLedger) -> dict[str, Any] | None:
     return {
         "path": str(ledger.path),
         "federation": ledger.federation,
-        "spent_agent_epsilon": _finite(ledger.spent()),
+        "spent_agent_epsilon": _finite(ledger.spent("agent")),
+        "spent_instance_epsilon": _finite(ledger.spent("instance")),
         "budget_epsilon": ledger.budget_epsilon,
     }
 

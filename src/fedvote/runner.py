@@ -27,7 +27,8 @@ from fedvote.methods.private_knn_fl import PrivateKnnFL
 from fedvote.models.training import predict_labels
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.calibrate import calibrate_sigma
-from fedvote.privacy.ledger import PersistentLedger, PrivacyLedger
+from fedvote.privacy.events import LevelEvents
+from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import LevelPrivacy, PrivacyReport, RunResult
 from fedvote.transport.base import Transport
@@ -181,6 +182,7 @@ def run(
     progress: Progress = NO_PROGRESS,
     federation: Federation | None = None,
     transport: Transport | None = None,
+    ledger: PrivacyLedger | None = None,
 ) -> RunResult:
     """Carry out one run as ``config`` says and measure it.
 
@@ -188,13 +190,17 @@ def run(
     describes; :mod:`fedvote.compare` runs several methods on one). ``transport`` runs
     the agents somewhere else than a fresh in-process :class:`LocalTransport` (a sweep's
     :class:`~fedvote.sweep.ReusedVotesTransport`, a Flower deployment); it must hold
-    ``federation``'s agents.
+    ``federation``'s agents. ``ledger`` charges the run to a ledger its caller holds (a
+    :class:`~fedvote.privacy.ledger.LedgerSession` of a compare's or sweep's shared
+    ledger, checked against the budget up front); else the run opens its own
+    (:func:`open_ledger`) on the federation's content key.
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
     if federation is None:
         federation = make_federation(config)
+    records = federation  # the ledger's key: these agents' records
     # The method's own view of the data (weighted-pate: a labelled validation slice of the pool).
     federation = METHODS[config.method].prepare_federation(config, federation)
     timings["data_s"] = time.perf_counter() - started
@@ -210,16 +216,17 @@ def run(
             noise_seed=config.privacy.noise_seed,
             secure_sum=config.privacy.secure_sum,
         )
-    ledger = open_ledger(config)
+    own_ledger = ledger is None
+    if ledger is None:
+        ledger = open_ledger(config, records)
     try:
-        if isinstance(ledger, PersistentLedger):
-            ledger.check(method.planned_events())  # refuse before any training or release
+        check_budget(ledger, [method.planned_events()])  # refuse before any training or release
         mark = time.perf_counter()
         outcome = method.run(federation.server_data(), transport, ledger, progress)
         timings["method_s"] = time.perf_counter() - mark
         ledger_details = _ledger_details(ledger)
     finally:
-        if isinstance(ledger, PersistentLedger):
+        if own_ledger and isinstance(ledger, PersistentLedger):
             ledger.close()
 
     mark = time.perf_counter()
@@ -278,7 +285,12 @@ def run(
 
 
 def federation_fingerprint(config: RunConfig) -> str:
-    """A stable name for the federation: a hash of everything that fixes the agents' data."""
+    """The config's name for its dealing: a hash of the flags and seed that deal the agents' data.
+
+    Names a Flower deployment's files (agents and server check they belong together) and
+    was the ledger's federation key before :func:`federation_content_key`; the ledger
+    still counts charges and budgets stored under it as the same federation's.
+    """
     fed = config.federation
     identity = {
         "dataset": fed.dataset,
@@ -294,31 +306,92 @@ def federation_fingerprint(config: RunConfig) -> str:
     return f"{fed.dataset}-{fed.agents}-{digest}"
 
 
-def open_ledger(config: RunConfig) -> PrivacyLedger:
-    """The run's ledger: persisted in ``config.privacy.ledger`` when given, else in memory."""
+def federation_content_key(federation: Federation) -> str:
+    """The ledger's name for a federation: a hash of its agents' records, not of how they were dealt.
+
+    Each record (its features' dtype, shape and bytes, and its label) is hashed; the
+    sorted multiset of these hashes is hashed again. Re-dealing the same records among
+    the agents (another ``--seed``, partition or agent count) gives the same key, so the
+    same people's data meets the same budget; any record changed gives another key.
+    """
+    records: list[bytes] = []
+    for agent in federation.agents:
+        features = np.ascontiguousarray(agent.features)
+        header = f"{features.dtype.str}{features.shape[1:]}".encode()
+        for row, label in zip(features, np.asarray(agent.labels, dtype=np.int64), strict=True):
+            tail = int(label).to_bytes(8, "little", signed=True)
+            records.append(hashlib.sha256(header + row.tobytes() + tail).digest())
+    digest = hashlib.sha256(b"".join(sorted(records))).hexdigest()[:32]
+    return f"records-{digest}"
+
+
+def open_ledger(config: RunConfig, federation: Federation | None = None) -> PrivacyLedger:
+    """The run's ledger: persisted in ``config.privacy.ledger`` when given, else in memory.
+
+    The federation is keyed by :func:`federation_content_key` of ``federation`` (its
+    agents' records), with the config's legacy :func:`federation_fingerprint` as an alias
+    so that charges and budgets of older ledgers still count. Without ``federation`` (a
+    Flower server, which never holds the agents' records) the key is the fingerprint.
+    ``config.privacy.budget_epsilon`` is stored for a new federation and must match the
+    stored budget otherwise (:class:`~fedvote.privacy.ledger.PersistentLedger`).
+    """
     privacy = config.privacy
     if privacy.ledger is None:
         return PrivacyLedger()
+    fingerprint = federation_fingerprint(config)
+    key = federation_content_key(federation) if federation is not None else fingerprint
     return PersistentLedger(
         privacy.ledger,
-        federation=federation_fingerprint(config),
+        federation=key,
         budget_epsilon=privacy.budget_epsilon,
         delta=privacy.delta,
         level="agent",
         accountant=privacy.accountant,
+        aliases=(fingerprint,),
     )
 
 
+def planned_release(config: RunConfig, federation: Federation) -> LevelEvents:
+    """What a run of ``config`` on ``federation`` will charge, planned without training anything.
+
+    A compare or sweep sums these over all its runs and checks the sum against the
+    budget before its first release (:func:`check_budget`).
+    """
+    prepared = METHODS[config.method].prepare_federation(config, federation)
+    return make_method(config, prepared).planned_events()
+
+
+def check_budget(ledger: PrivacyLedger, releases: list[LevelEvents], what: str = "this run") -> None:
+    """Refuse (:class:`~fedvote.privacy.ledger.PrivacyBudgetExceeded`) releases that overrun the budget.
+
+    Nothing to refuse for an in-memory ledger (no budget). Writes nothing.
+    """
+    persistent = persistent_ledger(ledger)
+    if persistent is not None:
+        persistent.check_all(releases, what)
+
+
+def persistent_ledger(ledger: PrivacyLedger) -> PersistentLedger | None:
+    """The persisted ledger behind ``ledger`` (itself, or a session's parent), if any."""
+    while isinstance(ledger, LedgerSession):
+        ledger = ledger.parent
+    return ledger if isinstance(ledger, PersistentLedger) else None
+
+
 def _ledger_details(ledger: PrivacyLedger) -> dict[str, object]:
-    if not isinstance(ledger, PersistentLedger):
+    persistent = persistent_ledger(ledger)
+    if persistent is None:
         return {}
-    spent = ledger.spent()
+    spent = {level: persistent.spent(level) for level in ("agent", "instance")}
+    instance_budget = persistent.budgets.get("instance")
     return {
         "ledger": {
-            "path": str(ledger.path),
-            "federation": ledger.federation,
-            "spent_agent_epsilon": spent if math.isfinite(spent) else None,
-            "budget_epsilon": ledger.budget_epsilon,
+            "path": str(persistent.path),
+            "federation": persistent.federation,
+            "spent_agent_epsilon": spent["agent"] if math.isfinite(spent["agent"]) else None,
+            "spent_instance_epsilon": spent["instance"] if math.isfinite(spent["instance"]) else None,
+            "budget_epsilon": persistent.budget_epsilon,
+            "budget_instance_epsilon": instance_budget.epsilon if instance_budget is not None else None,
         }
     }
 

@@ -14,6 +14,13 @@ draws its own noise: its config carries :func:`fedvote.noise_seeds.run_noise_see
 point), and the reused transport is reseeded with it before the run. Two rows never
 share a noise stream, and a row is reproduced by rerunning the sweep.
 
+**Every point is a release.** Each grid point's run is charged, before it releases
+anything, to one ledger per federation (the config's ``--ledger``, else in memory; a
+:class:`~fedvote.privacy.ledger.LedgerSession` per point, so each row reports its own ε).
+Before the first point, the planned events of *all* points on a federation are summed
+and checked against its stored budget: a sweep that would overrun it releases nothing.
+``sweep.json`` states the total ε of all points' charges.
+
 The output (:func:`write_sweep`) is ``sweep.json`` — the grid, the base config, the
 machine, and one row per (method, seed, point) — and ``sweep.csv`` with the same rows.
 """
@@ -25,13 +32,14 @@ import dataclasses
 import io
 import itertools
 import json
+import math
 import os
 import platform
 import secrets
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +48,7 @@ import torch
 
 from fedvote.aggregation.voting import confident_gnmax_step
 from fedvote.config import RunConfig
-from fedvote.data.federation import LabeledData
+from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.methods.gradient import GradientMethod
@@ -48,9 +56,20 @@ from fedvote.models.features import FeatureExtractor
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.models.training import TrainingConfig
 from fedvote.noise_seeds import run_noise_seed
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.events import LEVELS
+from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger, compose_releases
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import RunResult, _finite
-from fedvote.runner import make_federation, run
+from fedvote.runner import (
+    _ledger_details,
+    check_budget,
+    federation_content_key,
+    make_federation,
+    open_ledger,
+    planned_release,
+    run,
+)
 from fedvote.transport.base import Communication, ReleasedLabels, Transport, VoteSum
 from fedvote.transport.local import LocalTransport
 
@@ -174,6 +193,8 @@ class SweepResult:
     rows: list[SweepRow]
     timings: dict[str, float]
     reuse: dict[str, dict[str, int]]
+    total_epsilon: dict[str, float | None] = field(default_factory=dict)
+    ledgers: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self, command: str = "") -> dict[str, Any]:
         """``sweep.json``'s content."""
@@ -190,6 +211,8 @@ class SweepResult:
                 "rows": [dataclasses.asdict(row) for row in self.rows],
                 "timings": self.timings,
                 "reuse": self.reuse,
+                "total_epsilon": self.total_epsilon,
+                "ledgers": self.ledgers,
             }
         )
 
@@ -204,39 +227,52 @@ def run_sweep(
     """Run every config at every grid point and seed, reusing teachers and clean votes.
 
     Per (method, seed): one federation, one :class:`ReusedVotesTransport` (teachers
-    trained and clean vote sums computed on first use), then one run per point.
+    trained and clean vote sums computed on first use), then one run per point, each
+    charged to its federation's ledger; all points' planned charges are checked against
+    the budgets before the first (:class:`SweepLedgers`).
     """
     points = grid_points(grid)
     seed_list = list(seeds) if seeds else [configs[0].seed]
     for config in configs:  # refuse a bad grid value before any training
         for point in points:
             point_config(config, point)
+    federations = _Federations()
+    ledgers = SweepLedgers.plan(configs, points, seed_list, federations)  # refuses before any release
     rows: list[SweepRow] = []
     reuse: dict[str, dict[str, int]] = {}
     started = time.perf_counter()
-    for config in configs:
-        fresh_transport = issubclass(METHODS[config.method], GradientMethod)  # nothing to reuse
-        for seed_position, seed in enumerate(seed_list):
-            seeded = dataclasses.replace(config, seed=seed)
-            federation = make_federation(seeded)
-            transport = ReusedVotesTransport(
-                LocalTransport(federation, seed=seed, noise_seed=seeded.privacy.noise_seed),
-                noise_seed=seeded.privacy.noise_seed,
-            )
-            for point_position, point in enumerate(points):
-                with progress.step(f"{config.method} seed {seed} at {_describe(point)}", total=1) as bar:
-                    mark = time.perf_counter()
-                    at_point = with_run_noise_seed(
-                        point_config(seeded, point), seed_position * len(points) + point_position
-                    )
-                    transport.communication = Communication()  # each point reports its own run's
-                    transport.reseed(at_point.privacy.noise_seed)
-                    result = run(
-                        at_point, federation=federation, transport=None if fresh_transport else transport
-                    )
-                    rows.append(SweepRow.from_result(point, result, time.perf_counter() - mark))
-                    bar.advance()
-            reuse[f"{config.method}/seed={seed}"] = transport.reuse_counts()
+    try:
+        for config in configs:
+            fresh_transport = issubclass(METHODS[config.method], GradientMethod)  # nothing to reuse
+            for seed_position, seed in enumerate(seed_list):
+                seeded = dataclasses.replace(config, seed=seed)
+                federation = federations.get(seeded)
+                transport = ReusedVotesTransport(
+                    LocalTransport(federation, seed=seed, noise_seed=seeded.privacy.noise_seed),
+                    noise_seed=seeded.privacy.noise_seed,
+                )
+                for point_position, point in enumerate(points):
+                    label = f"{config.method} seed {seed} at {_describe(point)}"
+                    with progress.step(label, total=1) as bar:
+                        mark = time.perf_counter()
+                        at_point = with_run_noise_seed(
+                            point_config(seeded, point), seed_position * len(points) + point_position
+                        )
+                        transport.communication = Communication()  # each point reports its own run's
+                        transport.reseed(at_point.privacy.noise_seed)
+                        result = run(
+                            at_point,
+                            federation=federation,
+                            transport=None if fresh_transport else transport,
+                            ledger=ledgers.session(seeded, federation, f"sweep {label}"),
+                        )
+                        rows.append(SweepRow.from_result(point, result, time.perf_counter() - mark))
+                        bar.advance()
+                reuse[f"{config.method}/seed={seed}"] = transport.reuse_counts()
+        total = ledgers.total(configs[0].privacy.delta, configs[0].privacy.accountant)
+        states = ledgers.states()
+    finally:
+        ledgers.close()
     return SweepResult(
         methods=[config.method for config in configs],
         grid=grid,
@@ -245,7 +281,92 @@ def run_sweep(
         rows=rows,
         timings={"total_s": round(time.perf_counter() - started, 4)},
         reuse=reuse,
+        total_epsilon=total,
+        ledgers=states,
     )
+
+
+class _Federations:
+    """Each (federation settings, seed)'s federation, built once and shared by the sweep's methods."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, Federation] = {}
+
+    def get(self, config: RunConfig) -> Federation:
+        """``config``'s federation (deterministic under its seed)."""
+        key = json.dumps([config.to_dict()["federation"], config.seed], sort_keys=True)
+        if key not in self._built:
+            self._built[key] = make_federation(config)
+        return self._built[key]
+
+
+class SweepLedgers:
+    """The ledgers a sweep charges: one per (ledger file, federation content key).
+
+    :meth:`plan` opens them and checks the sum of every point's planned events against
+    each one's budget before anything is trained or released.
+    """
+
+    def __init__(self) -> None:
+        self._ledgers: dict[tuple[str | None, str], PrivacyLedger] = {}
+
+    @staticmethod
+    def _key(config: RunConfig, federation: Federation) -> tuple[str | None, str]:
+        return config.privacy.ledger, federation_content_key(federation)
+
+    @classmethod
+    def plan(
+        cls,
+        configs: Sequence[RunConfig],
+        points: Sequence[dict[str, float | int]],
+        seeds: Sequence[int],
+        federations: _Federations,
+    ) -> SweepLedgers:
+        """Open every ledger the sweep will charge and refuse a sweep that would overrun one."""
+        ledgers = cls()
+        planned: dict[tuple[str | None, str], list[Any]] = {}
+        try:
+            for config in configs:
+                for seed in seeds:
+                    seeded = dataclasses.replace(config, seed=seed)
+                    federation = federations.get(seeded)
+                    key = cls._key(seeded, federation)
+                    if key not in ledgers._ledgers:
+                        ledgers._ledgers[key] = open_ledger(seeded, federation)
+                    planned.setdefault(key, []).extend(
+                        planned_release(point_config(seeded, point), federation) for point in points
+                    )
+            for key, releases in planned.items():
+                check_budget(ledgers._ledgers[key], releases, what=f"this sweep's {len(releases)} points")
+        except BaseException:
+            ledgers.close()
+            raise
+        return ledgers
+
+    def session(self, config: RunConfig, federation: Federation, run_label: str) -> LedgerSession:
+        """A point's view of its federation's ledger (its charges labelled ``run_label``)."""
+        return LedgerSession(self._ledgers[self._key(config, federation)], run_label)
+
+    def total(self, delta: float, accountant: str) -> dict[str, float | None]:
+        """ε per level of all points' charges together (every federation), at ``delta``."""
+        charges = [charge for ledger in self._ledgers.values() for charge in ledger.charges]
+        total = {level: epsilon_for(compose_releases(charges, level), delta, accountant) for level in LEVELS}
+        return {level: value if math.isfinite(value) else None for level, value in total.items()}
+
+    def states(self) -> list[dict[str, Any]]:
+        """Each persisted ledger's federation, spend and budget after the sweep, with its charge count."""
+        states = []
+        for ledger in self._ledgers.values():
+            state = _ledger_details(ledger).get("ledger")
+            if isinstance(state, dict):
+                states.append({**state, "charges": len(ledger.charges)})
+        return states
+
+    def close(self) -> None:
+        """Close every persisted ledger (each charge is already committed)."""
+        for ledger in self._ledgers.values():
+            if isinstance(ledger, PersistentLedger):
+                ledger.close()
 
 
 def write_sweep(result: SweepResult, out_dir: str | Path, command: str = "") -> tuple[Path, Path]:

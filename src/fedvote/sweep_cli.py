@@ -25,6 +25,9 @@ from fedvote.run_options import run_config_options
 def sweep(configs: list[RunConfig], grid_text: str, seeds: str | None, out: str, as_json: bool) -> None:
     """Run methods over a grid; teachers and clean votes are computed once per seed.
 
+    Every point is a release: under --ledger each is charged to it, and a sweep whose
+    points together would exceed the stored budget is refused before the first.
+
     Example: fedvote sweep --method pate-fl,dp-fedavg --grid "epsilon=1,2,4,8" --out sweep/
     """
     import json
@@ -34,8 +37,6 @@ def sweep(configs: list[RunConfig], grid_text: str, seeds: str | None, out: str,
 
     grid = parse_grid(grid_text)
     seed_list = _parse_seeds(seeds)
-    if any(config.privacy.ledger is not None for config in configs):
-        raise ConfigError("ledger", "a sweep compares alternatives; charge the run you carry out instead")
     if any(config.privacy.secure_sum for config in configs):
         raise ConfigError(
             "secure_sum",
@@ -58,6 +59,13 @@ def sweep(configs: list[RunConfig], grid_text: str, seeds: str | None, out: str,
         line += f"{_number(row.epsilon_agent):>10}{_number(row.epsilon_instance):>10}{row.time_s:>8.1f}"
         click.echo(line)
     click.echo(f"total {result.timings['total_s']:.1f} s; reused work: {result.reuse}")
+    click.echo(_total_line(result.total_epsilon, configs[0].privacy.delta))
+    for state in result.ledgers:
+        click.echo(
+            f"ledger {state['path']}: federation {state['federation']} charged {state['charges']} time(s), "
+            f"has spent agent-level ε = {_number(state['spent_agent_epsilon'])}, "
+            f"instance-level {_number(state['spent_instance_epsilon'])}"
+        )
 
 
 def _parse_seeds(text: str | None) -> list[int] | None:
@@ -70,6 +78,14 @@ def _parse_seeds(text: str | None) -> list[int] | None:
     if not seeds:
         raise ConfigError("seeds", "give at least one seed")
     return seeds
+
+
+def _total_line(total: dict[str, float | None], delta: float) -> str:
+    """The ε spent by all points together, per level."""
+    return (
+        f"total ε spent by all points: agent-level {_number(total.get('agent'))}, "
+        f"instance-level {_number(total.get('instance'))} at δ = {delta:g}"
+    )
 
 
 def _number(value: float | None) -> str:

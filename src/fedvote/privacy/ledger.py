@@ -1,10 +1,13 @@
 """The ledger: every release is recorded here *before* its result leaves the method.
 
 * :class:`PrivacyLedger` — in memory, one run.
+* :class:`LedgerSession` — one run's view of a ledger shared by several runs.
 * :class:`PersistentLedger` — the same interface, persisted in SQLite (standard library),
-  append-only, with a budget per federation enforced across runs: a charge that would
-  take the federation's spend above the budget raises :class:`PrivacyBudgetExceeded` and
-  writes nothing, so nothing may be released. Charges are committed before ``charge``
+  append-only, with a budget per federation and level enforced across runs: a charge
+  that would take the federation's spend above a budget raises
+  :class:`PrivacyBudgetExceeded` and writes nothing, so nothing may be released. The
+  budget stored first binds every later run; only ``fedvote ledger set-budget`` (a new,
+  logged row) changes it. Charges are committed before ``charge``
   returns, so a crash between charge and release over-counts, never under-counts. A
   void (the release provably did not happen) is a new record pointing at the charge;
   no record is ever updated or deleted (SQLite triggers refuse both).
@@ -12,11 +15,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -136,16 +141,67 @@ def _decode(value: Any) -> Any:
     return value
 
 
+# --- one run's view of a shared ledger ----------------------------------------------------------
+
+
+class LedgerSession(PrivacyLedger):
+    """One run's view of a ledger shared by several runs (a compare's rows, a sweep's points).
+
+    :meth:`charge` and :meth:`void` go through to ``parent`` (so a persisted parent
+    checks its budget and commits before the release); :attr:`charges`, :meth:`event` and
+    :meth:`sensitivity` describe this run alone, so each row reports its own ε while the
+    parent's :meth:`~PrivacyLedger.event` composes every run's charges.
+    """
+
+    def __init__(self, parent: PrivacyLedger, run: str | None = None) -> None:
+        super().__init__()
+        self.parent = parent
+        self.run = run
+        self._parent_ids: dict[int, int] = {}
+
+    def charge(self, release: LevelEvents) -> int:
+        """Charge ``release`` to the parent first (it may refuse), then record it here."""
+        if isinstance(self.parent, PersistentLedger):
+            parent_id = self.parent.charge(release, run=self.run)
+        else:
+            parent_id = self.parent.charge(release)
+        local_id = super().charge(release)
+        self._parent_ids[local_id] = parent_id
+        return local_id
+
+    def void(self, charge_id: int) -> None:
+        """Void this run's charge ``charge_id`` in the parent and here."""
+        self.parent.void(self._parent_ids.pop(charge_id))
+        super().void(charge_id)
+
+
 # --- the persisted ledger -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A federation's ε cap at one level, enforced at its own δ with its own accountant."""
+
+    epsilon: float
+    delta: float
+    accountant: str
 
 
 class PrivacyBudgetExceeded(ConfigError):
     """A charge would take the federation's spend above its budget; nothing was released."""
 
-    def __init__(self, federation: str, spent: float, would_be: float, budget: float, level: str) -> None:
+    def __init__(
+        self,
+        federation: str,
+        spent: float,
+        would_be: float,
+        budget: float,
+        level: str,
+        what: str = "this release",
+    ) -> None:
         super().__init__(
             "budget_epsilon",
-            f"privacy budget exceeded for federation {federation!r}: this release would bring "
+            f"privacy budget exceeded for federation {federation!r}: {what} would bring "
             f"{level}-level ε from {spent:.4g} to {would_be:.4g}, above the budget {budget:.4g}; "
             "nothing was released",
         )
@@ -153,6 +209,7 @@ class PrivacyBudgetExceeded(ConfigError):
         self.spent = spent
         self.would_be = would_be
         self.budget = budget
+        self.level = level
 
 
 _SCHEMA = """
@@ -189,14 +246,90 @@ CREATE TRIGGER IF NOT EXISTS budgets_no_delete BEFORE DELETE ON budgets
 """
 
 
-class PersistentLedger(PrivacyLedger):
-    """A :class:`PrivacyLedger` persisted in SQLite, with a budget per federation.
+def connect(path: str | Path, *, must_exist: bool = False) -> sqlite3.Connection:
+    """An autocommit connection to the ledger at ``path`` with its schema (one-line errors).
 
-    ``federation`` names the federation whose spend accumulates across runs (use a
-    fingerprint of everything that fixes the agents' data). ``budget_epsilon`` (None: no
-    limit) is enforced at ``level`` and ``delta`` with ``accountant``. :meth:`event` and
-    :attr:`charges` describe *this run* (what the run reports); :meth:`total_event` and
-    :meth:`spent` everything charged to the federation so far, by any run.
+    ``must_exist`` refuses a missing file instead of creating an empty ledger (for
+    ``fedvote ledger show``/``verify``/``set-budget``, where a typo must not pass as empty).
+    """
+    if must_exist and not Path(path).is_file():
+        raise ConfigError("ledger", f"no ledger at {path}")
+    try:
+        db = sqlite3.connect(Path(path), isolation_level=None, timeout=30.0)
+        db.executescript(_SCHEMA)
+    except sqlite3.Error as error:
+        raise ConfigError("ledger", f"cannot open {path}: {error}") from error
+    return db
+
+
+def stored_budgets(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, Budget]:
+    """The budget in force per level for the first of ``keys`` that has one.
+
+    The latest row of a (federation, level) is in force (``set-budget`` appends, never
+    updates). ``keys`` is the federation's content key, then its legacy keys: a budget
+    stored under an old config fingerprint still binds the same federation.
+    """
+    found: dict[str, Budget] = {}
+    for level in LEVELS:
+        for key in keys:
+            row = db.execute(
+                "SELECT epsilon, delta, accountant FROM budgets WHERE federation = ? AND level = ? "
+                "ORDER BY id DESC LIMIT 1",
+                (key, level),
+            ).fetchone()
+            if row is not None:
+                found[level] = Budget(float(row[0]), float(row[1]), str(row[2]))
+                break
+    return found
+
+
+def append_budget(db: sqlite3.Connection, federation: str, level: str, budget: Budget) -> None:
+    """Append a budget row (the new one in force for ``federation`` at ``level``)."""
+    db.execute(
+        "INSERT INTO budgets (federation, epsilon, delta, level, accountant, created) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (federation, budget.epsilon, budget.delta, level, budget.accountant, time.time()),
+    )
+
+
+def charges_in_force(db: sqlite3.Connection | sqlite3.Cursor, keys: Sequence[str]) -> list[LevelEvents]:
+    """Every charge of the federation (any of ``keys``) not voided, oldest first."""
+    marks = ", ".join("?" for _ in keys)
+    rows = db.execute(
+        "SELECT id, agent_event, instance_event, agent_sensitivity, instance_sensitivity "
+        f"FROM records WHERE federation IN ({marks}) AND kind = 'charge' AND id NOT IN "
+        f"(SELECT target FROM records WHERE federation IN ({marks}) AND kind = 'void') ORDER BY id",
+        (*keys, *keys),
+    ).fetchall()
+    return [_level_events(*row[1:]) for row in rows]
+
+
+def _level_events(agent: str, instance: str, agent_s: float | None, instance_s: float | None) -> LevelEvents:
+    return LevelEvents(
+        agent=event_from_json(agent),
+        instance=event_from_json(instance),
+        agent_sensitivity=_float(agent_s),
+        instance_sensitivity=_float(instance_s),
+    )
+
+
+class PersistentLedger(PrivacyLedger):
+    """A :class:`PrivacyLedger` persisted in SQLite, with a budget per federation and level.
+
+    ``federation`` names the federation whose spend accumulates across runs: the content
+    key of its agents' records (:func:`fedvote.runner.federation_content_key`);
+    ``aliases`` are older keys of the same federation (its legacy config fingerprint),
+    whose charges and budgets count too.
+
+    **The stored budget binds.** The first ``budget_epsilon`` given for a federation is
+    stored as its agent-level budget; every later run is bound by the stored budgets
+    whether or not it gives one, and a run giving a *different* ``budget_epsilon`` is
+    refused (raise or lower it with ``fedvote ledger set-budget``, an appended, logged
+    row). An instance-level budget, set with ``set-budget``, binds the instance level the
+    same way. Each budget is enforced at its own δ and accountant, whatever the run's.
+
+    :meth:`event` and :attr:`charges` describe *this run* (what the run reports);
+    :meth:`total_event` and :meth:`spent` everything charged to the federation so far.
     """
 
     def __init__(
@@ -208,6 +341,7 @@ class PersistentLedger(PrivacyLedger):
         level: str = "agent",
         accountant: str = "pld",
         run: str | None = None,
+        aliases: Sequence[str] = (),
     ) -> None:
         super().__init__()
         if budget_epsilon is not None and not budget_epsilon > 0:
@@ -218,23 +352,41 @@ class PersistentLedger(PrivacyLedger):
             raise ConfigError("level", f"must be one of {', '.join(LEVELS)}, got {level!r}")
         self.path = Path(path)
         self.federation = federation
-        self.budget_epsilon = budget_epsilon
+        self.keys = (federation, *[a for a in aliases if a != federation])
         self.delta = delta
         self.level = level
         self.accountant = accountant
         self.run = run if run is not None else f"{time.time():.6f}"
         self._session: dict[int, LevelEvents] = {}
+        self._db = connect(self.path)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-        except sqlite3.Error as error:
-            raise ConfigError("ledger", f"cannot open {self.path}: {error}") from error
-        self._db.executescript(_SCHEMA)
-        if budget_epsilon is not None:
-            self._db.execute(
-                "INSERT INTO budgets (federation, epsilon, delta, level, accountant, created) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (federation, budget_epsilon, delta, level, accountant, time.time()),
+            self.budgets = self._bind_budget(budget_epsilon)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _bind_budget(self, given: float | None) -> dict[str, Budget]:
+        """The budgets in force; stores ``given`` as the agent budget of a new federation."""
+        budgets = stored_budgets(self._db, self.keys)
+        stored = budgets.get("agent")
+        if given is not None and stored is None:
+            stored = Budget(given, self.delta, self.accountant)
+            append_budget(self._db, self.federation, "agent", stored)
+            budgets["agent"] = stored
+        elif given is not None and stored is not None and not _same(given, stored.epsilon):
+            raise ConfigError(
+                "budget_epsilon",
+                f"{self.path} holds agent-level budget ε = {stored.epsilon:g} for federation "
+                f"{self.federation!r}, not {given:g}; a run cannot change it: use `fedvote ledger "
+                f"set-budget {self.path} --federation {self.federation} --epsilon E`",
             )
+        return budgets
+
+    @property
+    def budget_epsilon(self) -> float | None:
+        """The agent-level budget in force (None: none)."""
+        budget = self.budgets.get("agent")
+        return budget.epsilon if budget is not None else None
 
     def close(self) -> None:
         """Close the database (every charge is already committed)."""
@@ -249,21 +401,7 @@ class PersistentLedger(PrivacyLedger):
     # -- reading ----------------------------------------------------------------------------
 
     def _in_force(self, cursor: sqlite3.Cursor | sqlite3.Connection) -> list[LevelEvents]:
-        rows = cursor.execute(
-            "SELECT id, agent_event, instance_event, agent_sensitivity, instance_sensitivity "
-            "FROM records WHERE federation = ? AND kind = 'charge' AND id NOT IN "
-            "(SELECT target FROM records WHERE federation = ? AND kind = 'void') ORDER BY id",
-            (self.federation, self.federation),
-        ).fetchall()
-        return [
-            LevelEvents(
-                agent=event_from_json(agent),
-                instance=event_from_json(instance),
-                agent_sensitivity=_float(agent_s),
-                instance_sensitivity=_float(instance_s),
-            )
-            for _, agent, instance, agent_s, instance_s in rows
-        ]
+        return charges_in_force(cursor, self.keys)
 
     @property
     def charges(self) -> tuple[LevelEvents, ...]:
@@ -274,49 +412,68 @@ class PersistentLedger(PrivacyLedger):
         """Everything charged to this federation (all runs, voids excluded) at ``level``."""
         return compose_releases(self._in_force(self._db), level)
 
-    def spent(self, level: str | None = None) -> float:
-        """The federation's ε so far at ``level`` (default: the budget's), at the budget's δ."""
-        return epsilon_for(self.total_event(level or self.level), self.delta, self.accountant)
+    def _delta_accountant(self, level: str) -> tuple[float, str]:
+        budget = self.budgets.get(level)
+        return (budget.delta, budget.accountant) if budget is not None else (self.delta, self.accountant)
 
-    def remaining(self) -> float:
-        """Budget left (``inf`` without a budget)."""
-        if self.budget_epsilon is None:
+    def spent(self, level: str | None = None) -> float:
+        """The federation's ε so far at ``level`` (default: this ledger's), at its budget's δ."""
+        chosen = level or self.level
+        return epsilon_for(self.total_event(chosen), *self._delta_accountant(chosen))
+
+    def remaining(self, level: str | None = None) -> float:
+        """Budget left at ``level`` (default: this ledger's; ``inf`` without a budget there)."""
+        chosen = level or self.level
+        budget = self.budgets.get(chosen)
+        if budget is None:
             return math.inf
-        return max(0.0, self.budget_epsilon - self.spent())
+        return max(0.0, budget.epsilon - self.spent(chosen))
 
     # -- writing ----------------------------------------------------------------------------
 
     def check(self, release: LevelEvents) -> float:
-        """The federation's ε if ``release`` were charged; raises if it exceeds the budget.
+        """The federation's ε at this ledger's level if ``release`` were charged.
 
+        Raises :class:`PrivacyBudgetExceeded` if it would exceed a budget at any level.
         Writes nothing: use it before starting a run on its planned events.
         """
-        return self._check(self._in_force(self._db), release)
+        return self.check_all([release])
 
-    def _check(self, current: list[LevelEvents], release: LevelEvents) -> float:
-        would_be = epsilon_for(compose_releases([*current, release], self.level), self.delta, self.accountant)
-        if self.budget_epsilon is not None and would_be > self.budget_epsilon:
-            spent = epsilon_for(compose_releases(current, self.level), self.delta, self.accountant)
-            raise PrivacyBudgetExceeded(self.federation, spent, would_be, self.budget_epsilon, self.level)
-        return would_be
+    def check_all(self, releases: Sequence[LevelEvents], what: str = "this release") -> float:
+        """As :meth:`check` for several releases at once (a compare's rows, a sweep's points).
 
-    def charge(self, release: LevelEvents) -> int:
+        Refuses, before the first of them, a plan whose sum would overrun a budget.
+        """
+        return self._check(self._in_force(self._db), list(releases), what)
+
+    def _check(self, current: list[LevelEvents], releases: list[LevelEvents], what: str) -> float:
+        for level, budget in self.budgets.items():
+            planned = compose_releases([*current, *releases], level)
+            would_be = epsilon_for(planned, budget.delta, budget.accountant)
+            if would_be > budget.epsilon:
+                spent = epsilon_for(compose_releases(current, level), budget.delta, budget.accountant)
+                raise PrivacyBudgetExceeded(self.federation, spent, would_be, budget.epsilon, level, what)
+        total = compose_releases([*current, *releases], self.level)
+        return epsilon_for(total, *self._delta_accountant(self.level))
+
+    def charge(self, release: LevelEvents, run: str | None = None) -> int:
         """Persist ``release`` (committed before returning) and return its record id.
 
         Raises :class:`PrivacyBudgetExceeded`, writing nothing, if the federation's spend
-        including this release would exceed the budget. The check and the insert run in
-        one ``BEGIN IMMEDIATE`` transaction, so concurrent runs cannot both pass.
+        including this release would exceed a budget. The check and the insert run in one
+        ``BEGIN IMMEDIATE`` transaction, so concurrent runs cannot both pass. ``run``
+        labels the record (default: this ledger's run).
         """
         cursor = self._db.cursor()
         cursor.execute("BEGIN IMMEDIATE")
         try:
-            self._check(self._in_force(cursor), release)
+            self._check(self._in_force(cursor), [release], "this release")
             cursor.execute(
                 "INSERT INTO records (federation, run, kind, agent_event, instance_event, "
                 "agent_sensitivity, instance_sensitivity, created) VALUES (?, ?, 'charge', ?, ?, ?, ?, ?)",
                 (
                     self.federation,
-                    self.run,
+                    run if run is not None else self.run,
                     event_to_json(release.agent),
                     event_to_json(release.instance),
                     _finite_or_none(release.agent_sensitivity),
@@ -344,14 +501,20 @@ class PersistentLedger(PrivacyLedger):
         del self._session[charge_id]
 
     def history(self) -> list[dict[str, Any]]:
-        """Every record of this federation, oldest first (for audit)."""
+        """Every record of this federation (all its keys), oldest first (for audit)."""
+        marks = ", ".join("?" for _ in self.keys)
         rows = self._db.execute(
             "SELECT id, run, kind, target, agent_event, instance_event, created FROM records "
-            "WHERE federation = ? ORDER BY id",
-            (self.federation,),
+            f"WHERE federation IN ({marks}) ORDER BY id",
+            self.keys,
         ).fetchall()
         keys = ("id", "run", "kind", "target", "agent_event", "instance_event", "created")
         return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def _same(a: float, b: float) -> bool:
+    """Whether two budgets are the same ε (a stored float read back may differ in the last bit)."""
+    return math.isclose(a, b, rel_tol=1e-12)
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -360,3 +523,197 @@ def _finite_or_none(value: float) -> float | None:
 
 def _float(value: float | None) -> float:
     return math.inf if value is None else float(value)
+
+
+# --- audit: what `fedvote ledger show / verify / set-budget` read and write ------------------
+
+# δ and accountant of the spend shown at a level without a budget (the run defaults).
+DEFAULT_DELTA = 1e-3
+DEFAULT_ACCOUNTANT = "pld"
+
+
+def federations(db: sqlite3.Connection) -> list[str]:
+    """Every federation key with a record or a budget, sorted."""
+    rows = db.execute("SELECT federation FROM records UNION SELECT federation FROM budgets").fetchall()
+    return sorted(str(row[0]) for row in rows)
+
+
+def _budget_json(budget: Budget | None) -> dict[str, Any] | None:
+    return None if budget is None else dataclasses.asdict(budget)
+
+
+def _spent(db: sqlite3.Connection, federation: str, level: str, budget: Budget | None) -> dict[str, Any]:
+    """ε spent by ``federation`` at ``level``, at its budget's δ and accountant (else the defaults)."""
+    delta = budget.delta if budget is not None else DEFAULT_DELTA
+    accountant = budget.accountant if budget is not None else DEFAULT_ACCOUNTANT
+    epsilon = epsilon_for(compose_releases(charges_in_force(db, [federation]), level), delta, accountant)
+    return {"epsilon": _finite_or_none(epsilon), "delta": delta, "accountant": accountant}
+
+
+def _charges_json(db: sqlite3.Connection, federation: str) -> list[dict[str, Any]]:
+    rows = db.execute(
+        "SELECT id, run, created, agent_event, instance_event, "
+        "EXISTS (SELECT 1 FROM records v WHERE v.kind = 'void' AND v.target = r.id) "
+        "FROM records r WHERE federation = ? AND kind = 'charge' ORDER BY id",
+        (federation,),
+    ).fetchall()
+    return [
+        {
+            "id": charge_id,
+            "run": run,
+            "created": created,
+            "voided": bool(voided),
+            "agent_event": json.loads(agent),
+            "instance_event": json.loads(instance),
+        }
+        for charge_id, run, created, agent, instance, voided in rows
+    ]
+
+
+def _budget_history(db: sqlite3.Connection, federation: str) -> list[dict[str, Any]]:
+    rows = db.execute(
+        "SELECT id, level, epsilon, delta, accountant, created FROM budgets WHERE federation = ? ORDER BY id",
+        (federation,),
+    ).fetchall()
+    keys = ("id", "level", "epsilon", "delta", "accountant", "created")
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def ledger_report(path: str | Path) -> list[dict[str, Any]]:
+    """Per federation: the budget in force per level, its history, every charge, ε spent per level."""
+    db = connect(path, must_exist=True)
+    try:
+        report = []
+        for federation in federations(db):
+            budgets = stored_budgets(db, [federation])
+            spent = {level: _spent(db, federation, level, budgets.get(level)) for level in LEVELS}
+            report.append(
+                {
+                    "federation": federation,
+                    "budget": {level: _budget_json(budgets.get(level)) for level in LEVELS},
+                    "budget_history": _budget_history(db, federation),
+                    "charges": _charges_json(db, federation),
+                    "spent": {level: spent[level]["epsilon"] for level in LEVELS},
+                    "spent_at": spent,
+                }
+            )
+        return report
+    finally:
+        db.close()
+
+
+def verify_ledger(path: str | Path) -> list[str]:
+    """Every violation found by recomputing each federation's spend from its stored events.
+
+    Checks that every event decodes, that every void points at a charge of the same
+    federation (at most once), and that the spend of the charges made while each budget
+    row was in force never exceeded it, at each level. An empty list: the ledger holds.
+    """
+    db = connect(path, must_exist=True)
+    try:
+        problems: list[str] = []
+        for federation in federations(db):
+            problems += _verify_voids(db, federation)
+            try:
+                problems += _verify_budgets(db, federation)
+            except (ValueError, KeyError, TypeError) as error:
+                problems.append(f"{federation}: a stored event does not decode ({error})")
+        return problems
+    finally:
+        db.close()
+
+
+def _verify_voids(db: sqlite3.Connection, federation: str) -> list[str]:
+    rows = db.execute(
+        "SELECT v.id, v.target, t.kind, t.federation FROM records v "
+        "LEFT JOIN records t ON t.id = v.target WHERE v.federation = ? AND v.kind = 'void'",
+        (federation,),
+    ).fetchall()
+    problems = [
+        f"{federation}: void {void_id} points at record {target}, not a charge of this federation"
+        for void_id, target, kind, owner in rows
+        if kind != "charge" or owner != federation
+    ]
+    targets = [target for _, target, _, _ in rows]
+    twice = sorted(t for t in set(targets) if targets.count(t) > 1)
+    problems += [f"{federation}: charge {t} is voided more than once" for t in twice]
+    return problems
+
+
+def _verify_budgets(db: sqlite3.Connection, federation: str) -> list[str]:
+    """Each budget row against the spend of the charges made before the next row of its level."""
+    problems = []
+    for level in LEVELS:
+        rows = db.execute(
+            "SELECT id, epsilon, delta, accountant, created FROM budgets WHERE federation = ? AND level = ? "
+            "ORDER BY id",
+            (federation, level),
+        ).fetchall()
+        for position, (row_id, epsilon, delta, accountant, _) in enumerate(rows):
+            until = rows[position + 1][4] if position + 1 < len(rows) else math.inf
+            charges = [
+                _level_events(*row[1:])
+                for row in db.execute(
+                    "SELECT id, agent_event, instance_event, agent_sensitivity, instance_sensitivity "
+                    "FROM records r WHERE federation = ? AND kind = 'charge' AND created < ? AND NOT EXISTS "
+                    "(SELECT 1 FROM records v WHERE v.kind = 'void' AND v.target = r.id) ORDER BY id",
+                    (federation, until if math.isfinite(until) else 1e300),
+                ).fetchall()
+            ]
+            spent = epsilon_for(compose_releases(charges, level), delta, accountant)
+            if spent > epsilon:
+                problems.append(
+                    f"{federation}: {level}-level ε spent {spent:.4g} exceeds budget row {row_id} "
+                    f"(ε = {epsilon:g} at δ = {delta:g}, {accountant})"
+                )
+    return problems
+
+
+def set_budget(
+    path: str | Path,
+    federation: str,
+    epsilon: float,
+    levels: Sequence[str] = LEVELS,
+    delta: float | None = None,
+    accountant: str | None = None,
+) -> dict[str, Budget]:
+    """Append a budget row per level of ``levels`` for a federation already in the ledger.
+
+    δ and the accountant default to the level's current budget's (else 1e-3, pld). A
+    budget below what the federation has already spent at that level is refused: it
+    could not hold. Returns the new budgets.
+    """
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ConfigError("epsilon", f"must be a finite number > 0, got {epsilon}")
+    db = connect(path, must_exist=True)
+    try:
+        if federation not in federations(db):
+            raise ConfigError(
+                "federation", f"no federation {federation!r} in {path} (see `fedvote ledger show`)"
+            )
+        current = stored_budgets(db, [federation])
+        new: dict[str, Budget] = {}
+        for level in levels:
+            old = current.get(level)
+            budget = Budget(
+                epsilon,
+                delta if delta is not None else (old.delta if old else DEFAULT_DELTA),
+                accountant if accountant is not None else (old.accountant if old else DEFAULT_ACCOUNTANT),
+            )
+            if not 0.0 < budget.delta < 1.0:
+                raise ConfigError("delta", f"must lie in (0, 1), got {budget.delta}")
+            spent = epsilon_for(
+                compose_releases(charges_in_force(db, [federation]), level), budget.delta, budget.accountant
+            )
+            if spent > epsilon:
+                raise ConfigError(
+                    "epsilon",
+                    f"federation {federation!r} has already spent {level}-level ε = {spent:.4g} "
+                    f"at δ = {budget.delta:g}; a budget of {epsilon:g} could not hold",
+                )
+            new[level] = budget
+        for level, budget in new.items():
+            append_budget(db, federation, level, budget)
+        return new
+    finally:
+        db.close()
