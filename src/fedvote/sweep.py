@@ -4,9 +4,14 @@ A privacy–accuracy curve needs many runs that differ only in the noise and the
 of queries. Everything upstream of the noise — the federation, the teachers (or kNN
 indices) and the *clean* vote sums — is the same at every grid point, so a sweep builds
 them once per (method, seed) and then, per point, redraws only the noise, the noisy
-argmax, the student and the accounting (:class:`ReusedVotesTransport`). Gradient
-methods have no clean part to reuse (their training *is* the noisy release) and run
-afresh at each point, on a fresh in-process transport.
+argmax, the student and the accounting (:class:`ReusedVotesTransport`): PATE-FL,
+Private-kNN-FL and reputation-weighted PATE (:data:`REUSES_VOTES`). Every other method —
+gradient methods, PriFedSync, FedAUXfdp and its baselines, and any method added later —
+has no clean part the reused transport knows how to keep (its training *is* the noisy
+release) and runs afresh at each point, on a fresh in-process transport seeded with the
+point's own noise seed. Either way the transport holds the federation as the method
+prepared it (:meth:`~fedvote.methods.base.Method.prepare_federation`: weighted-pate's and
+PriFedSync's labelled validation slice), so its public pool is the method's.
 
 Under ``--noise-seed S`` every run of the sweep — each method, seed and grid point —
 draws its own noise: its config carries :func:`fedvote.noise_seeds.run_noise_seed`
@@ -38,26 +43,26 @@ import platform
 import secrets
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
-from fedvote.aggregation.voting import confident_gnmax_step
+from fedvote.agents.behaviour import Behaviour
+from fedvote.aggregation.voting import WeightRule, confident_gnmax_step
 from fedvote.config import RunConfig
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
-from fedvote.methods import METHODS
-from fedvote.methods.gradient import GradientMethod
+from fedvote.methods import METHODS, Method, PateFL, PrivateKnnFL
 from fedvote.models.features import FeatureExtractor
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.models.training import TrainingConfig
 from fedvote.noise_seeds import run_noise_seed
 from fedvote.privacy.accountant import epsilon_for
-from fedvote.privacy.events import LEVELS
+from fedvote.privacy.events import LEVELS, LevelEvents
 from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger, compose_releases
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import RunResult, _finite
@@ -73,8 +78,15 @@ from fedvote.runner import (
 from fedvote.transport.base import Communication, ReleasedLabels, Transport, VoteSum
 from fedvote.transport.local import LocalTransport
 
+_T = TypeVar("_T")
+
 # The axes a grid may span, and how a value is read.
 GRID_AXES: dict[str, type] = {"epsilon": float, "sigma": float, "queries": int, "delta": float}
+
+# The methods whose every transport operation :class:`ReusedVotesTransport` serves (their
+# subclasses included: weighted-pate is a PateFL). Any other method gets a fresh
+# LocalTransport per grid point — always correct, only slower.
+REUSES_VOTES: tuple[type[Method], ...] = (PateFL, PrivateKnnFL)
 
 SWEEP_JSON = "sweep.json"
 SWEEP_CSV = "sweep.csv"
@@ -243,13 +255,20 @@ def run_sweep(
     started = time.perf_counter()
     try:
         for config in configs:
-            fresh_transport = issubclass(METHODS[config.method], GradientMethod)  # nothing to reuse
+            reusable = reuses_votes(config.method)
             for seed_position, seed in enumerate(seed_list):
                 seeded = dataclasses.replace(config, seed=seed)
-                federation = federations.get(seeded)
-                transport = ReusedVotesTransport(
-                    LocalTransport(federation, seed=seed, noise_seed=seeded.privacy.noise_seed),
-                    noise_seed=seeded.privacy.noise_seed,
+                federation = federations.get(seeded)  # the ledger's key: its agents' records
+                # The method's view (a validation slice moved out of the pool): the same at
+                # every point, since a point changes only the noise, Q and δ.
+                prepared = METHODS[config.method].prepare_federation(seeded, federation)
+                transport = (
+                    ReusedVotesTransport(
+                        LocalTransport(prepared, seed=seed, noise_seed=seeded.privacy.noise_seed),
+                        noise_seed=seeded.privacy.noise_seed,
+                    )
+                    if reusable
+                    else None  # run() builds a fresh LocalTransport per point, on its noise seed
                 )
                 for point_position, point in enumerate(points):
                     label = f"{config.method} seed {seed} at {_describe(point)}"
@@ -258,17 +277,20 @@ def run_sweep(
                         at_point = with_run_noise_seed(
                             point_config(seeded, point), seed_position * len(points) + point_position
                         )
-                        transport.communication = Communication()  # each point reports its own run's
-                        transport.reseed(at_point.privacy.noise_seed)
+                        if transport is not None:
+                            transport.communication = Communication()  # each point reports its own run's
+                            transport.reseed(at_point.privacy.noise_seed)
                         result = run(
                             at_point,
-                            federation=federation,
-                            transport=None if fresh_transport else transport,
+                            federation=prepared,
+                            transport=transport,
                             ledger=ledgers.session(seeded, federation, f"sweep {label}"),
                         )
                         rows.append(SweepRow.from_result(point, result, time.perf_counter() - mark))
                         bar.advance()
-                reuse[f"{config.method}/seed={seed}"] = transport.reuse_counts()
+                reuse[f"{config.method}/seed={seed}"] = (
+                    transport.reuse_counts() if transport is not None else {"fresh_transports": len(points)}
+                )
         total = ledgers.total(configs[0].privacy.delta, configs[0].privacy.accountant)
         states = ledgers.states()
     finally:
@@ -284,6 +306,11 @@ def run_sweep(
         total_epsilon=total,
         ledgers=states,
     )
+
+
+def reuses_votes(method: str) -> bool:
+    """Whether a sweep runs ``method``'s points on one :class:`ReusedVotesTransport` (else fresh ones)."""
+    return issubclass(METHODS[method], REUSES_VOTES)
 
 
 class _Federations:
@@ -334,7 +361,7 @@ class SweepLedgers:
                     if key not in ledgers._ledgers:
                         ledgers._ledgers[key] = open_ledger(seeded, federation)
                     planned.setdefault(key, []).extend(
-                        planned_release(point_config(seeded, point), federation) for point in points
+                        _planned_point(seeded, point, federation) for point in points
                     )
             for key, releases in planned.items():
                 check_budget(ledgers._ledgers[key], releases, what=f"this sweep's {len(releases)} points")
@@ -406,7 +433,9 @@ class ReusedVotesTransport(Transport):
     vote sums Σᵢ vᵢ(x) are computed once per query and cached. Each vote request then
     adds fresh noise: the sum of the t…N agents' shares N(0, s²) is drawn directly as
     N(0, responders·s²), which has exactly the distribution of the sum the agents would
-    release. Simulation only (it holds every agent's clean votes); it counts
+    release. Reputation-weighted votes and the accuracy summary are summed clean by the
+    inner agents each run (the weights follow each run's own noisy summary) and noised
+    here the same way. Simulation only (it holds every agent's clean votes); it counts
     communication as if every round were sent.
     """
 
@@ -495,13 +524,52 @@ class ReusedVotesTransport(Transport):
         self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
     ) -> LocalUpdates:
         """One round of local training; nothing to reuse, so the inner transport runs it."""
+        return self._forward(lambda: self._inner.local_updates(global_params, agent_ids, training))
+
+    # --- Reputation-weighted voting: the teachers are reused; each run fixes the agents'
+    # weights afresh (they depend on its own noisy accuracy summary). The inner agents
+    # compute their clean shares (noise std 0 draws nothing); the aggregate noise of the
+    # responders' shares, N(0, responders·s²), is drawn here from the run's stream.
+
+    def simulate_behaviours(self, behaviours: Sequence[Behaviour]) -> None:
+        """Make agent i behave as ``behaviours[i]``; cached clean votes are dropped (they change)."""
+        self._inner.simulate_behaviours(behaviours)
+        self._clean.clear()
+
+    def accuracy_summary(
+        self, validation: LabeledData, bins: int, noise_std: float, min_responders: int
+    ) -> VoteSum | None:
+        """The agents' clean accuracy bins summed in process, plus fresh aggregate noise; one round."""
+        clean = self._forward(lambda: self._inner.accuracy_summary(validation, bins, 0.0, min_responders))
+        return None if clean is None else self._noised(clean, noise_std)
+
+    def assign_weights(self, validation: LabeledData | None, rule: WeightRule) -> None:
+        """Every agent fixes its own weight from ``rule`` (in the inner transport's agents)."""
+        self._forward(lambda: self._inner.assign_weights(validation, rule))
+
+    def weighted_vote_sum(
+        self, query_indices: np.ndarray, noise_std: float, min_responders: int
+    ) -> VoteSum | None:
+        """The agents' clean weighted votes summed in process, plus fresh aggregate noise; one round."""
+        clean = self._forward(lambda: self._inner.weighted_vote_sum(query_indices, 0.0, min_responders))
+        return None if clean is None else self._noised(clean, noise_std)
+
+    def _noised(self, clean: VoteSum, noise_std: float) -> VoteSum:
+        """``clean`` plus the sum of its responders' noise shares N(0, noise_std²), drawn as one."""
+        sums = clean.sums
+        if noise_std > 0:
+            sums = sums + self._rng.normal(0.0, noise_std * np.sqrt(clean.responders), size=sums.shape)
+        return VoteSum(sums=sums, responders=clean.responders)
+
+    def _forward(self, action: Callable[[], _T]) -> _T:
+        """Run ``action`` on the inner transport and count its communication as this one's."""
         before = self._inner.communication.as_dict()
-        updates = self._inner.local_updates(global_params, agent_ids, training)
+        result = action()
         after = self._inner.communication.as_dict()
         self.communication.upload_floats += after["upload_floats"] - before["upload_floats"]
         self.communication.download_floats += after["download_floats"] - before["download_floats"]
         self.communication.rounds += after["rounds"] - before["rounds"]
-        return updates
+        return result
 
     def confident_labels(
         self,
@@ -542,6 +610,21 @@ class ReusedVotesTransport(Transport):
         if noise_std > 0:
             sums = sums + self._rng.normal(0.0, noise_std * np.sqrt(responders), size=sums.shape)
         return VoteSum(sums=sums, responders=responders)
+
+
+def _planned_point(config: RunConfig, point: dict[str, float | int], federation: Federation) -> LevelEvents:
+    """:func:`planned_release` of ``config`` at ``point``; a refusal of a grid axis names ``--grid``.
+
+    E.g. FedAUXfdp takes its budget per head and refuses an ``epsilon`` or ``sigma`` axis.
+    """
+    try:
+        return planned_release(point_config(config, point), federation)
+    except ConfigError as error:
+        if error.argument not in point:
+            raise
+        raise ConfigError(
+            "grid", f"{config.method} cannot be swept over {error.argument}: {error.detail}"
+        ) from error
 
 
 def _describe(point: dict[str, float | int]) -> str:

@@ -1,0 +1,244 @@
+"""The contract every registered method keeps (issue 16, item 6).
+
+In the spirit of dp-accounting's ``PrivacyAccountantTest`` and scikit-learn's
+``test_common``: every method in :data:`fedvote.methods.METHODS` — a method registered
+later is picked up automatically, with the voting defaults below — runs a tiny federation
+(digits, 10 agents, a few epochs, rounds and queries) in process
+(:class:`~fedvote.transport.local.LocalTransport`, through :func:`fedvote.runner.run`) and
+must
+
+* produce the result schema: ``RunResult.to_dict()`` has the documented keys (README,
+  "result.json"), standard JSON, and privacy at both levels, each ε a finite float or an
+  explicit ``None`` (unbounded);
+* charge no more than it promised: the ε of everything it charged to the ledger is at most
+  the ε of ``method.planned_events()`` (what calibration and the budget check saw), at each
+  level, at the run's δ with the run's accountant;
+* give identical results under one seed and noise seed (accuracy, pseudo-labels, privacy);
+* refuse a bad option by name: a negative σ, an option it does not take, and every
+  invalid choice of its own options (a :class:`~fedvote.errors.ConfigError` whose
+  ``argument`` names it).
+
+Each method's two runs are shared by the tests (module-scoped fixture).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fedvote.cli import main
+from fedvote.config import RunConfig
+from fedvote.errors import ConfigError
+from fedvote.methods import METHODS
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.events import LEVELS
+from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.results import RunResult
+from fedvote.runner import make_federation, planned_release, run
+
+METHOD_NAMES = sorted(METHODS)
+NOISE_SEED = 11
+
+FAST = {"model": "logistic", "epochs": 2}
+BASE: dict[str, Any] = {
+    "federation": {"dataset": "digits", "agents": 10},
+    "teacher": FAST,
+    "student": FAST,
+    "self_training_rounds": 0,
+    "seed": 3,
+}
+VOTING: dict[str, Any] = {"queries": 20}
+GRADIENT: dict[str, Any] = {
+    "gradient": {"rounds": 2, "sampling_rate": 1.0, "local_steps": 2, "model": "logistic"}
+}
+FEDAUX: dict[str, Any] = {
+    "options": {"extractor": "pca", "extractor_dim": 8, "distill_epochs": 2, "local_epochs": 2}
+}
+
+# Each method's smallest settings (config sections as result.json spells them); σ is
+# given where a method takes one, so that nothing is calibrated. A method not listed
+# runs with the voting settings and its defaults.
+SMALL: dict[str, dict[str, Any]] = {
+    "pate-fl": {**VOTING, "privacy": {"sigma": 4.0}},
+    "private-knn-fl": {**VOTING, "knn": {"feature_dim": 8}, "privacy": {"sigma": 4.0}},
+    "weighted-pate": {**VOTING, "options": {"validation_size": 40}, "privacy": {"sigma": 16.0}},
+    "fedavg": GRADIENT,
+    "dp-fedavg": {**GRADIENT, "privacy": {"sigma": 1.0}},
+    "dp-fedsgd": {**GRADIENT, "privacy": {"sigma": 1.0}},
+    "prifedsync": {
+        "gradient": {"rounds": 2, "sampling_rate": 1.0, "local_steps": 2, "batch_size": 8},
+        "options": {"client_test_size": 20},
+        "privacy": {"sigma": 1.6},
+    },
+    **{name: FEDAUX for name in ("fedaux-fdp", "fedaux-f", "fedd-p", "fedavg-p")},
+}
+
+
+def small_config(
+    method: str, *, privacy: dict[str, Any] | None = None, options: dict[str, Any] | None = None
+) -> RunConfig:
+    """``method``'s small config, with ``privacy`` and ``options`` entries added."""
+    settings = copy.deepcopy(SMALL.get(method, VOTING))
+    settings["privacy"] = {"noise_seed": NOISE_SEED, **settings.get("privacy", {}), **(privacy or {})}
+    if options:
+        settings["options"] = {**settings.get("options", {}), **options}
+    return RunConfig.from_dict({**copy.deepcopy(BASE), "method": method, **settings})
+
+
+@dataclass(frozen=True)
+class Runs:
+    """One method's two identical runs, what the first charged and what it promised."""
+
+    config: RunConfig
+    first: RunResult
+    second: RunResult
+    charges: int
+    charged: dict[str, float]  # ε per level of the first run's ledger charges
+    promised: dict[str, float]  # ε per level of method.planned_events()
+
+
+@pytest.fixture(scope="module", params=METHOD_NAMES)
+def runs(request: pytest.FixtureRequest) -> Runs:
+    config = small_config(request.param)
+    ledger = PrivacyLedger()  # the first run charges this one: we read its charges back
+    first = run(config, ledger=ledger)
+    second = run(config)
+    planned = planned_release(config, make_federation(config))  # the run's own plan, σ and all
+    delta, accountant = config.privacy.delta, config.privacy.accountant
+    return Runs(
+        config=config,
+        first=first,
+        second=second,
+        charges=len(ledger.charges),
+        charged={level: epsilon_for(ledger.event(level), delta, accountant) for level in LEVELS},
+        promised={level: epsilon_for(planned.at(level), delta, accountant) for level in LEVELS},
+    )
+
+
+# --- the result schema ------------------------------------------------------------------
+
+RESULT_KEYS = {
+    "method", "private", "dataset", "agents", "seed", "accuracy", "label_accuracy", "queries", "sigma",
+    "privacy", "communication", "timings", "config", "version", "public_pool", "test_size", "agent_records",
+}  # fmt: skip
+PRIVACY_KEYS = {
+    "private", "delta", "accountant", "agent", "instance", "noise_source", "calibrated_to_epsilon",
+    "calibrated_level",
+}  # fmt: skip
+LEVEL_KEYS = {"epsilon", "sensitivity", "adjacency"}
+COMMUNICATION_KEYS = {"upload_floats", "download_floats", "rounds"}
+
+
+def test_result_has_the_documented_schema(runs: Runs):
+    data = runs.first.to_dict()
+    json.dumps(data, allow_nan=False)  # standard JSON: no NaN or ∞ anywhere
+    assert RESULT_KEYS <= set(data), RESULT_KEYS - set(data)
+    assert data["method"] == runs.config.method and data["agents"] == 10 and data["seed"] == runs.config.seed
+    assert 0.0 <= data["accuracy"] <= 1.0
+    assert data["label_accuracy"] is None or 0.0 <= data["label_accuracy"] <= 1.0
+    assert isinstance(data["queries"], int) and data["queries"] >= 0
+    assert COMMUNICATION_KEYS <= set(data["communication"])
+    assert "total_s" in data["timings"]
+    assert RunConfig.from_dict(data["config"]) == runs.config  # the run can be rerun from it
+    privacy = data["privacy"]
+    assert PRIVACY_KEYS <= set(privacy), PRIVACY_KEYS - set(privacy)
+    assert privacy["delta"] == runs.config.privacy.delta
+    assert privacy["accountant"] == runs.config.privacy.accountant
+    epsilons = []
+    for level in LEVELS:
+        entry = privacy[level]
+        assert LEVEL_KEYS <= set(entry), (level, LEVEL_KEYS - set(entry))
+        epsilon = entry["epsilon"]  # present at both levels: a finite float, or None = unbounded
+        assert epsilon is None or (isinstance(epsilon, float) and math.isfinite(epsilon) and epsilon >= 0), (
+            level, epsilon
+        )  # fmt: skip
+        epsilons.append(epsilon)
+    assert data["private"] == privacy["private"] == any(e is not None for e in epsilons)
+
+
+# --- charges never exceed the plan ------------------------------------------------------
+
+
+def test_charged_epsilon_never_exceeds_the_planned_events(runs: Runs):
+    """ε(composition of the ledger's charges) ≤ ε(planned_events()) at each level."""
+    for level in LEVELS:
+        charged, promised = runs.charged[level], runs.promised[level]
+        assert charged <= promised * (1 + 1e-9) + 1e-9, (
+            f"{runs.config.method} charged ε = {charged} at the {level} level, "
+            f"planned_events() promised {promised} (δ = {runs.config.privacy.delta})"
+        )
+    if runs.first.private:  # a private run released something, so it was charged
+        assert runs.charges > 0
+
+
+# --- one seed, one result ----------------------------------------------------------------
+
+
+def test_identical_results_under_one_seed_and_noise_seed(runs: Runs):
+    first, second = runs.first, runs.second
+    assert first.accuracy == second.accuracy and first.label_accuracy == second.label_accuracy
+    assert first.sigma == second.sigma and first.privacy == second.privacy
+    assert first.communication == second.communication
+    arrays = (first.analysis.arrays(), second.analysis.arrays()) if first.analysis is not None else ({}, {})
+    assert arrays[0].keys() == arrays[1].keys()
+    for name in arrays[0]:  # pseudo-labels, query indices, vote histograms, …
+        np.testing.assert_array_equal(arrays[0][name], arrays[1][name], err_msg=name)
+    without_timings = [{k: v for k, v in r.to_dict().items() if k != "timings"} for r in (first, second)]
+    assert without_timings[0] == without_timings[1]
+
+
+# --- bad options are refused by name -----------------------------------------------------
+
+
+def _refused(config: dict[str, Any]) -> ConfigError:
+    """The ConfigError that building and running ``small_config(**config)`` raises."""
+    with pytest.raises(ConfigError) as error:
+        run(small_config(**config))
+    return error.value
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_a_negative_sigma_is_refused_by_name(method: str):
+    assert _refused({"method": method, "privacy": {"sigma": -1.0}}).argument == "sigma"
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_an_option_the_method_does_not_take_is_refused_by_name(method: str):
+    assert _refused({"method": method, "options": {"no_such_option": 1}}).argument == "no_such_option"
+
+
+def _choice_options() -> list[tuple[str, str]]:
+    """(method, option) for every option of a method's ``options_type`` with fixed choices."""
+    cases = []
+    for name in METHOD_NAMES:
+        options_type = METHODS[name].options_type
+        for field in dataclasses.fields(options_type) if options_type is not None else ():
+            if field.metadata.get("choices"):
+                cases.append((name, field.name))
+    return cases
+
+
+@pytest.mark.parametrize(("method", "option"), _choice_options())
+def test_an_invalid_choice_of_an_own_option_is_refused_by_name(method: str, option: str):
+    assert _refused({"method": method, "options": {option: "no-such-choice"}}).argument == option
+
+
+def test_the_suite_covers_every_method_of_fedvote_run_help(capsys: pytest.CaptureFixture[str]):
+    try:
+        main(["run", "--help"])
+    except SystemExit as exit_info:
+        assert exit_info.code in (0, None)
+    help_text = capsys.readouterr().out
+    listed = re.search(r"--method\s+\[([^\]]+)\]", help_text)
+    if listed is not None:
+        assert set(listed.group(1).replace(" ", "").replace("\n", "").split("|")) == set(METHOD_NAMES)
+    else:
+        assert all(name in help_text for name in METHOD_NAMES)
