@@ -58,7 +58,7 @@ def run_row(config: RunConfig, federation: Any, p: float, sigma: float, partitio
     config = dataclasses.replace(
         config,
         privacy=dataclasses.replace(config.privacy, sigma=2.0 * sigma),
-        gradient=dataclasses.replace(config.gradient, sampling_rate=p),
+        options={**config.options, "sampling_rate": p},
     )
     print(f"[{NAME}] {partition}: p = {p}, σ = {sigma} ...", file=sys.stderr, flush=True)
     started = time.perf_counter()
@@ -66,8 +66,8 @@ def run_row(config: RunConfig, federation: Any, p: float, sigma: float, partitio
     seconds = time.perf_counter() - started
     record = result["privacy"]["record"]
     rounds = result["rounds"]
-    mu_at_stop = prifedsync_mu(sigma, config.gradient.batch_size or 16, record["min_client_records"],
-                               config.gradient.local_steps or 38, rounds)
+    mu_at_stop = prifedsync_mu(sigma, config.options.get("batch_size") or 16, record["min_client_records"],
+                               config.options.get("local_steps") or 38, rounds)
     private = result["diagnostics"]  # simulation diagnostics, not released
     return {
         "partition": partition,
@@ -177,7 +177,7 @@ def main(argv: list[str]) -> None:
         config, federation=dataclasses.replace(config.federation, data_dir=os.environ["FEDVOTE_DATA"])
     )
     if args.max_rounds is not None:
-        config = dataclasses.replace(config, gradient=dataclasses.replace(config.gradient, rounds=args.max_rounds))
+        config = dataclasses.replace(config, options={**config.options, "rounds": args.max_rounds})
     saved = RESULTS / f"{NAME}.json"
     rows: list[dict[str, Any]] = json.loads(saved.read_text())["rows"] if saved.exists() else []
     rows = [r for r in rows if "epsilon_ex_post" in r]  # rows from before the proven accounting: rerun them

@@ -6,12 +6,12 @@ from click.testing import CliRunner
 from fedvote.compare import compare, format_table
 from fedvote.compare_cli import compare as compare_command
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
-from fedvote.methods.gradient import GradientOptions
 
 SMALL = RunConfig(
     federation=FederationConfig(agents=10),
     privacy=PrivacyConfig(noise_seed=0),
-    gradient=GradientOptions(rounds=8, sampling_rate=1.0, batch_sampling_rate=1.0, model="logistic"),
+    # gradient settings on a pate-fl config: compare hands each row the options its method takes
+    options={"rounds": 8, "sampling_rate": 1.0, "batch_sampling_rate": 1.0, "gradient_model": "logistic"},
 )
 
 
@@ -62,7 +62,7 @@ def test_compare_command_runs_on_a_recorded_config(tmp_path):
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert [r["method"] for r in rows] == ["fedavg", "dp-fedavg"]
-    assert rows[1]["rounds"] == 8  # the recorded GradientOptions, not the defaults
+    assert rows[1]["rounds"] == 8  # the recorded gradient options, not the defaults
     clash = runner.invoke(compare_command, ["--config", str(config_file), "--agents", "3"])
     assert clash.exit_code != 0
 
@@ -70,7 +70,7 @@ def test_compare_command_runs_on_a_recorded_config(tmp_path):
 REPLACE_ONE_SMALL = RunConfig(
     federation=FederationConfig(agents=10),
     privacy=PrivacyConfig(noise_seed=0),
-    gradient=GradientOptions(rounds=4, sampling_rate=1.0, batch_sampling_rate=0.25, model="logistic"),
+    options={"rounds": 4, "sampling_rate": 1.0, "batch_sampling_rate": 0.25, "gradient_model": "logistic"},
 )
 
 
@@ -140,3 +140,44 @@ def test_methods_in_one_compare_draw_different_noise(monkeypatch):
     again = compare(SMALL, ["fedavg", "dp-fedavg"], epsilon=4.0, delta=1e-3)
     assert seen == first_seen
     assert [row.accuracy for row in again] == [row.accuracy for row in first]
+
+
+def test_each_row_gets_only_the_options_its_method_takes():
+    """A compare's config carries the settings of all its methods; each row gets its own."""
+    from fedvote.compare import _row_config
+
+    config = RunConfig(options={"release": "labels", "k": 3, "rounds": 8, "clip_norm": 0.5, "noise": "server",
+                                "batch_sampling_rate": 0.5, "gradient_model": "logistic"})
+    rows = {name: _row_config(config, name, epsilon=4.0, delta=1e-3).options
+            for name in ("pate-fl", "private-knn-fl", "fedavg", "dp-fedavg", "dp-fedsgd")}
+    assert rows == {
+        "pate-fl": {"release": "labels"},
+        "private-knn-fl": {"k": 3},
+        "fedavg": {"rounds": 8, "gradient_model": "logistic"},
+        "dp-fedavg": {"rounds": 8, "clip_norm": 0.5, "noise": "server", "gradient_model": "logistic"},
+        "dp-fedsgd": {"rounds": 8, "batch_sampling_rate": 0.5, "gradient_model": "logistic"},
+    }
+
+
+def test_a_bad_option_of_any_row_is_refused_before_anything_is_loaded(monkeypatch):
+    from fedvote import compare as compare_module
+    from fedvote.errors import ConfigError
+
+    def no_data(config):
+        raise AssertionError("the data was loaded before the options were checked")
+
+    monkeypatch.setattr(compare_module, "make_federation", no_data)
+    with pytest.raises(ConfigError) as error:
+        compare(RunConfig(options={"rounds": 0}), ["pate-fl", "dp-fedavg"], epsilon=4.0, delta=1e-3)
+    assert error.value.argument == "rounds"
+
+
+def test_compare_refuses_a_gradient_flag_no_compared_method_takes(capsys):
+    from fedvote.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--methods", "pate-fl,private-knn-fl", "--rounds", "5"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "fedvote: error: --rounds: is not an option of method 'pate-fl' or 'private-knn-fl'"
+    )

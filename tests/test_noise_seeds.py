@@ -8,7 +8,6 @@ import pytest
 
 from fedvote.config import PrivacyConfig, RunConfig
 from fedvote.errors import ConfigError
-from fedvote.methods.gradient import GradientOptions
 from fedvote.noise_seeds import method_tag, run_noise_seed
 from fedvote.runner import run
 
@@ -44,7 +43,7 @@ def test_a_single_seeded_run_is_reproducible():
     config = RunConfig(
         method="dp-fedavg",
         privacy=PrivacyConfig(sigma=1.0, noise_seed=11),
-        gradient=GradientOptions(rounds=3, sampling_rate=0.5, local_steps=2, model="logistic"),
+        options={"rounds": 3, "sampling_rate": 0.5, "local_steps": 2, "gradient_model": "logistic"},
     )
     first, second = run(config), run(config)
     assert first.config["privacy"]["noise_seed"] == 11

@@ -155,7 +155,6 @@ def test_grid_points_of_a_sweep_draw_different_noise(monkeypatch):
     import dataclasses
 
     import fedvote.sweep as sweep_module
-    from fedvote.methods.gradient import GradientOptions
 
     runs, sums = [], []
     real_run, real_vote_sum = sweep_module.run, ReusedVotesTransport.vote_sum
@@ -172,7 +171,7 @@ def test_grid_points_of_a_sweep_draw_different_noise(monkeypatch):
     monkeypatch.setattr(sweep_module, "run", recording_run)
     monkeypatch.setattr(ReusedVotesTransport, "vote_sum", recording_vote_sum)
     gradient = dataclasses.replace(
-        SMALL, method="dp-fedavg", gradient=GradientOptions(rounds=2, sampling_rate=1.0, model="logistic")
+        SMALL, method="dp-fedavg", options={"rounds": 2, "sampling_rate": 1.0, "gradient_model": "logistic"}
     )
     first = run_sweep([SMALL, gradient], {"sigma": [4.0, 4.0]})  # the same point twice
     seeds = [seed for _, seed in runs]

@@ -26,8 +26,13 @@ _FLAG_NAMES = {
 
 
 def flag_for(argument: str) -> str:
-    """The CLI flag for a config argument name (``min_responders`` -> ``--min-responders``)."""
-    return _FLAG_NAMES.get(argument, "--" + argument.replace("_", "-"))
+    """The CLI flag for a config argument name (``min_responders`` -> ``--min-responders``).
+
+    A method option's flag is the one its field declares (``lambda_`` -> ``--lambda``).
+    """
+    if argument in _FLAG_NAMES:
+        return _FLAG_NAMES[argument]
+    return _OPTION_FLAGS.get(argument, "--" + argument.replace("_", "-"))
 
 
 def reject_flags_besides(context: click.Context, allowed: frozenset[str] | set[str]) -> None:
@@ -136,6 +141,7 @@ def method_option_flags(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _OPTION_OWNERS: dict[str, list[str]] = {}
+_OPTION_FLAGS: dict[str, str] = {}  # option name -> its flag, for error messages
 
 
 def _all_method_option_specs() -> dict[str, OptionSpec]:
@@ -151,6 +157,7 @@ def _all_method_option_specs() -> dict[str, OptionSpec]:
             known = specs.setdefault(spec.name, spec)
             if (known.flag, known.value_type) != (spec.flag, spec.value_type):
                 raise TypeError(f"methods disagree on option {spec.name!r}: {known} vs {spec}")
+            _OPTION_FLAGS[spec.name] = spec.flag
             owners = _OPTION_OWNERS.setdefault(spec.name, [])
             if method_name not in owners:
                 owners.append(method_name)

@@ -37,7 +37,7 @@ from typing import Any
 
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
-from fedvote.methods import METHODS
+from fedvote.methods import METHODS, check_method, option_names
 from fedvote.noise_seeds import run_noise_seed
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import LEVELS
@@ -144,8 +144,8 @@ def run_comparison(
         )
     if not methods:
         raise ConfigError("methods", "name at least one method")
-    federation = make_federation(config)
     configs = [_row_config(config, name, epsilon=epsilon, delta=delta) for name in methods]
+    federation = make_federation(config)
     ledger = open_ledger(config, federation)
     try:
         planned = [planned_release(row_config, federation) for row_config in configs]
@@ -172,12 +172,16 @@ def run_comparison(
 def _row_config(config: RunConfig, name: str, *, epsilon: float, delta: float) -> RunConfig:
     """``config`` for method ``name``'s row: calibrated to ``epsilon`` (or σ = 0), its own noise seed.
 
-    The ledger and its budget stay: the row is a release on the same federation.
+    The row gets the options of ``config`` that its method takes (the gradient settings go to
+    the gradient rows, a voting method's to its own row). The ledger and its budget stay: the
+    row is a release on the same federation.
     """
     private = METHODS[name].calibration_level is not None
-    return dataclasses.replace(
+    taken = option_names(name)
+    row = dataclasses.replace(
         config,
         method=name,
+        options={key: value for key, value in config.options.items() if key in taken},
         privacy=dataclasses.replace(
             config.privacy,
             sigma=None if private else 0.0,
@@ -187,6 +191,8 @@ def _row_config(config: RunConfig, name: str, *, epsilon: float, delta: float) -
             noise_seed=method_noise_seed(config.privacy.noise_seed, name),
         ),
     )
+    check_method(row)  # a bad option of any row is refused before the first row runs
+    return row
 
 
 def _total_epsilon(ledger: PrivacyLedger, delta: float, accountant: str) -> dict[str, float | None]:

@@ -11,8 +11,8 @@ import click
 from fedvote.cli_options import federation_options, reject_flags_besides
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig, load_run_config
 from fedvote.errors import ConfigError
-from fedvote.methods import METHODS
-from fedvote.methods.gradient import NOISE_PLACEMENTS, GradientOptions
+from fedvote.methods import METHODS, option_names
+from fedvote.methods.gradient import NOISE_PLACEMENTS
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import ACCOUNTANTS
 
@@ -41,12 +41,12 @@ from fedvote.privacy.accountant import ACCOUNTANTS
 @click.option("--local-steps", type=int, default=None,
               help="Local (DP-)SGD iterations E per round [default: 20; DP-FedSGD 1].")
 @click.option("--clip-norm", type=float, default=None, help="DP-FedAvg update clip S [default: 0.08].")
-@click.option("--noise", type=click.Choice(NOISE_PLACEMENTS), default="distributed", show_default=True,
+@click.option("--noise", type=click.Choice(NOISE_PLACEMENTS), default=None,
               help="DP-FedAvg noise: distributed = every agent adds its share and the updates are "
                    "summed by secure aggregation (Alg. 5, sample hidden from the server); "
                    "distributed-unmasked = Alg. 5 as the paper writes it (the server sees each noisy "
                    "update and who was sampled; ε is stated against the server); server = Alg. 3 "
-                   "(trusted server adds the noise).")
+                   "(trusted server adds the noise) [default: distributed].")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--noise-seed", type=int, default=None,
               help="Seed the privacy noise and sampling for a reproducible simulation; each method "
@@ -75,7 +75,7 @@ def compare(
     sampling_rate: float | None,
     local_steps: int | None,
     clip_norm: float | None,
-    noise: str,
+    noise: str | None,
     seed: int,
     noise_seed: int | None,
     ledger: str | None,
@@ -106,6 +106,14 @@ def compare(
         )
         config = with_ledger(load_run_config(config_file), ledger, budget_epsilon)
     else:
+        # The gradient settings typed, each handed to the rows whose method takes it
+        # (fedvote.compare); one that no compared method takes is refused by name.
+        given = {"rounds": rounds, "sampling_rate": sampling_rate, "local_steps": local_steps,
+                 "clip_norm": clip_norm, "noise": noise}  # fmt: skip
+        options = {name: value for name, value in given.items() if value is not None}
+        for name in options:
+            if not any(name in option_names(method) for method in names):
+                raise ConfigError(name, f"is not an option of method {' or '.join(map(repr, names))}")
         config = RunConfig(
             method=names[0] if names else "pate-fl",
             federation=federation,
@@ -119,13 +127,7 @@ def compare(
             ),
             teacher=TrainingConfig(model="mlp", epochs=epochs),
             student=TrainingConfig(model="auto", epochs=epochs),
-            gradient=GradientOptions(
-                rounds=rounds,
-                sampling_rate=sampling_rate,
-                local_steps=local_steps,
-                clip_norm=clip_norm,
-                noise=noise,
-            ),
+            options=options,
             queries=queries,
             seed=seed,
         )

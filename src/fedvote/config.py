@@ -1,4 +1,10 @@
-"""Run configuration: frozen dataclasses, validated at construction, JSON round-trippable."""
+"""Run configuration: frozen dataclasses, validated at construction, JSON round-trippable.
+
+Nothing here knows the methods: a run's method and its own settings (``RunConfig.options``,
+the fields of the method's ``options_type``) are validated where the method is resolved
+(:func:`fedvote.methods.check_method`, called by the CLI and by :func:`fedvote.runner.run`
+before anything is loaded or trained).
+"""
 
 from __future__ import annotations
 
@@ -10,13 +16,8 @@ from typing import Any
 
 from fedvote.data.partition import PartitionSpec
 from fedvote.errors import ConfigError
-from fedvote.methods import METHODS
-from fedvote.methods.gradient import GradientOptions
-from fedvote.methods.options import build_options
-from fedvote.models.features import FEATURE_KINDS
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import ACCOUNTANTS
-from fedvote.privacy.events import KNN_BOUNDS
 
 # With neither --sigma nor --epsilon, σ is calibrated to this agent-level ε (the
 # operating point of the voting paper's Table 1).
@@ -118,46 +119,51 @@ class PrivacyConfig:
         return self.epsilon if self.epsilon is not None else DEFAULT_EPSILON
 
 
-@dataclass(frozen=True)
-class KnnOptions:
-    """Private-kNN-FL settings (``method="private-knn-fl"``; ignored by other methods).
-
-    ``k`` neighbours per agent, or (when ``k`` is None) ``round(k_fraction · n_i)`` of each
-    agent's n_i records, at least 1 (the voting paper uses 5 %). ``features`` is the public
-    feature extractor φ (:data:`fedvote.models.features.FEATURE_KINDS`), fitted on the
-    public pool only, with ``feature_dim`` outputs (pca, random, autoencoder);
-    ``feature_module`` is the TorchScript file for ``features="module"``; ``normalize``
-    scales φ's outputs to unit norm. ``bound`` is the instance-level sensitivity used for
-    accounting: ``"tight"`` (√2/k_min) or the paper's ``"paper"`` (√(2/k_min)).
-    """
-
-    k: int | None = None
-    k_fraction: float = 0.05
-    features: str = "pca"
-    feature_dim: int = 50
-    feature_module: str | None = None
-    normalize: bool = False
-    bound: str = "tight"
-
-    def __post_init__(self) -> None:
-        if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1):
-            raise ConfigError("k", f"must be an integer >= 1, got {self.k!r}")
-        if not 0.0 < self.k_fraction <= 1.0:
-            raise ConfigError("k_fraction", f"must lie in (0, 1], got {self.k_fraction}")
-        if self.features not in FEATURE_KINDS:
-            raise ConfigError(
-                "features",
-                f"unknown feature extractor {self.features!r}; choose from {', '.join(FEATURE_KINDS)}",
+# The sections of result.json before kNN and gradient settings became method options
+# (``knn``, ``gradient``): each key with its value then by default, and the option it is now.
+# A legacy value equal to that default was not given (it is the option's default too) and
+# is dropped; any other value becomes the option of that name (refused, by name, at run
+# time by a method that does not take it).
+_LEGACY_SECTIONS: dict[str, dict[str, tuple[Any, str]]] = {
+    "knn": {
+        "k": (None, "k"),
+        "k_fraction": (0.05, "k_fraction"),
+        "features": ("pca", "features"),
+        "feature_dim": (50, "feature_dim"),
+        "feature_module": (None, "feature_module"),
+        "normalize": (False, "normalize"),
+        "bound": ("tight", "bound"),
+    },
+    "gradient": {
+        **{
+            name: (None, name)
+            for name in (
+                "rounds", "sampling_rate", "local_steps", "clip_norm", "per_sample_clip",
+                "learning_rate", "lr_decay", "batch_size", "batch_sampling_rate",
             )
-        dim = self.feature_dim
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-            raise ConfigError("feature_dim", f"must be an integer >= 1, got {self.feature_dim!r}")
-        if (self.features == "module") != (self.feature_module is not None):
-            raise ConfigError(
-                "feature_module", "give a TorchScript file exactly when features is 'module'"
-            )
-        if self.bound not in KNN_BOUNDS:
-            raise ConfigError("bound", f"must be one of {', '.join(KNN_BOUNDS)}, got {self.bound!r}")
+        },  # fmt: skip
+        "noise": ("distributed", "noise"),
+        "model": ("mlp", "gradient_model"),
+    },
+}
+
+
+def _legacy_options(data: dict[str, Any]) -> dict[str, Any]:
+    """The options that a config's legacy ``knn``/``gradient`` sections (popped from ``data``) set."""
+    options: dict[str, Any] = {}
+    for section, fields in _LEGACY_SECTIONS.items():
+        values = data.pop(section, None)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            raise ConfigError(section, f"expected an object, got {values!r}")
+        for key, value in values.items():
+            if key not in fields:
+                raise ConfigError(section, f"unknown setting {key!r}")
+            default, option = fields[key]
+            if value != default or type(value) is not type(default):
+                options[option] = value
+    return options
 
 
 @dataclass(frozen=True)
@@ -169,20 +175,18 @@ class RunConfig:
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     teacher: TrainingConfig = field(default_factory=TrainingConfig)
     student: TrainingConfig = field(default_factory=lambda: TrainingConfig(model="auto"))
-    knn: KnnOptions = field(default_factory=KnnOptions)
-    gradient: GradientOptions = field(default_factory=GradientOptions)
     queries: int | None = None
     self_training_rounds: int = 2
     seed: int = 0
-    # The method's own settings (its ``options_type`` fields); validated on construction.
+    # The method's own settings (the fields of its ``options_type``: kNN, gradient, voting
+    # settings, …), validated where the method is resolved (fedvote.methods.check_method).
     options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ConfigError(
-                "method", f"unknown method {self.method!r}; choose from {', '.join(sorted(METHODS))}"
-            )
-        self.method_options()
+        if not isinstance(self.method, str) or not self.method:
+            raise ConfigError("method", f"must name a method, got {self.method!r}")
+        if not isinstance(self.options, dict) or not all(isinstance(k, str) for k in self.options):
+            raise ConfigError("options", f"must map option names to values, got {self.options!r}")
         if self.self_training_rounds < 0:
             raise ConfigError(
                 "self_training_rounds", f"must be >= 0, got {self.self_training_rounds}"
@@ -190,18 +194,25 @@ class RunConfig:
         if self.queries is not None and self.queries < 1:
             raise ConfigError("queries", f"must be at least 1, got {self.queries}")
 
-    def method_options(self) -> Any:
-        """The method's options dataclass built from ``options`` (None: it has none)."""
-        return build_options(self.method, METHODS[self.method].options_type, self.options)
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready nested dict (the ``config`` key of result.json)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
-        """Rebuild a config from :meth:`to_dict` output (unknown keys are refused)."""
+        """Rebuild a config from :meth:`to_dict` output (unknown keys are refused).
+
+        Older result.json files kept the kNN and gradient settings in sections of their own
+        (``knn``, ``gradient``); their given values become options of the same names (the
+        gradient ``model`` is ``gradient_model``). An option both there and in ``options``
+        is refused.
+        """
         data = dict(data)
+        legacy = _legacy_options(data)
+        options = dict(data.pop("options", None) or {})
+        for name in legacy:
+            if name in options and options[name] != legacy[name]:
+                raise ConfigError(name, "given twice: in the legacy section and in options")
         federation = dict(data.pop("federation", {}))
         partition = PartitionSpec(**federation.pop("partition", {}))
         return cls(
@@ -209,8 +220,7 @@ class RunConfig:
             privacy=PrivacyConfig(**data.pop("privacy", {})),
             teacher=TrainingConfig(**data.pop("teacher", {})),
             student=TrainingConfig(**data.pop("student", {})),
-            knn=KnnOptions(**data.pop("knn", {})),
-            gradient=GradientOptions(**data.pop("gradient", {})),
+            options={**legacy, **options},
             **data,
         )
 

@@ -2,7 +2,9 @@
 
 One list of flags, one function from flags to :class:`~fedvote.config.RunConfig`: the
 commands that run methods share both, and every method's own options
-(``Method.options_type``) are added by :func:`~fedvote.cli_options.method_option_flags`.
+(``Method.options_type``: the kNN settings ``--k``, …, the gradient settings ``--rounds``,
+…, and the newer methods' own) are added by :func:`~fedvote.cli_options.method_option_flags`.
+A method option given to a method that does not take it is refused by name.
 """
 
 from __future__ import annotations
@@ -14,16 +16,12 @@ from typing import Any
 import click
 
 from fedvote.cli_options import federation_options, method_option_flags
-from fedvote.config import DEFAULT_EPSILON, FederationConfig, KnnOptions, PrivacyConfig, RunConfig
+from fedvote.config import DEFAULT_EPSILON, FederationConfig, PrivacyConfig, RunConfig
 from fedvote.errors import ConfigError
-from fedvote.methods import METHODS
-from fedvote.methods.gradient import NOISE_PLACEMENTS, GradientOptions
-from fedvote.methods.options import option_specs
-from fedvote.models.features import FEATURE_KINDS
+from fedvote.methods import METHODS, check_method, option_names
 from fedvote.models.training import TrainingConfig
 from fedvote.models.zoo import MODEL_NAMES
 from fedvote.privacy.accountant import ACCOUNTANTS
-from fedvote.privacy.events import KNN_BOUNDS
 
 _RUN_OPTIONS = (
     click.option("--sigma", type=float, default=None,
@@ -40,40 +38,6 @@ _RUN_OPTIONS = (
                   help="Public queries Q to label [default: the pool, at most 100]."),
     click.option("--min-responders", type=int, default=None,
                   help="t: minimum honest responders; each agent adds N(0, σ²/t) [default: N]."),
-    click.option("--k", "knn_k", type=int, default=None,
-                  help="Private-kNN-FL: neighbours per agent [default: --k-fraction of its records]."),
-    click.option("--k-fraction", type=float, default=0.05, show_default=True,
-                  help="Private-kNN-FL: k as a fraction of each agent's records (the paper's 5 %)."),
-    click.option("--features", type=click.Choice(FEATURE_KINDS), default="pca", show_default=True,
-                  help="Private-kNN-FL: public feature extractor, fitted on the public pool only."),
-    click.option("--feature-dim", type=int, default=50, show_default=True),
-    click.option("--feature-module", type=click.Path(dir_okay=False), default=None,
-                  help="TorchScript (or torch.export .pt2) file for --features module."),
-    click.option("--normalize-features/--no-normalize-features", default=False, show_default=True),
-    click.option("--knn-bound", type=click.Choice(KNN_BOUNDS), default="tight", show_default=True,
-                  help="Private-kNN-FL instance-level sensitivity: tight √2/k or the paper's √(2/k)."),
-    click.option("--rounds", type=int, default=None,
-                  help="Gradient methods: communication rounds T [default: 100]."),
-    click.option("--sampling-rate", type=float, default=None,
-                  help="Gradient methods: agent sampling probability q per round [default: 0.05; "
-                       "DP-FedSGD 1]."),
-    click.option("--local-steps", type=int, default=None,
-                  help="Gradient methods: local (DP-)SGD iterations E per round [default: 20; DP-FedSGD 1]."),
-    click.option("--clip-norm", type=float, default=None, help="DP-FedAvg update clip S [default: 0.08]."),
-    click.option("--per-sample-clip", type=float, default=None,
-                 help="DP-FedSGD per-record clip C [default: 1]."),
-    click.option("--learning-rate", type=float, default=None, help="Gradient methods: local SGD step size."),
-    click.option("--lr-decay", type=float, default=None, help="Gradient methods: step size decay per round."),
-    click.option("--batch-size", type=int, default=None, help="FedAvg / DP-FedAvg local mini-batch size."),
-    click.option("--batch-sampling-rate", type=float, default=None,
-                  help="DP-FedSGD Poisson batch rate q_b [default: 0.25]."),
-    click.option("--noise", type=click.Choice(NOISE_PLACEMENTS), default="distributed", show_default=True,
-                  help="DP-FedAvg noise: distributed = every agent adds its share and the server gets "
-                       "only the sum (Alg. 5, sample hidden from the server); distributed-unmasked = Alg. 5 "
-                       "as the paper writes it (the server sees each noisy update and who was sampled; ε "
-                       "is stated against the server); server = Alg. 3 (trusted server adds the noise)."),
-    click.option("--gradient-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True,
-                  help="Gradient methods: the global model."),
     click.option("--teacher-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True),
     click.option("--student-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
                   help="'auto': a small CNN for image data, else an MLP."),
@@ -149,9 +113,6 @@ def run_config_options(
 
 _RUN_PARAMS = (
     "sigma", "epsilon", "delta", "accountant", "calibrate_level", "queries", "min_responders",
-    "knn_k", "k_fraction", "features", "feature_dim", "feature_module", "normalize_features",
-    "knn_bound", "rounds", "sampling_rate", "local_steps", "clip_norm", "per_sample_clip",
-    "learning_rate", "lr_decay", "batch_size", "batch_sampling_rate", "noise", "gradient_model",
     "teacher_model", "student_model", "epochs", "student_epochs", "augment_shift",
     "self_training_rounds", "seed", "noise_seed", "ledger", "budget_epsilon", "secure_sum",
 )
@@ -160,26 +121,25 @@ _RUN_PARAMS = (
 def _configs(
     methods: list[str], federation: FederationConfig, flags: dict[str, Any], method_flags: dict[str, Any]
 ) -> list[RunConfig]:
-    """One RunConfig per method; each gets the method options that are its own."""
+    """One RunConfig per method; each gets the method options that are its own.
+
+    A method option (``--k``, ``--rounds``, ``--release``, …) that none of the methods takes
+    is refused by name; each config's options are validated by its method
+    (:func:`fedvote.methods.check_method`) before anything is loaded.
+    """
     if not methods:
         raise ConfigError("method", "name at least one method")
-    for name in methods:
-        if name not in METHODS:
-            raise ConfigError("method", f"unknown method {name!r}; choose from {', '.join(sorted(METHODS))}")
-    owned = {name: _own_options(name) for name in methods}
+    owned = {name: option_names(name) for name in methods}  # refuses an unknown method
     for option in method_flags:
         if not any(option in owned[name] for name in methods):
             raise ConfigError(option, f"is not an option of method {' or '.join(map(repr, methods))}")
-    return [
+    configs = [
         _config(name, federation, flags, {k: v for k, v in method_flags.items() if k in owned[name]})
         for name in methods
     ]
-
-
-def _own_options(method: str) -> set[str]:
-    """Names of ``method``'s own options (its ``options_type`` fields)."""
-    options_type = METHODS[method].options_type
-    return {spec.name for spec in option_specs(options_type)} if options_type else set()
+    for config in configs:
+        check_method(config)
+    return configs
 
 
 def _config(
@@ -200,28 +160,6 @@ def _config(
             budget_epsilon=f["budget_epsilon"],
             calibrate_level=f["calibrate_level"],
             secure_sum=f["secure_sum"],
-        ),
-        knn=KnnOptions(
-            k=f["knn_k"],
-            k_fraction=f["k_fraction"],
-            features=f["features"],
-            feature_dim=f["feature_dim"],
-            feature_module=f["feature_module"],
-            normalize=f["normalize_features"],
-            bound=f["knn_bound"],
-        ),
-        gradient=GradientOptions(
-            rounds=f["rounds"],
-            sampling_rate=f["sampling_rate"],
-            local_steps=f["local_steps"],
-            clip_norm=f["clip_norm"],
-            per_sample_clip=f["per_sample_clip"],
-            learning_rate=f["learning_rate"],
-            lr_decay=f["lr_decay"],
-            batch_size=f["batch_size"],
-            batch_sampling_rate=f["batch_sampling_rate"],
-            noise=f["noise"],
-            model=f["gradient_model"],
         ),
         teacher=TrainingConfig(model=f["teacher_model"], epochs=f["epochs"]),
         student=TrainingConfig(

@@ -21,7 +21,7 @@ from fedvote.data.federation import (
     check_distinct_datasets,
 )
 from fedvote.errors import ConfigError
-from fedvote.methods import METHODS, Method
+from fedvote.methods import Method, check_method
 from fedvote.methods.prifedsync import PriFedSync
 from fedvote.methods.private_knn_fl import PrivateKnnFL
 from fedvote.models.training import predict_labels
@@ -142,7 +142,7 @@ def method_for(
         raise ConfigError(
             "min_responders", f"t = {min_responders} exceeds the {num_agents} agents"
         )
-    method = METHODS[config.method].from_config(
+    method = check_method(config).from_config(
         config,
         sigma=privacy.sigma if privacy.sigma is not None else 1.0,
         queries=queries,
@@ -198,11 +198,13 @@ def run(
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
+    # The method and its options, refused (by name) before any data is loaded or anything trained.
+    method_type = check_method(config)
     if federation is None:
         federation = make_federation(config)
     records = federation  # the ledger's key: these agents' records
     # The method's own view of the data (weighted-pate: a labelled validation slice of the pool).
-    federation = METHODS[config.method].prepare_federation(config, federation)
+    federation = method_type.prepare_federation(config, federation)
     timings["data_s"] = time.perf_counter() - started
 
     mark = time.perf_counter()
@@ -357,7 +359,7 @@ def planned_release(config: RunConfig, federation: Federation) -> LevelEvents:
     A compare or sweep sums these over all its runs and checks the sum against the
     budget before its first release (:func:`check_budget`).
     """
-    prepared = METHODS[config.method].prepare_federation(config, federation)
+    prepared = check_method(config).prepare_federation(config, federation)
     return make_method(config, prepared).planned_events()
 
 

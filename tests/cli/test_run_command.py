@@ -223,3 +223,78 @@ def test_noiseless_functions_of_private_data_live_only_under_diagnostics(tmp_pat
     summary = out[out.index("simulation diagnostic"):]
     assert "teacher accuracy" in summary  # shown only below the diagnostic heading
     assert "teacher accuracy" not in out[: out.index("simulation diagnostic")]
+
+
+def _foreign_flags() -> list[tuple[str, list[str], str]]:
+    """(method, flag and a value, the flag's name) for every method option a method does not take."""
+    from fedvote.methods import METHODS, option_names
+    from fedvote.methods.options import option_specs
+
+    specs = {spec.name: spec for m in METHODS.values() if m.options_type for spec in option_specs(m.options_type)}
+    cases = []
+    for method in sorted(METHODS):
+        for name, spec in sorted(specs.items()):
+            if name in option_names(method):
+                continue
+            if spec.value_type is bool:
+                args = [spec.flag]
+            elif spec.choices:
+                args = [spec.flag, spec.choices[0]]
+            else:
+                args = [spec.flag, {int: "5", float: "0.5", str: "x"}[spec.value_type]]
+            cases.append((method, args, spec.flag))
+    return cases
+
+
+@pytest.mark.parametrize(("method", "args", "flag"), _foreign_flags(), ids=lambda v: " ".join(v) if isinstance(v, list) else v)
+def test_every_method_refuses_a_flag_it_does_not_take_by_name(method, args, flag, capsys):
+    """One options seam: kNN and gradient settings are method options like the newer methods'; a
+    flag given to a method that does not take it is refused in one line naming it, before
+    anything is loaded (no more `--method pate-fl --k 5 --rounds 7` silently recorded)."""
+    code, out, err = invoke(["run", "--method", method, *args], capsys)
+    assert code == 2 and out == ""
+    assert err.strip() == f"fedvote: error: {flag}: is not an option of method {method!r}"
+
+
+@pytest.mark.parametrize("args", [["--k", "5"], ["--rounds", "7"], ["--k", "5", "--rounds", "7"]])
+def test_pate_fl_refuses_knn_and_gradient_flags(args, capsys):
+    code, _, err = invoke(["run", "--method", "pate-fl", *args], capsys)
+    assert code == 2
+    assert err.strip() in {f"fedvote: error: {flag}: is not an option of method 'pate-fl'" for flag in args[::2]}
+
+
+def test_knn_and_gradient_flags_keep_their_names_and_come_from_the_methods_options():
+    """The flags README and docs use are generated from the methods' options dataclasses."""
+    from fedvote.cli import run
+    from fedvote.methods.dp_fedavg import DpFedAvgOptions
+    from fedvote.methods.dp_fedsgd import DpFedSgdOptions
+    from fedvote.methods.options import option_specs
+    from fedvote.methods.private_knn_fl import KnnOptions
+
+    knn = {spec.flag for spec in option_specs(KnnOptions)}
+    assert knn == {"--k", "--k-fraction", "--features", "--feature-dim", "--feature-module",
+                   "--normalize-features", "--knn-bound"}
+    gradient = {spec.flag for spec in option_specs(DpFedAvgOptions) + option_specs(DpFedSgdOptions)}
+    assert gradient == {"--rounds", "--sampling-rate", "--local-steps", "--clip-norm", "--per-sample-clip",
+                        "--learning-rate", "--lr-decay", "--batch-size", "--batch-sampling-rate", "--noise",
+                        "--gradient-model"}
+    flags = {flag for param in run.params for flag in param.opts + param.secondary_opts}
+    assert knn | gradient | {"--no-normalize-features"} <= flags
+
+
+def test_a_bad_knn_or_gradient_value_is_refused_by_its_flag(capsys):
+    code, _, err = invoke(["run", "--method", "private-knn-fl", "--k", "0"], capsys)
+    assert code == 2 and err.strip() == "fedvote: error: --k: must be an integer >= 1, got 0"
+    code, _, err = invoke(["run", "--method", "dp-fedavg", "--sampling-rate", "2"], capsys)
+    assert code == 2 and err.strip() == "fedvote: error: --sampling-rate: must be in (0, 1], got 2.0"
+
+
+def test_a_gradient_run_records_its_settings_as_options(tmp_path, capsys):
+    code, _, _ = invoke(["run", "--method", "dp-fedavg", "--agents", "5", "--rounds", "2", "--sampling-rate", "1",
+                         "--local-steps", "1", "--noise", "server", "--gradient-model", "logistic", "--noise-seed", "0",
+                         "--out", str(tmp_path)], capsys)
+    assert code == 0
+    config = json.loads((tmp_path / "result.json").read_text())["config"]
+    assert "gradient" not in config and "knn" not in config
+    assert config["options"] == {"rounds": 2, "sampling_rate": 1.0, "local_steps": 1, "noise": "server",
+                                 "gradient_model": "logistic"}

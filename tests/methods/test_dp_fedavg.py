@@ -10,7 +10,6 @@ from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.methods.dp_fedavg import DpFedAvg
-from fedvote.methods.gradient import GradientOptions
 from fedvote.models.local_training import LocalTraining, LocalUpdates, clip_to_norm
 from fedvote.privacy.accountant import epsilon_for, gaussian_epsilon
 from fedvote.privacy.events import dp_fedavg_events
@@ -52,7 +51,7 @@ def test_registered_and_from_config():
         method="dp-fedavg",
         federation=FederationConfig(agents=7),
         privacy=PrivacyConfig(sigma=0.9, delta=1e-4),
-        gradient=GradientOptions(rounds=9, clip_norm=0.5, noise="server"),
+        options={"rounds": 9, "clip_norm": 0.5, "noise": "server"},
     )
     method = DpFedAvg.from_config(config, sigma=0.9, queries=1, min_responders=1)
     assert (method.sigma, method.rounds, method.clip_norm, method.noise, method.delta) == (0.9, 9, 0.5, "server", 1e-4)

@@ -10,7 +10,6 @@ from fedvote.config import PrivacyConfig, RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.methods.dp_fedsgd import DpFedSgd
-from fedvote.methods.gradient import GradientOptions
 from fedvote.models.local_training import DpSgdSpec, dp_sgd_steps, flat_parameters, load_flat_parameters
 from fedvote.models.zoo import build_model
 from fedvote.privacy.accountant import epsilon_for
@@ -46,7 +45,7 @@ def test_registered_and_from_config():
     config = RunConfig(
         method="dp-fedsgd",
         privacy=PrivacyConfig(sigma=1.2),
-        gradient=GradientOptions(rounds=4, local_steps=3, batch_sampling_rate=0.5),
+        options={"rounds": 4, "local_steps": 3, "batch_sampling_rate": 0.5},
     )
     method = DpFedSgd.from_config(config, sigma=1.2, queries=1, min_responders=1)
     assert (method.sigma, method.rounds, method.local_steps, method.batch_sampling_rate) == (1.2, 4, 3, 0.5)
@@ -127,7 +126,7 @@ def test_dp_fedsgd_calibrates_the_replace_one_instance_epsilon():
     config = RunConfig(
         method="dp-fedsgd",
         privacy=PrivacyConfig(epsilon=4.0, delta=1e-3),
-        gradient=GradientOptions(rounds=20, batch_sampling_rate=0.25),
+        options={"rounds": 20, "batch_sampling_rate": 0.25},
     )
     method = method_for(config, pool_size=10, num_agents=5, agent_records=None)
     reached = _replace_one_reference(0.25, method.sigma, 20, 1e-3)

@@ -5,8 +5,9 @@ from dp_accounting import dp_event
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
-from fedvote.methods.fedavg import FedAvg
-from fedvote.methods.gradient import GradientOptions, weighted_mean_update
+from fedvote.methods.dp_fedavg import DpFedAvgOptions
+from fedvote.methods.fedavg import FedAvg, FedAvgOptions
+from fedvote.methods.gradient import weighted_mean_update
 from fedvote.models.local_training import LocalTraining, LocalUpdates, flat_parameters
 from fedvote.models.training import predict_labels
 from fedvote.privacy.ledger import PrivacyLedger
@@ -15,7 +16,7 @@ from fedvote.transport.local import LocalTransport
 
 def test_registered_and_built_from_config():
     assert METHODS["fedavg"] is FedAvg
-    config = RunConfig(method="fedavg", gradient=GradientOptions(rounds=7, sampling_rate=0.5, local_steps=3))
+    config = RunConfig(method="fedavg", options={"rounds": 7, "sampling_rate": 0.5, "local_steps": 3})
     method = FedAvg.from_config(config, sigma=1.0, queries=1, min_responders=1)
     assert (method.rounds, method.sampling_rate, method.local_steps, method.sigma) == (7, 0.5, 3, 0.0)
     assert RunConfig.from_dict(config.to_dict()) == config
@@ -23,11 +24,14 @@ def test_registered_and_built_from_config():
 
 def test_options_are_validated():
     with pytest.raises(ConfigError):
-        GradientOptions(sampling_rate=0.0)
+        FedAvgOptions(sampling_rate=0.0)
     with pytest.raises(ConfigError):
-        GradientOptions(noise="nowhere")
+        DpFedAvgOptions(noise="nowhere")
     with pytest.raises(ConfigError):
         FedAvg(rounds=0)
+    with pytest.raises(ConfigError, match="is not an option of method 'fedavg'"):  # not FedAvg's: refused
+        FedAvg.from_config(RunConfig(method="fedavg", options={"noise": "server"}), sigma=1.0, queries=1,
+                           min_responders=1)
 
 
 def test_events_are_non_private():

@@ -16,8 +16,7 @@ from fedvote.data.client_test import client_test_indices
 from fedvote.data.federation import LabeledData
 from fedvote.data.partition import PartitionSpec
 from fedvote.errors import ConfigError
-from fedvote.methods import METHODS
-from fedvote.methods.gradient import GradientOptions
+from fedvote.methods import METHODS, check_method
 from fedvote.methods.prifedsync import PriFedSync, PriFedSyncOptions, helper_models
 from fedvote.models.batched_dp_sgd import clipped_gradient_sum, perceptron_layer_sizes
 from fedvote.models.local_training import flat_parameters
@@ -107,25 +106,28 @@ def test_registered_options_and_refusals():
     config = RunConfig(
         method="prifedsync",
         privacy=PrivacyConfig(sigma=0.75),
-        gradient=GradientOptions(rounds=7, sampling_rate=1.0, local_steps=5, batch_size=8),
-        options={"helper": "identity", "alpha": 0.3, "target_accuracy": 0.9},
+        options={"rounds": 7, "sampling_rate": 1.0, "local_steps": 5, "batch_size": 8,
+                 "helper": "identity", "alpha": 0.3, "target_accuracy": 0.9},
     )
     method = PriFedSync.from_config(config, sigma=0.75, queries=1, min_responders=1)
     assert (method.rounds, method.sampling_rate, method.local_steps, method.batch_size) == (7, 1.0, 5, 8)
-    assert method.options == PriFedSyncOptions(helper="identity", alpha=0.3, target_accuracy=0.9)
+    assert method.options == PriFedSyncOptions(
+        rounds=7, sampling_rate=1.0, local_steps=5, batch_size=8, helper="identity", alpha=0.3, target_accuracy=0.9
+    )
     with pytest.raises(ConfigError, match="helper"):
-        RunConfig(method="prifedsync", options={"helper": "mean"})
+        check_method(RunConfig(method="prifedsync", options={"helper": "mean"}))
     with pytest.raises(ConfigError, match="alpha"):
         PriFedSyncOptions(alpha=1.5)
-    with pytest.raises(ConfigError, match="clip_norm"):
-        PriFedSync.from_config(
-            RunConfig(method="prifedsync", gradient=GradientOptions(clip_norm=1.0)), sigma=1.0, queries=1, min_responders=1
-        )
+    for foreign in ("clip_norm", "lr_decay", "batch_sampling_rate", "noise"):  # gradient settings it does not use
+        with pytest.raises(ConfigError, match=foreign):
+            PriFedSync.from_config(
+                RunConfig(method="prifedsync", options={foreign: 1.0}), sigma=1.0, queries=1, min_responders=1
+            )
     with pytest.raises(ConfigError, match="batch_size"):
         PriFedSync(batch_size=50).with_agent_records(np.array([40, 60]))
     # the stop rule reads only the released global model on public data: no private target model
     with pytest.raises(ConfigError, match="target_model"):
-        RunConfig(method="prifedsync", options={"target_model": "personalised"})
+        check_method(RunConfig(method="prifedsync", options={"target_model": "personalised"}))
     with pytest.raises(ConfigError, match="validation_size"):
         PriFedSyncOptions(validation_size=0)
 
@@ -170,8 +172,8 @@ def _digits_config(**options):
         method="prifedsync",
         federation=FederationConfig(dataset="digits", agents=6, partition=PartitionSpec("shards", shards_per_agent=3)),
         privacy=PrivacyConfig(sigma=1.6, noise_seed=0),
-        gradient=GradientOptions(rounds=12, sampling_rate=1.0, local_steps=8, batch_size=8, learning_rate=0.02),
-        options={"client_test_size": 40, **options},
+        options={"rounds": 12, "sampling_rate": 1.0, "local_steps": 8, "batch_size": 8, "learning_rate": 0.02,
+                 "client_test_size": 40, **options},
     )
 
 
@@ -212,7 +214,7 @@ def test_prifedsync_clt_mu_is_labelled_asymptotic_and_never_charged():
     assert charged != pytest.approx(record["clt"]["weak"]["epsilon"], rel=0.05)
     # --epsilon calibrates σ to the proven bound, not to the CLT
     calibrated = dataclasses.replace(config, privacy=PrivacyConfig(epsilon=3.0, delta=1e-3, noise_seed=0))
-    calibrated = dataclasses.replace(calibrated, gradient=dataclasses.replace(calibrated.gradient, rounds=2))
+    calibrated = dataclasses.replace(calibrated, options={**calibrated.options, "rounds": 2})
     result = run(calibrated).to_dict()
     assert result["privacy"]["calibrated_level"] == "instance"
     assert result["privacy"]["instance"]["epsilon"] == pytest.approx(3.0, rel=0.01)
@@ -275,7 +277,7 @@ def test_prifedsync_stop_rule_reads_no_private_data():
     config = dataclasses.replace(
         config,
         privacy=PrivacyConfig(sigma=1.6, noise_seed=seed),
-        gradient=dataclasses.replace(config.gradient, rounds=rounds, sampling_rate=rate),
+        options={**config.options, "rounds": rounds, "sampling_rate": rate},
     )
     federation = make_federation(config)
     missing = next(c for c in range(10) if c not in federation.agents[client].labels)

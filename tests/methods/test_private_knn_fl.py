@@ -6,12 +6,12 @@ from sklearn.neighbors import NearestNeighbors
 
 from fedvote.aggregation.knn import KnnIndex, knn_votes, knn_votes_by_agent, resolve_k
 from fedvote.analysis import collect_analysis, with_data_dependent_epsilon
-from fedvote.config import FederationConfig, KnnOptions, PrivacyConfig, RunConfig
+from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.methods.pate_fl import PateFL
-from fedvote.methods.private_knn_fl import PrivateKnnFL
+from fedvote.methods.private_knn_fl import KnnOptions, PrivateKnnFL
 from fedvote.models.features import fit_feature_extractor
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
@@ -364,8 +364,12 @@ def test_bad_knn_options_name_the_argument(kwargs, argument):
 
 
 def test_knn_options_round_trip_through_the_config():
-    config = RunConfig(method="private-knn-fl", knn=KnnOptions(k=3, features="random", bound="paper"))
+    config = RunConfig(method="private-knn-fl", options={"k": 3, "features": "random", "bound": "paper"})
     assert RunConfig.from_dict(config.to_dict()) == config
+    assert PrivateKnnFL.options_from(config) == KnnOptions(k=3, features="random", bound="paper")
+    with pytest.raises(ConfigError) as error:  # validated where the method is resolved
+        PrivateKnnFL.options_from(RunConfig(method="private-knn-fl", options={"k": 0}))
+    assert error.value.argument == "k"
 
 
 def test_more_queries_than_the_pool_is_refused(uneven):
@@ -382,7 +386,7 @@ def _digits_config(sigma, **knn):
         federation=FederationConfig(agents=10),
         privacy=PrivacyConfig(sigma=sigma, delta=1e-4, noise_seed=3),
         student=FAST,
-        knn=KnnOptions(**knn),
+        options=knn,
         queries=100,
     )
 
@@ -409,7 +413,7 @@ def test_end_to_end_on_digits_learns_and_reports_the_bound():
 
 
 def test_method_built_from_config_carries_the_knn_options():
-    config = RunConfig(method="private-knn-fl", knn=KnnOptions(k=4, features="random", feature_dim=7))
+    config = RunConfig(method="private-knn-fl", options={"k": 4, "features": "random", "feature_dim": 7})
     method = PrivateKnnFL.from_config(config, sigma=2.0, queries=10, min_responders=3)
     assert (method.k, method.features, method.feature_dim, method.bound) == (4, "random", 7, "tight")
     assert not isinstance(method, PateFL)

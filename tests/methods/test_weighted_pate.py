@@ -13,7 +13,7 @@ from fedvote.data.federation import LabeledData
 from fedvote.data.partition import PartitionSpec, long_tail_fractions, partition_indices
 from fedvote.data.validation import load_validation_file, with_validation
 from fedvote.errors import ConfigError
-from fedvote.methods import METHODS
+from fedvote.methods import METHODS, check_method
 from fedvote.methods.weighted_pate import WeightedPate, WeightedVotingOptions
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import gaussian_mu
@@ -51,9 +51,9 @@ def test_options_refuse_bad_values_naming_the_option(field, value):
 def test_registered_and_configurable_through_run_config():
     assert METHODS["weighted-pate"] is WeightedPate
     config = RunConfig(method="weighted-pate", options={"scheme": "rank", "max_weight": 2.0})
-    assert config.method_options() == WeightedVotingOptions(scheme="rank", max_weight=2.0)
+    assert WeightedPate.options_from(config) == WeightedVotingOptions(scheme="rank", max_weight=2.0)
     with pytest.raises(ConfigError):
-        RunConfig(method="weighted-pate", options={"weights": "nope"})
+        check_method(RunConfig(method="weighted-pate", options={"weights": "nope"}))
 
 
 def test_planned_events_per_scheme():

@@ -11,6 +11,7 @@ import numpy as np
 from torch import nn
 
 from fedvote.data.federation import Federation, ServerData
+from fedvote.methods.options import build_options
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
@@ -50,6 +51,15 @@ class Method(ABC):
     # fedvote.methods.options.method_option); None: the method has none.
     options_type: ClassVar[type | None] = None
     sigma: float  # the noise parameter of the method's releases (σ or noise multiplier)
+
+    @classmethod
+    def options_from(cls, config: RunConfig) -> Any:
+        """The method's options dataclass built from ``config.options`` (None: it has none).
+
+        Where a method's settings are validated: a key the method does not take is refused
+        by name (:func:`fedvote.methods.options.build_options`), as is a bad value.
+        """
+        return build_options(cls.name, cls.options_type, config.options)
 
     @classmethod
     @abstractmethod

@@ -63,7 +63,7 @@ import numpy as np
 
 from fedvote.aggregation.secure_sum import FixedPoint
 from fedvote.errors import ConfigError
-from fedvote.methods.gradient import NOISE_PLACEMENTS, GradientMethod
+from fedvote.methods.gradient import NOISE_PLACEMENTS, GradientMethod, GradientSettings, gradient_option
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents, dp_fedavg_events
 from fedvote.transport.base import Transport
@@ -94,6 +94,21 @@ class SecureUpdateSum(Protocol):
 
 
 @dataclass(frozen=True)
+class DpFedAvgOptions(GradientSettings):
+    """The settings of ``--method dp-fedavg`` (each a ``fedvote run`` flag; None: the method's default)."""
+
+    rounds: int | None = gradient_option("rounds")
+    sampling_rate: float | None = gradient_option("sampling_rate")
+    local_steps: int | None = gradient_option("local_steps")
+    clip_norm: float | None = gradient_option("clip_norm")
+    learning_rate: float | None = gradient_option("learning_rate")
+    lr_decay: float | None = gradient_option("lr_decay")
+    batch_size: int | None = gradient_option("batch_size")
+    noise: str = gradient_option("noise")
+    gradient_model: str = gradient_option("gradient_model")
+
+
+@dataclass(frozen=True)
 class DpFedAvg(GradientMethod):
     """DP-FedAvg with noise multiplier ``sigma``; defaults T = 100, q = 0.05, E = 20, S = 0.08.
 
@@ -106,7 +121,7 @@ class DpFedAvg(GradientMethod):
 
     name = "dp-fedavg"
     calibration_level: ClassVar[str | None] = "agent"
-    unused_options = ("per_sample_clip", "batch_sampling_rate")
+    options_type: ClassVar[type | None] = DpFedAvgOptions
 
     clip_norm: float = 0.08
     noise: str = "distributed"

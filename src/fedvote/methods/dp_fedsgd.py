@@ -41,13 +41,27 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from fedvote.errors import ConfigError
-from fedvote.methods.gradient import GradientMethod, weighted_mean_update
+from fedvote.methods.gradient import GradientMethod, GradientSettings, gradient_option, weighted_mean_update
 from fedvote.models.local_training import DpSgdSpec, LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents, dp_fedsgd_events
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
     pass
+
+
+@dataclass(frozen=True)
+class DpFedSgdOptions(GradientSettings):
+    """The settings of ``--method dp-fedsgd`` (each a ``fedvote run`` flag; None: the method's default)."""
+
+    rounds: int | None = gradient_option("rounds")
+    sampling_rate: float | None = gradient_option("sampling_rate")
+    local_steps: int | None = gradient_option("local_steps")
+    per_sample_clip: float | None = gradient_option("per_sample_clip")
+    learning_rate: float | None = gradient_option("learning_rate")
+    lr_decay: float | None = gradient_option("lr_decay")
+    batch_sampling_rate: float | None = gradient_option("batch_sampling_rate")
+    gradient_model: str = gradient_option("gradient_model")
 
 
 @dataclass(frozen=True)
@@ -60,7 +74,7 @@ class DpFedSgd(GradientMethod):
 
     name = "dp-fedsgd"
     calibration_level: ClassVar[str | None] = "instance"
-    unused_options = ("clip_norm", "batch_size", "noise")
+    options_type: ClassVar[type | None] = DpFedSgdOptions
 
     sampling_rate: float = 1.0
     local_steps: int = 1

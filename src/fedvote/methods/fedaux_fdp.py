@@ -312,7 +312,7 @@ class FedAuxFdp(Method):
             )
         if config.privacy.sigma is not None:
             raise ConfigError("sigma", f"{cls.name} derives σ from --epsilon-scores/--epsilon-classes and δ")
-        options = config.method_options() or FedAuxOptions()
+        options = cls.options_from(config) or FedAuxOptions()
         return cls(options=options, delta=config.privacy.delta, seed=config.seed)
 
     def with_sigma(self, sigma: float) -> FedAuxFdp:

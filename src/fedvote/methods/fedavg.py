@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from dp_accounting import dp_event
 
-from fedvote.methods.gradient import GradientMethod, weighted_mean_update
+from fedvote.methods.gradient import GradientMethod, GradientSettings, gradient_option, weighted_mean_update
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents
 
@@ -33,6 +33,19 @@ def non_private_events(rounds: int) -> LevelEvents:
 
 
 @dataclass(frozen=True)
+class FedAvgOptions(GradientSettings):
+    """The settings of ``--method fedavg`` (each a ``fedvote run`` flag; None: the method's default)."""
+
+    rounds: int | None = gradient_option("rounds")
+    sampling_rate: float | None = gradient_option("sampling_rate")
+    local_steps: int | None = gradient_option("local_steps")
+    learning_rate: float | None = gradient_option("learning_rate")
+    lr_decay: float | None = gradient_option("lr_decay")
+    batch_size: int | None = gradient_option("batch_size")
+    gradient_model: str = gradient_option("gradient_model")
+
+
+@dataclass(frozen=True)
 class FedAvg(GradientMethod):
     """FedAvg; defaults: T = 100 rounds, q = 0.05, E = 20, η = 0.1 decaying ×0.99 per round.
 
@@ -42,7 +55,7 @@ class FedAvg(GradientMethod):
 
     name = "fedavg"
     calibration_level: ClassVar[str | None] = None  # nothing to calibrate: not private
-    unused_options = ("clip_norm", "per_sample_clip", "batch_sampling_rate", "noise")
+    options_type: ClassVar[type | None] = FedAvgOptions
 
     def planned_events(self) -> LevelEvents:
         """T non-private releases."""

@@ -1,4 +1,4 @@
-"""What the gradient-based baselines share: options, the server's loop, its randomness.
+"""What the gradient-based baselines share: their settings, the server's loop, its randomness.
 
 FedAvg, DP-FedAvg and DP-FedSGD all run T rounds of: sample agents (Poisson, rate q),
 send them the global θ, let each train locally from θ and send back an update, and
@@ -24,6 +24,7 @@ import torch
 from fedvote.data.federation import ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
+from fedvote.methods.options import method_option
 from fedvote.models.local_training import (
     LocalTraining,
     LocalUpdates,
@@ -45,81 +46,77 @@ if TYPE_CHECKING:
 NOISE_PLACEMENTS: tuple[str, ...] = ("distributed", "distributed-unmasked", "server")
 
 
-@dataclass(frozen=True)
-class GradientOptions:
-    """Settings of the gradient-based baselines (``RunConfig.gradient``).
+# The settings of the gradient methods, each a ``fedvote run`` flag (``--rounds``, …,
+# ``--gradient-model``): name -> (default, help, choices). ``None`` means the method's own
+# default (its class docstring says which; its result's ``details`` record the values used).
+# A method's options dataclass (e.g. :class:`fedvote.methods.fedavg.FedAvgOptions`) names the
+# ones it takes with :func:`gradient_option`; a flag it does not take is refused by name.
+_GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
+    "rounds": (None, "Gradient methods: communication rounds T [default: 100; PriFedSync 200].", None),
+    "sampling_rate": (
+        None,
+        "Gradient methods: agent sampling probability q per round [default: 0.05; DP-FedSGD 1; "
+        "PriFedSync 0.5].",
+        None,
+    ),
+    "local_steps": (
+        None,
+        "Gradient methods: local (DP-)SGD iterations E per round [default: 20; DP-FedSGD 1; PriFedSync 38].",
+        None,
+    ),
+    "clip_norm": (None, "DP-FedAvg update clip S [default: 0.08].", None),
+    "per_sample_clip": (None, "DP-SGD per-record clip C [default: 1].", None),
+    "learning_rate": (None, "Gradient methods: local SGD step size.", None),
+    "lr_decay": (None, "Gradient methods: step size decay per round.", None),
+    "batch_size": (
+        None,
+        "Local mini-batch size (PriFedSync: the expected size of its Poisson batches) [default: 32; "
+        "PriFedSync 16].",
+        None,
+    ),
+    "batch_sampling_rate": (None, "DP-FedSGD Poisson batch rate q_b [default: 0.25].", None),
+    "noise": (
+        "distributed",
+        "DP-FedAvg noise: distributed = every agent adds its share and the server gets only the sum "
+        "(Alg. 5, sample hidden from the server); distributed-unmasked = Alg. 5 as the paper writes it "
+        "(the server sees each noisy update and who was sampled; ε is stated against the server); "
+        "server = Alg. 3 (trusted server adds the noise).",
+        NOISE_PLACEMENTS,
+    ),
+    "gradient_model": ("mlp", "Gradient methods: the global model.", MODEL_NAMES),
+}
+GRADIENT_OPTION_NAMES: frozenset[str] = frozenset(_GRADIENT_OPTIONS)
 
-    ``None`` means the method's own default (its class docstring says which, and its
-    result's ``details`` record the values used).
 
-    Parameters
-    ----------
-    rounds : int or None
-        T, communication rounds.
-    sampling_rate : float or None
-        q, the probability that an agent takes part in a round (Poisson sampling).
-    local_steps : int or None
-        E, local (DP-)SGD iterations per round.
-    clip_norm : float or None
-        S, the L2 bound on an agent's whole update (DP-FedAvg).
-    per_sample_clip : float or None
-        C, the per-record gradient clip of DP-SGD (DP-FedSGD).
-    learning_rate : float or None
-        Local SGD step size in round 0.
-    lr_decay : float or None
-        The step size of round t is ``learning_rate · lr_decay**t``.
-    batch_size : int or None
-        Local mini-batch size of plain SGD (FedAvg, DP-FedAvg).
-    batch_sampling_rate : float or None
-        DP-SGD's Poisson rate q_b: each record joins each local batch with this
-        probability (DP-FedSGD; the same for every agent).
-    noise : str
-        DP-FedAvg's noise placement: ``"distributed"`` (every agent adds N(0, σ²S²/N) and
-        the server learns only the secure sum; the sample stays hidden),
-        ``"distributed-unmasked"`` (Algorithm 5 as written: each sampled agent adds
-        N(0, σ²S²/m_t) and the server sees every noisy update) or ``"server"``
-        (Algorithm 3: a trusted server adds N(0, σ²S²)).
-    model : str
-        Architecture of the global model (:data:`fedvote.models.zoo.MODEL_NAMES`).
+def gradient_option(name: str) -> Any:
+    """The options-dataclass field of gradient setting ``name`` (its flag is ``--name``)."""
+    default, help_text, choices = _GRADIENT_OPTIONS[name]
+    return method_option(default, help_text, choices=choices)
 
+
+class GradientSettings:
+    """What the options dataclasses of the gradient methods share: validation, overrides.
+
+    A mixin of frozen dataclasses whose fields include some of the gradient settings
+    (made with :func:`gradient_option`); any other fields (PriFedSync's own) are left to
+    the subclass.
     """
 
-    rounds: int | None = None
-    sampling_rate: float | None = None
-    local_steps: int | None = None
-    clip_norm: float | None = None
-    per_sample_clip: float | None = None
-    learning_rate: float | None = None
-    lr_decay: float | None = None
-    batch_size: int | None = None
-    batch_sampling_rate: float | None = None
-    noise: str = "distributed"
-    model: str = "mlp"
-
     def __post_init__(self) -> None:
-        _validate(
-            rounds=self.rounds,
-            sampling_rate=self.sampling_rate,
-            local_steps=self.local_steps,
-            clip_norm=self.clip_norm,
-            per_sample_clip=self.per_sample_clip,
-            learning_rate=self.learning_rate,
-            lr_decay=self.lr_decay,
-            batch_size=self.batch_size,
-            batch_sampling_rate=self.batch_sampling_rate,
-            noise=self.noise,
-            model=self.model,
-        )
+        _validate(**self._gradient_values())
+
+    def _gradient_values(self) -> dict[str, Any]:
+        fields = dataclasses.fields(self)  # type: ignore[arg-type]
+        return {f.name: getattr(self, f.name) for f in fields if f.name in GRADIENT_OPTION_NAMES}
 
     def overrides(self) -> dict[str, Any]:
-        """The options given (not ``None``), as keyword arguments of a gradient method."""
-        names = (
-            "rounds", "sampling_rate", "local_steps", "clip_norm", "per_sample_clip",
-            "learning_rate", "lr_decay", "batch_size", "batch_sampling_rate",
-        )  # fmt: skip
-        given: dict[str, Any] = {n: getattr(self, n) for n in names if getattr(self, n) is not None}
-        given["noise"] = self.noise
-        given["model"] = self.model
+        """The gradient settings given (not ``None``), as keyword arguments of the method.
+
+        ``gradient_model`` becomes the method's ``model``.
+        """
+        given = {name: value for name, value in self._gradient_values().items() if value is not None}
+        if "gradient_model" in given:
+            given["model"] = given.pop("gradient_model")
         return given
 
 
@@ -143,9 +140,9 @@ def _validate(**values: object) -> None:
             if value not in NOISE_PLACEMENTS:
                 raise ConfigError("noise", f"must be one of {', '.join(NOISE_PLACEMENTS)}, got {value!r}")
             continue
-        if name == "model":
+        if name in ("model", "gradient_model"):
             if value not in MODEL_NAMES:
-                raise ConfigError("model", f"unknown model {value!r}; choose from {', '.join(MODEL_NAMES)}")
+                raise ConfigError(name, f"unknown model {value!r}; choose from {', '.join(MODEL_NAMES)}")
             continue
         what, ok = checks[name]
         if not ok(value):  # type: ignore[operator]
@@ -179,8 +176,6 @@ class GradientMethod(Method):
     """
 
     calibration_level: ClassVar[str | None] = "agent"
-    # GradientOptions fields a method does not use; from_config drops them.
-    unused_options: ClassVar[tuple[str, ...]] = ()
 
     sigma: float = 0.0
     rounds: int = 100
@@ -197,11 +192,11 @@ class GradientMethod(Method):
     def from_config(
         cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
     ) -> GradientMethod:
-        """The method with ``config.gradient``'s settings and noise multiplier ``sigma``.
+        """The method with its options' settings (``config.options``) and noise multiplier ``sigma``.
 
         Q and t do not apply; a method with nothing to calibrate (FedAvg) keeps σ = 0.
         """
-        options = {k: v for k, v in config.gradient.overrides().items() if k not in cls.unused_options}
+        options = cls.options_from(config).overrides()
         if cls.calibration_level is not None:
             options["sigma"] = sigma
         fields = {f.name for f in dataclasses.fields(cls)}

@@ -3,8 +3,11 @@
 A method with settings of its own declares them as a frozen dataclass whose fields are
 made with :func:`method_option` and names it in ``Method.options_type``. Nothing else has
 to change: :class:`~fedvote.config.RunConfig` stores them under ``options`` (validated by
-building the dataclass), and ``fedvote run`` / ``fedvote sweep`` offer one flag per field
-(``--field-name``; help and choices from the field's metadata). This is the seam that
+building the dataclass where the method is resolved, :func:`fedvote.methods.check_method`),
+and ``fedvote run`` / ``fedvote sweep`` offer one flag per field (``--field-name``; help
+and choices from the field's metadata); a flag given to a method whose dataclass lacks
+the field is refused by name. Every method's settings go through this seam, the kNN
+(``--k``, …) and gradient (``--rounds``, …) settings included. This is the seam that
 keeps "a new method is one file in ``methods/``" true.
 """
 

@@ -150,7 +150,7 @@ class PateFL(Method):
             student=config.student,
             self_training_rounds=config.self_training_rounds,
             seed=config.seed,
-            release_options=config.method_options(),
+            release_options=cls.options_from(config),
         )
 
     @property

@@ -58,7 +58,7 @@ from fedvote.data.federation import Federation, LabeledData, ServerData
 from fedvote.data.validation import load_validation_file, with_validation
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.gradient import privacy_generator
+from fedvote.methods.gradient import GradientSettings, gradient_option, privacy_generator
 from fedvote.methods.options import method_option
 from fedvote.models.batched_dp_sgd import OPTIMIZERS, NoisyTraining, perceptron_layer_sizes
 from fedvote.models.local_training import flat_parameters, load_flat_parameters
@@ -92,9 +92,20 @@ DIAGNOSTIC_NOTE = (
 
 
 @dataclass(frozen=True)
-class PriFedSyncOptions:
-    """PriFedSync's own settings (``fedvote run --method prifedsync`` flags)."""
+class PriFedSyncOptions(GradientSettings):
+    """PriFedSync's settings (``fedvote run --method prifedsync`` flags).
 
+    The gradient settings it shares with the gradient baselines (``--rounds``, …; None:
+    PriFedSync's own default) and its own (``--helper``, …).
+    """
+
+    rounds: int | None = gradient_option("rounds")
+    sampling_rate: float | None = gradient_option("sampling_rate")
+    local_steps: int | None = gradient_option("local_steps")
+    batch_size: int | None = gradient_option("batch_size")
+    per_sample_clip: float | None = gradient_option("per_sample_clip")
+    learning_rate: float | None = gradient_option("learning_rate")
+    gradient_model: str = gradient_option("gradient_model")
     helper: str = method_option(
         "interpolate",
         "PriFedSync helper F_i: identity (one global model) or interpolate (eq. 2.1)",
@@ -121,6 +132,7 @@ class PriFedSyncOptions:
     )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.helper not in HELPERS:
             raise ConfigError("helper", f"must be one of {', '.join(HELPERS)}, got {self.helper!r}")
         if not 0.0 <= self.alpha <= 1.0:
@@ -180,8 +192,6 @@ class PriFedSync(Method):
     name = "prifedsync"
     calibration_level: ClassVar[str | None] = "instance"
     options_type: ClassVar[type | None] = PriFedSyncOptions
-    # GradientOptions this method does not read; giving one is refused.
-    unused_options: ClassVar[tuple[str, ...]] = ("clip_norm", "lr_decay", "batch_sampling_rate")
 
     sigma: float = 1.0
     rounds: int = 200
@@ -224,23 +234,16 @@ class PriFedSync(Method):
     def from_config(
         cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
     ) -> PriFedSync:
-        """The method from ``config.gradient`` and ``config.options``; Q and t do not apply."""
-        given = config.gradient.overrides()
-        for name in cls.unused_options:
-            if name in given:
-                raise ConfigError(name, "is not used by prifedsync")
-        keep = (
-            "rounds", "sampling_rate", "local_steps", "batch_size", "per_sample_clip",
-            "learning_rate", "model",
-        )  # fmt: skip
+        """The method from ``config.options``; Q and t do not apply."""
+        options: PriFedSyncOptions = cls.options_from(config)
         return cls(
             sigma=sigma,
-            options=config.method_options(),
+            options=options,
             delta=config.privacy.delta,
             accountant=config.privacy.accountant,
             seed=config.seed,
             noise_seed=config.privacy.noise_seed,
-            **{k: v for k, v in given.items() if k in keep},
+            **options.overrides(),
         )
 
     @classmethod
@@ -253,7 +256,7 @@ class PriFedSync(Method):
         """
         if federation.validation is not None:
             return federation
-        options: PriFedSyncOptions = config.method_options()
+        options: PriFedSyncOptions = cls.options_from(config)
         if options.validation_file is not None:
             validation = load_validation_file(
                 options.validation_file, federation.example_shape, federation.num_classes

@@ -156,7 +156,7 @@ class WeightedPate(PateFL):
             sigma=sigma,
             queries=queries,
             min_responders=min_responders,
-            options=config.method_options(),
+            options=cls.options_from(config),
             teacher=config.teacher,
             student=config.student,
             self_training_rounds=config.self_training_rounds,
@@ -169,7 +169,7 @@ class WeightedPate(PateFL):
 
         Unchanged when it already has one or when the scheme scores nothing (one-vote).
         """
-        options: WeightedVotingOptions = config.method_options()
+        options: WeightedVotingOptions = cls.options_from(config)
         if federation.validation is not None or not options.needs_validation:
             return federation
         if options.validation_file is not None:
