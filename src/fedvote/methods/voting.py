@@ -332,13 +332,18 @@ def label_and_teach(
         student=student,
         query_indices=votes.query_indices,
         pseudo_labels=votes.pseudo_labels,
-        details={
-            "min_responders": settings.min_responders,
-            "queries_requested": settings.queries,
-            "student_queries": used,
-            "release": "sums",
-        },
+        details=voting_details(settings, student_queries=used, release="sums"),
     )
+
+
+def voting_details(settings: VotingSettings, *, student_queries: int, release: str) -> dict[str, object]:
+    """The result keys every voting run records: t, Q asked, queries the student used, the release."""
+    return {
+        "min_responders": settings.min_responders,
+        "queries_requested": settings.queries,
+        "student_queries": student_queries,
+        "release": release,
+    }
 
 
 def label_and_teach_confident(
@@ -389,10 +394,7 @@ def label_and_teach_confident(
         query_indices=release.answered_indices,
         pseudo_labels=release.labels,
         details={
-            "min_responders": settings.min_responders,
-            "queries_requested": settings.queries,
-            "student_queries": int(release.answered.sum()),
-            "release": "labels",
+            **voting_details(settings, student_queries=int(release.answered.sum()), release="labels"),
             "confident_gnmax": confident_details(release, threshold, threshold_sigma, settings.sigma),
         },
     )
