@@ -3,8 +3,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from fedvote.cli.compare import compare as compare_command
 from fedvote.compare import compare, format_table
-from fedvote.compare_cli import compare as compare_command
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 
 SMALL = RunConfig(

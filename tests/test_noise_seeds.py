@@ -8,7 +8,7 @@ import pytest
 
 from fedvote.config import PrivacyConfig, RunConfig
 from fedvote.errors import ConfigError
-from fedvote.noise_seeds import method_tag, run_noise_seed
+from fedvote.privacy.noise_seeds import method_tag, run_noise_seed
 from fedvote.runner import run
 
 
@@ -22,7 +22,7 @@ def test_each_method_and_point_gets_its_own_seed():
 
 def test_the_derivation_is_stable_across_processes():
     """No salted hash(): another interpreter with another PYTHONHASHSEED derives the same seed."""
-    code = "from fedvote.noise_seeds import run_noise_seed; print(run_noise_seed(5, 'dp-fedavg', 3))"
+    code = "from fedvote.privacy.noise_seeds import run_noise_seed; print(run_noise_seed(5, 'dp-fedavg', 3))"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert int(out.stdout) == run_noise_seed(5, "dp-fedavg", 3)

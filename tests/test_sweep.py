@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from fedvote.cli.sweep import sweep as sweep_command
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.errors import ConfigError
 from fedvote.models.training import TrainingConfig
 from fedvote.runner import make_federation, run
 from fedvote.sweep import ReusedVotesTransport, grid_points, parse_grid, point_config, run_sweep, write_sweep
-from fedvote.sweep_cli import sweep as sweep_command
 from fedvote.transport.local import LocalTransport
 
 SMALL = RunConfig(

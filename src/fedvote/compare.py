@@ -21,7 +21,7 @@ compare that would overrun it releases nothing), and ``compare.json`` states the
 ε of all rows' charges.
 
 **One noise stream per method.** Under ``--noise-seed S`` each method's run gets its own
-seed, :func:`fedvote.noise_seeds.run_noise_seed` (S, method, 0), recorded in its row: two
+seed, :func:`fedvote.privacy.noise_seeds.run_noise_seed` (S, method, 0), recorded in its row: two
 rows never share noise, and each row is reproducible on its own.
 """
 
@@ -38,10 +38,10 @@ from typing import Any
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS, check_method, option_names
-from fedvote.noise_seeds import run_noise_seed
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import LEVELS
 from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger
+from fedvote.privacy.noise_seeds import run_noise_seed
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import RunResult, _finite
 from fedvote.runner import _ledger_details, check_budget, make_federation, open_ledger, planned_release, run

@@ -14,7 +14,7 @@ prepared it (:meth:`~fedvote.methods.base.Method.prepare_federation`: weighted-p
 PriFedSync's labelled validation slice), so its public pool is the method's.
 
 Under ``--noise-seed S`` every run of the sweep — each method, seed and grid point —
-draws its own noise: its config carries :func:`fedvote.noise_seeds.run_noise_seed`
+draws its own noise: its config carries :func:`fedvote.privacy.noise_seeds.run_noise_seed`
 (S, method, k), k being the run's index among that method's runs (seed-major, then grid
 point), and the reused transport is reseeded with it before the run. Two rows never
 share a noise stream, and a row is reproduced by rerunning the sweep.
@@ -60,10 +60,10 @@ from fedvote.methods import METHODS, Method, PateFL, PrivateKnnFL
 from fedvote.models.features import FeatureExtractor
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.models.training import TrainingConfig
-from fedvote.noise_seeds import run_noise_seed
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import LEVELS, LevelEvents
 from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger, compose_releases
+from fedvote.privacy.noise_seeds import run_noise_seed
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import RunResult, _finite
 from fedvote.runner import (
@@ -144,7 +144,7 @@ def point_config(config: RunConfig, point: dict[str, float | int]) -> RunConfig:
 
 
 def with_run_noise_seed(config: RunConfig, run_index: int) -> RunConfig:
-    """``config`` with its run's own noise seed (:func:`fedvote.noise_seeds.run_noise_seed`).
+    """``config`` with its run's own noise seed (:func:`fedvote.privacy.noise_seeds.run_noise_seed`).
 
     Unchanged without a noise seed: every run then draws fresh OS entropy anyway.
     """

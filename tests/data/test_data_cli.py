@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from fedvote.data_cli import data
+from fedvote.cli.data import data
 
 
 def _run(args, env=None):

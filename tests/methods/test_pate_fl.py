@@ -9,13 +9,13 @@ from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import voting
 from fedvote.methods.pate_fl import PateFL, PateFLOptions
+from fedvote.models.student import train_student
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.data_dependent import confident_gnmax_epsilon, threshold_log_probabilities
 from fedvote.privacy.events import confident_gnmax_events, pate_fl_events
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.runner import run
-from fedvote.student import train_student
 from fedvote.transport.base import ReleasedLabels, Transport, VoteSum
 from fedvote.transport.local import LocalTransport
 

@@ -12,7 +12,7 @@ from opacus import GradSampleModule
 from opacus.optimizers import DPOptimizer
 
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
-from fedvote.data.client_test import client_test_indices
+from fedvote.data.client_holdout import client_test_indices
 from fedvote.data.federation import LabeledData
 from fedvote.data.partition import PartitionSpec
 from fedvote.errors import ConfigError

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from dp_accounting import dp_event, pld, rdp
 
-from fedvote.account_cli import account
 from fedvote.cli import cli, main
+from fedvote.cli.account import account
 
 # The group is registered in fedvote.cli by the core; registering again is harmless.
 cli.add_command(account)

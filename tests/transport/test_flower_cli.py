@@ -8,7 +8,7 @@ import pytest
 import tomli
 
 from fedvote.cli import main
-from fedvote.deploy_cli import deployment_summary
+from fedvote.cli.deploy import deployment_summary
 
 
 def invoke(args, capsys):
@@ -70,8 +70,8 @@ def test_app_writes_the_flower_app_project(tmp_path, capsys):
     assert code == 0
     project = tomli.loads((tmp_path / "app" / "pyproject.toml").read_text())
     assert project["tool"]["flwr"]["app"]["components"] == {
-        "serverapp": "fedvote.deploy_app:server_app",
-        "clientapp": "fedvote.deploy_app:client_app",
+        "serverapp": "fedvote.flower.app:server_app",
+        "clientapp": "fedvote.flower.app:client_app",
     }
 
 

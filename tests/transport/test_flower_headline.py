@@ -23,18 +23,18 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-import fedvote.transport.flower as flower_module
+import fedvote.flower.transport as flower_module
 from fedvote.cli import main
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
-from fedvote.deploy_app import ServerSettings, run_on_flower
 from fedvote.errors import ConfigError
+from fedvote.flower.app import ServerSettings, run_on_flower
+from fedvote.flower.files import write_deployment_files
+from fedvote.flower.secagg import secagg_settings
+from fedvote.flower.transport import RoundRecord
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.results import LevelPrivacy, PrivacyReport
 from fedvote.runner import make_federation
-from fedvote.transport.flower import RoundRecord
-from fedvote.transport.flower_files import write_deployment_files
-from fedvote.transport.flower_secagg import secagg_settings
 from fedvote.transport.local import LocalTransport
 
 AGENTS, QUERIES, CLASSES, DELTA = 5, 100, 10, 1e-3
@@ -153,7 +153,7 @@ def test_clip_settings_whose_slack_exceeds_one_percent_of_delta_are_refused(tmp_
 
 
 def test_deploy_server_refuses_the_clipping_range_before_flower_starts(tmp_path, monkeypatch, capsys):
-    import fedvote.deploy_cli as deploy_cli
+    import fedvote.cli.deploy as deploy_cli
 
     write_deployment_files(deployment_config(), tmp_path)
     monkeypatch.setattr(deploy_cli, "_flower_executable", lambda name: pytest.fail(f"started {name}"))
@@ -182,7 +182,7 @@ def test_deployed_guarantee_adds_rounding_to_epsilon_and_both_slacks_to_delta():
 
 
 def test_secagg_privacy_raises_every_level_and_keeps_the_gaussian_figures():
-    from fedvote.transport.flower_secagg import secagg_privacy
+    from fedvote.flower.secagg import secagg_privacy
 
     def report(agent: float | None, instance: float | None) -> PrivacyReport:
         return PrivacyReport(
@@ -235,8 +235,8 @@ def test_the_clip_check_refuses_exactly_the_slack_above_one_percent_of_delta(
 
 
 def test_the_deploy_commands_default_clip_matches_the_transports():
-    from fedvote.deploy_cli import DEFAULT_CLIP_SIGMAS as cli_default
-    from fedvote.transport.flower_secagg import DEFAULT_CLIP_SIGMAS
+    from fedvote.cli.deploy import DEFAULT_CLIP_SIGMAS as cli_default
+    from fedvote.flower.secagg import DEFAULT_CLIP_SIGMAS
 
     assert cli_default == DEFAULT_CLIP_SIGMAS
     assert np.isclose(secagg_settings(1.0, 2, 2).clip_sigmas, cli_default)

@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 
 from fedvote.aggregation.voting import top_two_gap
+from fedvote.cli.deploy import free_port
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
-from fedvote.deploy_cli import free_port
+from fedvote.flower.files import write_deployment_files
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import pate_fl_events
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.runner import make_federation, make_method
-from fedvote.transport.flower_files import write_deployment_files
 from fedvote.transport.local import LocalTransport
 
 pytestmark = pytest.mark.slow

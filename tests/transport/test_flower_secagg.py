@@ -14,19 +14,19 @@ from flwr.common.secure_aggregation.quantization import dequantize, quantize
 from scipy.stats import norm
 
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
-from fedvote.deploy_app import RUN_CONFIG_DEFAULTS, app_pyproject
 from fedvote.errors import ConfigError
-from fedvote.models.features import fit_feature_extractor
-from fedvote.runner import federation_fingerprint, make_federation
-from fedvote.transport.base import agent_training_seeds
-from fedvote.transport.flower import FlowerTransport, export_extractor, load_extractor
-from fedvote.transport.flower_files import load_agent_file, load_server_file, write_deployment_files
-from fedvote.transport.flower_secagg import (
+from fedvote.flower.app import RUN_CONFIG_DEFAULTS, app_pyproject
+from fedvote.flower.files import load_agent_file, load_server_file, write_deployment_files
+from fedvote.flower.secagg import (
     DEFAULT_CLIP_SIGMAS,
     MODULUS_RANGE,
     quantization_range_for,
     secagg_settings,
 )
+from fedvote.flower.transport import FlowerTransport, export_extractor, load_extractor
+from fedvote.models.features import fit_feature_extractor
+from fedvote.runner import federation_fingerprint, make_federation
+from fedvote.transport.base import agent_training_seeds
 
 # --- clipping range and quantisation -------------------------------------------------------
 

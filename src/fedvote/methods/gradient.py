@@ -153,7 +153,7 @@ def privacy_generator(noise_seed: int | None, tag: int) -> np.random.Generator:
     """The simulation's privacy randomness of the loop (agent sampling, server noise).
 
     Seeded only for a reproducible simulation (``--noise-seed``; a comparison or sweep
-    derives each run's seed, :mod:`fedvote.noise_seeds`); otherwise from OS entropy, so
+    derives each run's seed, :mod:`fedvote.privacy.noise_seeds`); otherwise from OS entropy, so
     that no printed seed predicts which agents were sampled — the amplification by
     sampling assumes the adversary does not know it. With DP-FedAvg's distributed noise
     the sampling draws stand for the agents' own coins: nothing the server's side

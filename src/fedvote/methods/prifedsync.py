@@ -32,7 +32,7 @@ global model reaches it on the server's labelled *public* validation set (the pu
 by default: PriFedSync never queries it; or ``validation_size`` points of it, or
 ``validation_file``) — post-processing of released models on public data, read by nothing
 else. Each client's accuracy on a test set drawn from its own (private) label frequencies
-(:mod:`fedvote.data.client_test`, the paper's protocol) is a simulation diagnostic under
+(:mod:`fedvote.data.client_holdout`, the paper's protocol) is a simulation diagnostic under
 ``details["diagnostics"]``: not private, never released by a deployment, read by no
 control flow.
 

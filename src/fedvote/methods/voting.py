@@ -34,11 +34,11 @@ from fedvote.aggregation.voting import noise_share_std, noisy_argmax, top_two_ga
 from fedvote.data.federation import ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import MethodOutcome
+from fedvote.models.student import train_student
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
-from fedvote.student import train_student
 from fedvote.transport.base import ReleasedLabels, VoteSum
 
 Released = TypeVar("Released")  # what one round of the aggregator lets out (sums or labels)

@@ -249,7 +249,7 @@ class Transport(ABC):
         """Simulation-only diagnostic: ``models[j]``'s accuracy on client ``agent_ids[j]``'s test set.
 
         A client's test set is ``per_client`` records of ``test`` with the labels it trained
-        on (:func:`fedvote.data.client_test.client_test_indices`). Not a release: it reads
+        on (:func:`fedvote.data.client_holdout.client_test_indices`). Not a release: it reads
         the clients' label sets, which a deployment would evaluate client-side.
         """
         raise NotImplementedError(f"{type(self).__name__} does not support PriFedSync")

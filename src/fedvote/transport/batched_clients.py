@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from fedvote.data.client_test import client_test_indices
+from fedvote.data.client_holdout import client_test_indices
 from fedvote.data.federation import LabeledData
 from fedvote.models.batched_dp_sgd import NoisyTraining, noisy_local_training, stacked_accuracy
 

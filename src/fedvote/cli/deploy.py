@@ -38,7 +38,7 @@ from fedvote.errors import ConfigError
 FLOWER_MISSING = 'Flower is not installed; install it with: pip install "fedvote[deploy]"'
 DEFAULT_SUPERLINK_PORT = 9093
 CONNECTION = "fedvote"  # the SuperLink connection name in the private Flower config
-DEFAULT_CLIP_SIGMAS = 20.0  # fedvote.transport.flower_secagg.DEFAULT_CLIP_SIGMAS (not imported: fast --help)
+DEFAULT_CLIP_SIGMAS = 20.0  # fedvote.flower.secagg.DEFAULT_CLIP_SIGMAS (not imported: fast --help)
 CLIP_SIGMAS_HELP = (
     "k in SecAgg+'s clipping range c = 1 + k·σ/√t; the run is refused when clipping could add "
     "more than 1 % to δ (docs/privacy.md, \"Clipping range\")."
@@ -60,7 +60,7 @@ def deploy() -> None:
               help="Directory for agent-<i>.npz, server.npz and run.json.")
 def split(config_file: str, out_dir: str) -> None:
     """Build the config's federation and write each agent's file and the server's."""
-    from fedvote.transport.flower_files import write_deployment_files
+    from fedvote.flower.files import write_deployment_files
 
     config = load_run_config(config_file)
     for path in write_deployment_files(config, out_dir):
@@ -71,7 +71,7 @@ def split(config_file: str, out_dir: str) -> None:
 @click.argument("directory", type=click.Path(file_okay=False))
 def app(directory: str) -> None:
     """Write fedvote's Flower App project (a pyproject.toml) into DIRECTORY, for flwr run."""
-    from fedvote.deploy_app import write_app_project
+    from fedvote.flower.app import write_app_project
 
     click.echo(f"wrote {write_app_project(directory)}")
 
@@ -152,7 +152,7 @@ def agent(
     workdir: str | None,
 ) -> None:
     """Start agent i as a Flower SuperNode; it serves runs until stopped (Ctrl-C)."""
-    from fedvote.transport.flower_files import load_agent_file
+    from fedvote.flower.files import load_agent_file
 
     file = load_agent_file(data_file)
     if file.agent_id != agent_id:
@@ -315,9 +315,9 @@ def check_plan(config: RunConfig, server_file: str, clip_sigmas: float, query_ba
 
     The method must be one Flower runs, the server file the config's federation's, and
     the clipping range ``clip_sigmas`` tight enough on δ for the planned run
-    (:func:`fedvote.transport.flower_files.planned_method`).
+    (:func:`fedvote.flower.files.planned_method`).
     """
-    from fedvote.transport.flower_files import load_server_file, planned_method
+    from fedvote.flower.files import load_server_file, planned_method
 
     planned_method(
         config, load_server_file(server_file), clip_sigmas=clip_sigmas, query_batch_size=query_batch_size
@@ -356,7 +356,7 @@ def deployment_summary(result: dict[str, Any]) -> str:
 
 def _write_flwr_files(home: Path, connection: dict[str, Any], overrides: dict[str, Any]) -> Path:
     """The Flower App project, the run-config overrides and the SuperLink connection in ``home``."""
-    from fedvote.deploy_app import write_app_project
+    from fedvote.flower.app import write_app_project
 
     app_dir = home / "app"
     write_app_project(app_dir)

@@ -3,7 +3,7 @@
 One list of flags, one function from flags to :class:`~fedvote.config.RunConfig`: the
 commands that run methods share both, and every method's own options
 (``Method.options_type``: the kNN settings ``--k``, …, the gradient settings ``--rounds``,
-…, and the newer methods' own) are added by :func:`~fedvote.cli_options.method_option_flags`.
+…, and the newer methods' own) are added by :func:`~fedvote.cli.options.method_option_flags`.
 A method option given to a method that does not take it is refused by name.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from fedvote.cli_options import federation_options, method_option_flags
+from fedvote.cli.options import federation_options, method_option_flags
 from fedvote.config import DEFAULT_EPSILON, FederationConfig, PrivacyConfig, RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS, check_method, option_names

@@ -12,19 +12,19 @@ from typing import Any
 import click
 
 from fedvote import __version__
-from fedvote.account_cli import account
-from fedvote.cli_options import flag_for, reject_flags_besides
-from fedvote.compare_cli import compare
+from fedvote.cli.account import account
+from fedvote.cli.compare import compare
+from fedvote.cli.data import data
+from fedvote.cli.deploy import deploy
+from fedvote.cli.label import label
+from fedvote.cli.ledger import ledger
+from fedvote.cli.options import flag_for, reject_flags_besides
+from fedvote.cli.report import plot, report
+from fedvote.cli.run_options import run_config_options
+from fedvote.cli.sweep import sweep
 from fedvote.config import RunConfig, load_run_config
-from fedvote.data_cli import data
-from fedvote.deploy_cli import deploy
 from fedvote.errors import ConfigError, VoteRejected
-from fedvote.label_cli import label
-from fedvote.ledger_cli import ledger
-from fedvote.report_cli import plot, report
 from fedvote.results import DIAGNOSTIC_NOTE, RunResult, write_result
-from fedvote.run_options import run_config_options
-from fedvote.sweep_cli import sweep
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

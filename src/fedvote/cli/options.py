@@ -112,7 +112,7 @@ def method_option_flags(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add one flag per field of every method's options; the command gets ``method_flags``.
 
     ``method_flags`` maps option names to the values typed on the command line (flags
-    left out are absent, so the method's defaults apply); :mod:`fedvote.run_options`
+    left out are absent, so the method's defaults apply); :mod:`fedvote.cli.run_options`
     hands each method its own. Flags come from
     :func:`fedvote.methods.options.option_specs`, so a new method's settings reach the
     CLI without editing this module.

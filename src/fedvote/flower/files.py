@@ -27,11 +27,11 @@ from fedvote.aggregation.voting import noise_share_std
 from fedvote.config import RunConfig
 from fedvote.data.federation import LabeledData, ServerData
 from fedvote.errors import ConfigError
+from fedvote.flower.secagg import check_secagg_plan, secagg_settings
 from fedvote.methods.pate_fl import PateFL
 from fedvote.methods.private_knn_fl import PrivateKnnFL
 from fedvote.runner import federation_fingerprint, make_federation, method_for
 from fedvote.transport.base import agent_training_seeds
-from fedvote.transport.flower_secagg import check_secagg_plan, secagg_settings
 
 AGENT_FILE = "agent-{agent_id}.npz"
 SERVER_FILE = "server.npz"

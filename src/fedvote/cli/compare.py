@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from fedvote.cli_options import federation_options, reject_flags_besides
+from fedvote.cli.options import federation_options, reject_flags_besides
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig, load_run_config
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS, option_names

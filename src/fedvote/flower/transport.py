@@ -1,7 +1,7 @@
 """Flower transport: each agent is a Flower ``ClientApp`` on its own SuperNode.
 
 :class:`FlowerTransport` implements :class:`~fedvote.transport.base.Transport` on top of a
-Flower ``Grid`` inside a ``ServerApp`` (:mod:`fedvote.deploy_app`), so PATE-FL and
+Flower ``Grid`` inside a ``ServerApp`` (:mod:`fedvote.flower.app`), so PATE-FL and
 Private-kNN-FL run unchanged. Messages, one round each:
 
 * ``train.teacher`` — every agent trains its teacher on its private data (Algorithm 1,
@@ -44,13 +44,13 @@ from flwr.serverapp import Grid
 from torch import nn
 
 from fedvote.data.federation import LabeledData
-from fedvote.deploy_app import KNN_MESSAGE, RECORD, TEACHER_MESSAGE
 from fedvote.errors import ConfigError
+from fedvote.flower.protocol import KNN_MESSAGE, RECORD, TEACHER_MESSAGE
+from fedvote.flower.secagg import DEFAULT_CLIP_SIGMAS, SecAggSettings, secagg_settings
 from fedvote.models.features import FeatureExtractor, fit_feature_extractor
 from fedvote.models.training import TrainingConfig
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport, VoteSum
-from fedvote.transport.flower_secagg import DEFAULT_CLIP_SIGMAS, SecAggSettings, secagg_settings
 
 
 @dataclass

@@ -21,7 +21,8 @@ import click
 import numpy as np
 
 from fedvote.aggregation.voting import noise_share_std, noisy_argmax
-from fedvote.cli_options import reject_flags_besides
+from fedvote.cli.options import reject_flags_besides
+from fedvote.cli.run_options import run_config_options
 from fedvote.config import RunConfig, load_run_config
 from fedvote.data.federation import LabeledData
 from fedvote.errors import ConfigError
@@ -29,7 +30,6 @@ from fedvote.methods.pate_fl import PateFL
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import LEVELS, pate_fl_events
 from fedvote.privacy.ledger import PersistentLedger, PrivacyBudgetExceeded, PrivacyLedger
-from fedvote.run_options import run_config_options
 from fedvote.transport.base import Transport
 
 # Flags that may accompany --config: they change how answers are charged, not the federation.

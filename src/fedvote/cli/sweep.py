@@ -7,9 +7,9 @@ import sys
 
 import click
 
+from fedvote.cli.run_options import run_config_options
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
-from fedvote.run_options import run_config_options
 
 
 @click.command()

@@ -1,0 +1,430 @@
+"""fedvote as a Flower App: ``server_app`` drives a voting method, ``client_app`` is an agent.
+
+The components of the Flower App project ``fedvote deploy`` writes (``flwr run``
+builds it into a FAB; the code itself is the installed ``fedvote`` package on every
+node)::
+
+    [tool.flwr.app.components]
+    serverapp = "fedvote.flower.app:server_app"
+    clientapp = "fedvote.flower.app:client_app"
+
+The ServerApp reads its run config (``[tool.flwr.app.config]``, overridden by
+``flwr run --run-config``): ``config`` (run.json), ``server-data`` (server.npz), ``out``
+(where result.json goes), ``round-timeout``, ``train-timeout``, ``connect-timeout``, ``clip-sigmas``,
+``record-votes``, ``query-batch-size`` (queries per SecAgg+ round; 0: the method's
+default). It runs PATE-FL or Private-kNN-FL through :class:`FlowerTransport`
+exactly as ``fedvote run`` does through the local transport.
+
+The ClientApp wraps :class:`fedvote.agents.Agent`. Flower handles every message in a
+fresh process; what an agent must keep between messages — its teacher's weights, φ, the
+state of a seeded noise stream — stays in the node-local ``context.state`` and never
+leaves the node. The agent's data file comes from the SuperNode's node config
+(``data="…/agent-0.npz"``) or, under the simulation engine, from the run config's
+``agent-data`` template with ``{partition-id}`` filled in.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.client.mod import secaggplus_mod
+from flwr.clientapp import ClientApp
+from flwr.common import FitRes, ndarrays_to_parameters
+from flwr.compat.common import recorddict_compat as compat
+from flwr.serverapp import Grid, ServerApp
+
+from fedvote import __version__
+from fedvote.errors import ConfigError
+from fedvote.flower.protocol import RECORD
+
+# Flower handles every message in a fresh process: this module imports only Flower and
+# NumPy, so the three SecAgg+ stages that never reach fedvote's code start fast. torch
+# and the rest of fedvote are imported inside the handlers that use them.
+if TYPE_CHECKING:
+    from fedvote.agents.agent import Agent
+    from fedvote.flower.files import AgentFile
+    from fedvote.results import RunResult
+
+
+VOTING_METHODS = ("pate-fl", "private-knn-fl")
+
+# The run config every fedvote Flower App declares (``[tool.flwr.app.config]``).
+RUN_CONFIG_DEFAULTS: dict[str, str | float | bool] = {
+    "config": "",
+    "server-data": "",
+    "out": "",
+    "agent-data": "",
+    "round-timeout": 120.0,
+    "train-timeout": 600.0,
+    "connect-timeout": 300.0,
+    "clip-sigmas": 20.0,  # fedvote.flower.secagg.DEFAULT_CLIP_SIGMAS
+    "record-votes": False,
+    "query-batch-size": 0,
+}
+
+APP_PYPROJECT = """\
+# A Flower App whose code is the installed fedvote package (pip install "fedvote[deploy]"
+# on the SuperLink's and every SuperNode's machine). `flwr run DIR CONNECTION` builds it.
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "fedvote-app"
+version = "{version}"
+description = "fedvote PATE-FL and Private-kNN-FL on Flower, vote sums through SecAgg+"
+license = "Apache-2.0"
+dependencies = []
+
+[tool.flwr.app]
+publisher = "fedvote"
+
+[tool.flwr.app.components]
+serverapp = "fedvote.flower.app:server_app"
+clientapp = "fedvote.flower.app:client_app"
+
+[tool.flwr.app.config]
+{config}
+"""
+
+
+def app_pyproject() -> str:
+    """The pyproject.toml of fedvote's Flower App (components and run-config defaults)."""
+    lines = []
+    for key, value in RUN_CONFIG_DEFAULTS.items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, float):
+            text = repr(value)
+        else:
+            text = json.dumps(value)
+        lines.append(f"{key} = {text}")
+    return APP_PYPROJECT.format(version=__version__, config="\n".join(lines))
+
+
+def write_app_project(directory: str | Path) -> Path:
+    """Write the Flower App project (one pyproject.toml) into ``directory``; returns the file."""
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    target = path / "pyproject.toml"
+    target.write_text(app_pyproject())
+    return target
+
+
+# --- ServerApp ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """The ServerApp's run config, checked."""
+
+    config: Path
+    server_data: Path
+    out: Path
+    round_timeout: float
+    train_timeout: float
+    connect_timeout: float
+    clip_sigmas: float
+    record_votes: bool
+    query_batch_size: int
+
+    @classmethod
+    def from_run_config(cls, run_config: dict[str, Any]) -> ServerSettings:
+        """Read the keys of :data:`RUN_CONFIG_DEFAULTS`; paths must be given."""
+        values = {**RUN_CONFIG_DEFAULTS, **run_config}
+        for key in ("config", "server-data", "out"):
+            if not values[key]:
+                raise ConfigError(key, "the ServerApp needs it in its run config (flwr run --run-config)")
+        return cls(
+            config=Path(str(values["config"])),
+            server_data=Path(str(values["server-data"])),
+            out=Path(str(values["out"])),
+            round_timeout=float(values["round-timeout"]),
+            train_timeout=float(values["train-timeout"]),
+            connect_timeout=float(values["connect-timeout"]),
+            clip_sigmas=float(values["clip-sigmas"]),
+            record_votes=bool(values["record-votes"]),
+            query_batch_size=int(values["query-batch-size"]),
+        )
+
+
+server_app = ServerApp()
+
+
+@server_app.main()
+def _serve(grid: Grid, context: Context) -> None:
+    from fedvote.results import write_result
+
+    settings = ServerSettings.from_run_config(dict(context.run_config))
+    result = run_on_flower(settings, grid, context)
+    path = write_result(result, settings.out)
+    _say(f"wrote {path}")
+
+
+def _say(line: str) -> None:
+    print(f"fedvote: {line}", flush=True)
+
+
+def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> RunResult:
+    """One voting run with the agents on Flower nodes: what :func:`fedvote.runner.run` does.
+
+    The server holds only the public pool, the test set and the agents' record counts;
+    the method, the ledger and the privacy report are the runner's own. The method and
+    its SecAgg+ clipping range are checked before anything happens
+    (:func:`~fedvote.flower.files.planned_method`); the privacy reported is the
+    deployed mechanism's: the Gaussian one's plus SecAgg+'s slack
+    (:func:`~fedvote.flower.secagg.secagg_privacy`).
+    """
+    from fedvote.config import load_run_config
+    from fedvote.flower.files import load_server_file, planned_method
+    from fedvote.flower.secagg import secagg_privacy
+    from fedvote.flower.transport import FlowerTransport
+    from fedvote.models.training import predict_labels
+    from fedvote.privacy.ledger import PersistentLedger
+    from fedvote.results import RunResult
+    from fedvote.runner import (
+        _ledger_details,
+        calibration_level,
+        federation_fingerprint,
+        open_ledger,
+        privacy_report,
+    )
+
+    started = time.perf_counter()
+    config = load_run_config(settings.config)
+    if config.method not in VOTING_METHODS:
+        raise ConfigError("method", f"Flower runs {' or '.join(VOTING_METHODS)}, not {config.method}")
+    files = load_server_file(settings.server_data)
+    fingerprint = federation_fingerprint(config)
+    if files.fingerprint != fingerprint:
+        raise ConfigError("server_data", f"{settings.server_data} is another federation's (see its config)")
+    server = files.server
+    num_agents = config.federation.agents
+    method = planned_method(
+        config, files, clip_sigmas=settings.clip_sigmas, query_batch_size=settings.query_batch_size
+    )
+    timings = {"calibration_s": time.perf_counter() - started}
+    transport = FlowerTransport(
+        grid,
+        context,
+        num_agents=num_agents,
+        num_classes=server.num_classes,
+        fingerprint=fingerprint,
+        round_timeout=settings.round_timeout,
+        train_timeout=settings.train_timeout,
+        connect_timeout=settings.connect_timeout,
+        clip_sigmas=settings.clip_sigmas,
+        record_votes=settings.record_votes,
+        report=_say,
+    )
+    t = getattr(method, "min_responders", num_agents)
+    _say(f"{method.name}: {num_agents} agents, σ = {method.sigma:.4g}, t = {t}")
+    ledger = open_ledger(config)
+    try:
+        if isinstance(ledger, PersistentLedger):
+            ledger.check(method.planned_events())
+        mark = time.perf_counter()
+        outcome = method.run(server, transport, ledger)
+        timings["method_s"] = time.perf_counter() - mark
+        ledger_details = _ledger_details(ledger)
+    finally:
+        if isinstance(ledger, PersistentLedger):
+            ledger.close()
+
+    test = server.test
+    accuracy = float(np.mean(predict_labels(outcome.student, test.features) == test.labels))
+    label_accuracy = None
+    if files.public_labels is not None and outcome.query_indices.size:
+        truth = files.public_labels[outcome.query_indices]
+        label_accuracy = float(np.mean(outcome.pseudo_labels == truth))
+    level = calibration_level(config, method)
+    gaussian = privacy_report(
+        config,
+        ledger,
+        instance_bound=outcome.details.get("bound"),
+        calibrated=(config.privacy.target_epsilon, level) if level is not None else None,
+    )
+    timings["total_s"] = time.perf_counter() - started
+    released = [r for r in transport.rounds if r.released]
+    coordinates = sum(r.queries for r in released) * server.num_classes  # per agent
+    privacy, secagg = gaussian, dict[str, Any]()
+    if transport.secagg is not None:  # at least one round went through SecAgg+
+        privacy, secagg = secagg_privacy(gaussian, transport.secagg, coordinates)
+    _say(
+        f"done: {len(released)} of {len(transport.rounds)} vote rounds released, "
+        f"dropped agents {transport.dropped_agents or 'none'}"
+    )
+    return RunResult(
+        method=config.method,
+        dataset=config.federation.dataset,
+        agents=num_agents,
+        seed=config.seed,
+        accuracy=accuracy,
+        label_accuracy=label_accuracy,
+        queries=int(outcome.query_indices.shape[0]),
+        sigma=float(method.sigma),
+        privacy=privacy,
+        communication=transport.communication.as_dict(),
+        timings={k: round(v, 4) for k, v in timings.items()},
+        config=config.to_dict(),
+        details={
+            **outcome.details,
+            **ledger_details,
+            "transport": "flower",
+            "public_pool": int(server.public_features.shape[0]),
+            "test_size": len(test),
+            "agent_records": transport.record_counts().tolist(),
+            "flower": {
+                "rounds": [r.as_dict() for r in transport.rounds],
+                "released_rounds": len(released),
+                "refused_rounds": len(transport.rounds) - len(released),
+                "dropped_agents": transport.dropped_agents,
+                "secagg": secagg,
+            },
+        },
+        version=__version__,
+    )
+
+
+# --- ClientApp ---------------------------------------------------------------------------
+
+client_app = ClientApp()
+
+_AGENT_STATE = "fedvote.agent"  # ConfigRecord: training config, φ, a seeded noise stream's state
+_TEACHER_STATE = "fedvote.teacher"  # ArrayRecord: the teacher's weights
+
+
+@client_app.train("teacher")
+def _train_teacher(message: Message, context: Context) -> Message:
+    """Algorithm 1, line 2: train f_i on the private records; keep it on this node."""
+    from fedvote.models.training import TrainingConfig
+
+    file = _agent_file(context)
+    agent, _ = _agent(file, context)
+    training = str(message.content.config_records[RECORD]["training"])
+    agent.train_teacher(TrainingConfig(**json.loads(training)))
+    context.state.array_records[_TEACHER_STATE] = ArrayRecord(agent.teacher_checkpoint())
+    _node_state(context)["training"] = training
+    return _reply(message, file)
+
+
+@client_app.train("knn")
+def _prepare_knn(message: Message, context: Context) -> Message:
+    """Algorithm 2: take φ, embed the private records, answer with k (public metadata)."""
+    file = _agent_file(context)
+    request = message.content.config_records[RECORD]
+    state = _node_state(context)
+    for key in ("phi", "normalize", "k", "k-fraction"):
+        state[f"knn-{key}"] = request[key]
+    k = _prepare_agent_knn(_agent(file, context)[0], file, state)
+    return _reply(message, file, k=k)
+
+
+@client_app.train(mods=[secaggplus_mod])
+def _vote(message: Message, context: Context) -> Message:
+    """The agent's vote on the queries plus its noise share; ``secaggplus_mod`` masks it."""
+    from fedvote.flower.transport import status_ok
+    from fedvote.models.training import TrainingConfig
+    from fedvote.models.zoo import build_model
+
+    instructions = compat.recorddict_to_fitins(message.content, keep_input=True)
+    kind = str(instructions.config["kind"])
+    queries = np.frombuffer(bytes(instructions.config["queries"]), dtype=np.int64)  # type: ignore[arg-type]
+    noise_std = float(instructions.config["noise-std"])
+    file = _agent_file(context)
+    agent, rng = _agent(file, context)
+    state = _node_state(context)
+    if kind == "pate":
+        training = TrainingConfig(**json.loads(str(state["training"])))
+        teacher = build_model(
+            training.model, tuple(file.data.features.shape[1:]), file.num_classes
+        )
+        teacher.load_state_dict(context.state.array_records[_TEACHER_STATE].to_torch_state_dict())
+        agent.install_teacher(teacher)
+        votes = agent.noisy_votes(queries, noise_std)  # (Q, C)
+    elif kind == "knn":
+        _prepare_agent_knn(agent, file, state)
+        votes = agent.knn_noisy_votes(queries, noise_std)  # (Q, C)
+    else:
+        raise ValueError(f"unknown vote kind {kind!r}")
+    if file.noise_seed is not None:  # a seeded stream continues in the next message
+        state[_RNG_KEY] = json.dumps(rng.bit_generator.state)
+    result = FitRes(status_ok(), ndarrays_to_parameters([votes]), num_examples=1, metrics={})
+    return Message(compat.fitres_to_recorddict(result, keep_input=False), reply_to=message)
+
+
+def _agent_file(context: Context) -> AgentFile:
+    """The node's agent file: node config ``data``, else the run config's ``agent-data``."""
+    from fedvote.flower.files import load_agent_file
+
+    path = context.node_config.get("data")
+    if not path:
+        template = str(context.run_config.get("agent-data", ""))
+        if not template:
+            raise ConfigError("data", "the SuperNode needs --node-config 'data=\"PATH\"' (its agent file)")
+        path = template.replace("{partition-id}", str(context.node_config.get("partition-id", "")))
+    return load_agent_file(str(path))
+
+
+_RNG_KEY = "noise-state"
+
+
+def _agent(file: AgentFile, context: Context) -> tuple[Agent, np.random.Generator]:
+    """The :class:`Agent` of ``file`` and its noise generator: OS entropy, or its seeded stream."""
+    from fedvote.agents.agent import Agent
+    from fedvote.transport.base import agent_noise_seeds
+
+    if file.noise_seed is None:
+        rng = np.random.default_rng()  # deployment: fresh OS entropy in every process
+    else:  # reproducible simulation: continue the stream where the last message left it
+        rng = np.random.default_rng(agent_noise_seeds(file.noise_seed, file.agent_id))
+        saved = _node_state(context).get(_RNG_KEY)
+        if saved:
+            rng.bit_generator.state = json.loads(str(saved))
+    agent = Agent(
+        agent_id=file.agent_id,
+        data=file.data,
+        public_features=file.public_features,
+        num_classes=file.num_classes,
+        noise_rng=rng,
+        seed=file.seed,
+    )
+    return agent, rng
+
+
+def _prepare_agent_knn(agent: Agent, file: AgentFile, state: ConfigRecord) -> int:
+    from fedvote.flower.transport import load_extractor
+
+    extractor = load_extractor(
+        bytes(state["knn-phi"]),  # type: ignore[arg-type]
+        file.public_features,
+        normalize=bool(state["knn-normalize"]),
+    )
+    k = int(state["knn-k"])  # type: ignore[arg-type]
+    return agent.prepare_knn(
+        extractor, k=None if k < 0 else k, k_fraction=float(state["knn-k-fraction"])  # type: ignore[arg-type]
+    )
+
+
+def _node_state(context: Context) -> ConfigRecord:
+    if _AGENT_STATE not in context.state.config_records:
+        context.state.config_records[_AGENT_STATE] = ConfigRecord({})
+    return context.state.config_records[_AGENT_STATE]
+
+
+def _reply(message: Message, file: AgentFile, *, k: int | None = None) -> Message:
+    answer: dict[str, int | str] = {
+        "agent-id": file.agent_id,
+        "records": len(file.data),
+        "fingerprint": file.fingerprint,
+    }
+    if k is not None:
+        answer["k"] = int(k)
+    return Message(RecordDict({RECORD: ConfigRecord(answer)}), reply_to=message)  # type: ignore[arg-type]
+
