@@ -72,13 +72,14 @@ def one_run(base: Any, fed: Any, alpha: float, method: str, **options: Any) -> d
     )
     result = run(config, federation=fed)
     instance = result.privacy.instance
+    pld = result.privacy.statement("pld accountant, the same releases")  # beside the paper's composition
     row = {
         "alpha": alpha,
         "method": method,
         "options": options,
         "accuracy": result.accuracy,
         "epsilon": instance.epsilon,
-        "epsilon_pld": instance.epsilon_pld,
+        "epsilon_pld": pld.epsilon if pld is not None else instance.epsilon,
         "agent_epsilon": result.privacy.agent.epsilon,
         "delta": result.privacy.delta,
         "seconds": result.timings["total_s"],

@@ -64,7 +64,9 @@ def run_row(config: RunConfig, federation: Any, p: float, sigma: float, partitio
     started = time.perf_counter()
     result = run(config, federation=federation).to_dict()
     seconds = time.perf_counter() - started
-    record = result["privacy"]["record"]
+    record = result["privacy_mechanism"]
+    stated = {entry["name"]: entry for entry in result["privacy"]["statements"]}
+    ex_post = stated.get(f"ε of the {result['rounds']} rounds run", {"epsilon": result["privacy"]["instance"]["epsilon"]})
     rounds = result["rounds"]
     mu_at_stop = prifedsync_mu(sigma, config.options.get("batch_size") or 16, record["min_client_records"],
                                config.options.get("local_steps") or 38, rounds)
@@ -77,9 +79,9 @@ def run_row(config: RunConfig, federation: Any, p: float, sigma: float, partitio
         "rounds": rounds,
         "max_rounds": record["rounds"],
         "epsilon": result["privacy"]["instance"]["epsilon"],
-        "epsilon_ex_post": record["ex_post"]["epsilon"],
+        "epsilon_ex_post": ex_post["epsilon"],
         "mu_max": mu_at_stop,
-        "delta": record["delta"],
+        "delta": result["privacy"]["delta"],
         "global_public": result["accuracy_history"][-1]["global"],
         "personalised": private["client_accuracies"]["personalised"],
         "global": private["client_accuracies"]["global"],

@@ -15,8 +15,9 @@ from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.errors import ConfigError
 from fedvote.models.training import TrainingConfig
 from fedvote.runner import make_federation, run
-from fedvote.sweep import ReusedVotesTransport, grid_points, parse_grid, point_config, run_sweep, write_sweep
+from fedvote.sweep import grid_points, parse_grid, point_config, run_sweep, write_sweep
 from fedvote.transport.local import LocalTransport
+from fedvote.transport.reused_votes import ReusedVotesTransport
 
 SMALL = RunConfig(
     federation=FederationConfig(agents=10),

@@ -3,8 +3,9 @@
 One CLI sweep per method in :data:`fedvote.methods.METHODS` (a method registered later is
 picked up here with the voting defaults below), two grid points each, the smallest
 settings that still run the method end to end. Voting methods share one
-:class:`~fedvote.sweep.ReusedVotesTransport` across the points (teachers trained once);
-every other method gets a fresh in-process transport per point.
+:class:`~fedvote.transport.reused_votes.ReusedVotesTransport` across the points (teachers trained once);
+every other method gets a fresh in-process transport per point. A non-private method
+(FedAvg, majority-vote) is a reference: it runs once, whatever the ε or σ grid.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ FLAGS: dict[str, list[str]] = {
     "pate-fl": [*VOTING, *SIGMA_GRID],
     "weighted-pate": [*VOTING, "--validation-size", "40", *SIGMA_GRID],
     "private-knn-fl": [*VOTING, "--feature-dim", "8", *SIGMA_GRID],
-    "fedavg": [*GRADIENT, *DELTA_GRID],  # not private: nothing for σ to change
+    "fedavg": [*GRADIENT, "--grid", "epsilon=1,2"],  # not private: one reference run, no ε applies
     "dp-fedavg": [*GRADIENT, "--grid", "sigma=1,2"],
     "dp-fedsgd": [*GRADIENT, "--grid", "sigma=1,2"],
     "prifedsync": [*ROUNDS, "--batch-size", "8", "--client-test-size", "20", "--grid", "sigma=1,2"],
@@ -57,13 +58,20 @@ def test_sweep_finishes_and_writes_sweep_json(method, tmp_path, capsys):
     assert saved["sweep"]["methods"] == [method]
     (axis,) = saved["sweep"]["grid"]
     rows = saved["rows"]
-    assert [row["method"] for row in rows] == [method, method]
-    assert [row["point"][axis] for row in rows] == saved["sweep"]["grid"][axis]
     for row in rows:
         assert 0.0 <= row["accuracy"] <= 1.0
         for level in ("epsilon_agent", "epsilon_instance"):  # a finite ε or null (unbounded)
             assert row[level] is None or math.isfinite(row[level])
     reuse = saved["reuse"][f"{method}/seed=0"]
+    if any(row["reference"] for row in rows):  # non-private: once, at no point of the privacy axis
+        assert METHODS[method].calibration_level is None
+        (row,) = rows
+        assert row["method"] == method and row["point"] == {} and row["reference"] is True
+        assert row["epsilon_agent"] is None and row["epsilon_instance"] is None
+        assert reuse.get("fresh_transports", reuse.get("teacher_trainings")) == 1
+        return
+    assert [row["method"] for row in rows] == [method, method]
+    assert [row["point"][axis] for row in rows] == saved["sweep"]["grid"][axis]
     if reuses_votes(method):
         assert reuse["teacher_trainings"] + reuse["knn_preparations"] == 1  # once for both points
     else:

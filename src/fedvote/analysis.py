@@ -28,16 +28,12 @@ ones), from the clean vote sums of *every checked query*, with the noise actuall
 votes, so it is itself **not** differentially private. A run that releases the noisy
 vote sums (PATE-FL's default, Private-kNN-FL, weighted voting) gets no figure but the
 label :data:`~fedvote.privacy.data_dependent.NOT_APPLICABLE_SUMS`.
-
-Private-kNN-FL's instance level also gets the paper's figure (sensitivity √(2/k_min),
-Theorem 3 as stated) beside the tight √2/k_min one: ``privacy.instance.epsilon_paper_bound``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import tempfile
+import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,12 +43,11 @@ import numpy as np
 
 from fedvote.data.federation import Federation
 from fedvote.methods.base import MethodOutcome
-from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.data_dependent import CONFIDENT_LABEL, NOT_APPLICABLE_SUMS, confident_gnmax_epsilon
-from fedvote.privacy.events import gaussian_release_event
 from fedvote.privacy.ledger import PrivacyLedger
-from fedvote.results import DIAGNOSTIC_NOTE, LevelPrivacy, PrivacyReport
+from fedvote.results import DIAGNOSTIC_NOTE, LevelPrivacy, PrivacyReport, write_atomic
 from fedvote.transport.base import Transport
+from fedvote.transport.capabilities import SimulationDiagnostics
 
 ANALYSIS_FILE = "analysis.npz"
 NOT_COMPUTED_LABEL = "not computed: the clean vote sums exist only in an in-process simulation"
@@ -84,15 +79,12 @@ class ConfidentRecord:
 class VoteRelease:
     """What left the aggregator of a voting run (not written to ``analysis.npz``).
 
-    ``mode`` "sums" (the noisy vote sums) or "labels" (Confident-GNMax, with ``confident``);
-    ``paper_instance_sensitivity`` is a looser instance sensitivity the method's paper
-    states (Private-kNN-FL: √(2/k_min)), reported beside the tight one.
+    ``mode`` "sums" (the noisy vote sums) or "labels" (Confident-GNMax, with ``confident``).
     """
 
     mode: str
     released_queries: int
     confident: ConfidentRecord | None = None
-    paper_instance_sensitivity: float | None = None
 
 
 # RunAnalysis fields that are metadata of the run, not arrays of analysis.npz.
@@ -129,21 +121,14 @@ class RunAnalysis:
         """Write ``out_dir/analysis.npz`` atomically (a temporary file renamed into place)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        target = out / ANALYSIS_FILE
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=".analysis-", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                arrays = self.arrays()
-                labels = {
-                    "diagnostics": np.array([name for name in DIAGNOSTIC_ARRAYS if name in arrays]),
-                    "diagnostics_note": np.array(DIAGNOSTIC_NOTE),
-                }
-                np.savez_compressed(handle, **arrays, **labels)  # type: ignore[arg-type]
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return target
+        arrays = self.arrays()
+        labels = {
+            "diagnostics": np.array([name for name in DIAGNOSTIC_ARRAYS if name in arrays]),
+            "diagnostics_note": np.array(DIAGNOSTIC_NOTE),
+        }
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **arrays, **labels)  # type: ignore[arg-type]
+        return write_atomic(out / ANALYSIS_FILE, buffer.getvalue())
 
     @classmethod
     def load(cls, path: str | Path) -> RunAnalysis:
@@ -167,8 +152,8 @@ def collect_analysis(
     if queries.size == 0:  # gradient methods: no votes, no teachers
         return RunAnalysis(class_counts=federation.class_counts())
     histograms = None
-    clean = getattr(transport, "clean_vote_histograms", None)  # simulation transports only
-    if callable(clean):
+    clean = transport.clean_vote_histograms if isinstance(transport, SimulationDiagnostics) else None
+    if clean is not None:  # simulation transports only
         histograms = np.asarray(clean(queries), dtype=np.float64)  # (R, C)
     return RunAnalysis(
         class_counts=federation.class_counts(),
@@ -177,7 +162,7 @@ def collect_analysis(
         pseudo_labels=np.asarray(outcome.pseudo_labels, dtype=np.int64),
         true_labels=np.asarray(federation.public.labels[queries], dtype=np.int64),
         vote_histograms=histograms,
-        release=vote_release(outcome.details, queries.shape[0], clean if callable(clean) else None),
+        release=vote_release(outcome.details, queries.shape[0], clean),
     )
 
 
@@ -190,11 +175,9 @@ def vote_release(
     For label release, ``clean`` (the transport's ``clean_vote_histograms``, or None)
     gives the clean sums of every *checked* query, answered or not.
     """
-    paper = details.get("paper_instance_sensitivity")
-    paper_s = None if paper is None else float(paper)
     record = details.get("confident_gnmax")
     if details.get("release") != "labels" or not isinstance(record, Mapping):
-        return VoteRelease("sums", released_queries, paper_instance_sensitivity=paper_s)
+        return VoteRelease("sums", released_queries)
     checked = np.asarray(record["checked_query_indices"], dtype=np.int64)  # (K,)
     confident = ConfidentRecord(
         threshold=float(record["threshold"]),
@@ -205,7 +188,7 @@ def vote_release(
         answered=np.asarray(record["answered"], dtype=bool),
         responders=np.asarray(record["responders"], dtype=np.float64),
     )
-    return VoteRelease("labels", released_queries, confident=confident, paper_instance_sensitivity=paper_s)
+    return VoteRelease("labels", released_queries, confident=confident)
 
 
 def with_data_dependent_epsilon(
@@ -219,7 +202,6 @@ def with_data_dependent_epsilon(
       sensitivity charged at the level and the run's δ; capped by the level's headline ε.
     * sum release: no data-dependent ε, and ``data_dependent_label`` says why
       (:data:`~fedvote.privacy.data_dependent.NOT_APPLICABLE_SUMS`).
-    * a paper's looser instance sensitivity (Private-kNN-FL): ``epsilon_paper_bound``.
 
     Unchanged for runs without votes (gradient methods) and non-private runs. ``sigma`` is
     the method's accounted σ (the argmax noise of label release).
@@ -239,11 +221,6 @@ def with_data_dependent_epsilon(
             levels[level] = _with_confident_gnmax(entry, release.confident, sensitivity, privacy)
         else:
             levels[level] = dataclasses.replace(entry, data_dependent_label=NOT_APPLICABLE_SUMS)
-    instance = levels["instance"]
-    if release.paper_instance_sensitivity is not None and instance.epsilon is not None:
-        event = gaussian_release_event(sigma, release.paper_instance_sensitivity, release.released_queries)
-        paper = epsilon_for(event, privacy.delta, privacy.accountant)
-        levels["instance"] = dataclasses.replace(instance, epsilon_paper_bound=paper)
     return dataclasses.replace(privacy, agent=levels["agent"], instance=levels["instance"])
 
 

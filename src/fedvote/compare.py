@@ -43,7 +43,7 @@ from fedvote.privacy.events import LEVELS
 from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger
 from fedvote.privacy.noise_seeds import run_noise_seed
 from fedvote.progress import NO_PROGRESS, Progress
-from fedvote.results import RunResult, _finite
+from fedvote.results import RunResult, finite_or_none, write_atomic
 from fedvote.runner import _ledger_details, check_budget, make_federation, open_ledger, planned_release, run
 
 # The adjacency of each ε column (docs/privacy.md, "Adjacency"), named in the table header.
@@ -71,7 +71,7 @@ class ComparisonRow:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (non-finite floats as null)."""
-        return dict(_finite(dataclasses.asdict(self)))
+        return dict(finite_or_none(dataclasses.asdict(self)))
 
     @classmethod
     def from_result(cls, result: RunResult) -> ComparisonRow:
@@ -184,7 +184,7 @@ def _row_config(config: RunConfig, name: str, *, epsilon: float, delta: float) -
         options={key: value for key, value in config.options.items() if key in taken},
         privacy=dataclasses.replace(
             config.privacy,
-            sigma=None if private else 0.0,
+            sigma=None,  # calibrated to ε, or each non-calibrated method's own (none, or its heads' budgets)
             epsilon=epsilon if private else None,
             delta=delta,
             calibrate_level=None,
@@ -198,7 +198,7 @@ def _row_config(config: RunConfig, name: str, *, epsilon: float, delta: float) -
 def _total_epsilon(ledger: PrivacyLedger, delta: float, accountant: str) -> dict[str, float | None]:
     """ε per level of everything charged to ``ledger`` in this process (all rows), at ``delta``."""
     total = {level: epsilon_for(ledger.event(level), delta, accountant) for level in LEVELS}
-    return {level: value if math.isfinite(value) else None for level, value in total.items()}
+    return finite_or_none(total)
 
 
 def method_noise_seed(noise_seed: int | None, method: str) -> int | None:
@@ -222,8 +222,7 @@ def write_comparison(
         "total_epsilon": comparison.total_epsilon,
         "ledger": comparison.ledger,
     }
-    path.write_text(json.dumps(payload, indent=2) + "\n")
-    return path
+    return write_atomic(path, json.dumps(payload, indent=2) + "\n")
 
 
 def format_table(rows: Sequence[ComparisonRow]) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,41 @@ class LevelPrivacy:
     data_dependent_epsilon: float | None = None
     data_dependent_accountant: str | None = None
     data_dependent_label: str | None = None
-    # A tighter ε beside a method's stated one (FedAUXfdp: ``epsilon`` is the paper's basic
-    # composition ε_scores + ε_classes, this the PLD of the same releases); absent when None.
-    epsilon_pld: float | None = None
-    # The ε a method's paper states with a looser sensitivity, from the same releases
-    # (Private-kNN-FL instance level: √(2/k_min) beside the tight √2/k_min); absent when None.
-    epsilon_paper_bound: float | None = None
+
+
+STATEMENT_LEVELS = ("agent", "instance")
+# "bound": proven for the mechanism run; "approximation": e.g. a CLT, never a bound;
+# "ex post": a figure of what actually ran that a budget could not have planned.
+STATEMENT_KINDS = ("bound", "approximation", "ex post")
+
+
+@dataclass(frozen=True)
+class PrivacyStatement:
+    """One privacy figure a method states beside the accountant's, saying exactly what it is.
+
+    ``epsilon`` at ``delta`` (None: unbounded), or a Gaussian-DP ``mu``; ``source`` names
+    the theorem, paper or proof. A ``headline`` statement replaces its level's ε in the
+    report: only a proven bound may, and never below what the ledger's events prove
+    (:func:`fedvote.runner.measure` checks). Rendered generically by the summary,
+    result.json (``privacy.statements``) and the report.
+    """
+
+    name: str
+    level: str
+    epsilon: float | None
+    delta: float | None
+    source: str
+    kind: str = "bound"
+    mu: float | None = None
+    headline: bool = False
+
+    def __post_init__(self) -> None:
+        if self.level not in STATEMENT_LEVELS:
+            raise ValueError(f"statement level must be one of {STATEMENT_LEVELS}, got {self.level!r}")
+        if self.kind not in STATEMENT_KINDS:
+            raise ValueError(f"statement kind must be one of {STATEMENT_KINDS}, got {self.kind!r}")
+        if self.headline and self.kind != "bound":
+            raise ValueError(f"{self.name}: only a proven bound can be a headline, not an {self.kind}")
 
 
 @dataclass(frozen=True)
@@ -44,9 +72,13 @@ class PrivacyReport:
     noise_source: str
     calibrated_to_epsilon: float | None = None
     calibrated_level: str | None = None
-    # Record-level federated f-DP (PriFedSync: weak and strong μ and ε, Theorem 2);
-    # absent from result.json when None.
-    record: dict[str, Any] | None = None
+    # Figures a method states beside the headlines (a paper's looser bound, an ex post ε,
+    # a CLT approximation, strong federated DP): result.json's privacy.statements.
+    statements: tuple[PrivacyStatement, ...] = ()
+
+    def statement(self, name: str) -> PrivacyStatement | None:
+        """The statement called ``name``, if the run made one."""
+        return next((entry for entry in self.statements if entry.name == name), None)
 
 
 # Every noiseless function of private data a simulation computes (teacher accuracies,
@@ -95,18 +127,13 @@ class RunResult:
         ordered.update(details)
         if diagnostics:
             ordered["diagnostics"] = {"note": DIAGNOSTIC_NOTE, **diagnostics}
-        if ordered["privacy"].get("record", 0) is None:
-            del ordered["privacy"]["record"]
         for level in ("agent", "instance"):  # "bound" only where a method chose one
             if ordered["privacy"][level]["bound"] is None:
                 del ordered["privacy"][level]["bound"]
-            for key in (
-                "data_dependent_epsilon", "data_dependent_accountant", "data_dependent_label", "epsilon_pld",
-                "epsilon_paper_bound",
-            ):
+            for key in ("data_dependent_epsilon", "data_dependent_accountant", "data_dependent_label"):
                 if ordered["privacy"][level][key] is None:
                     del ordered["privacy"][level][key]
-        return _finite(ordered)
+        return finite_or_none(ordered)
 
     def to_json(self) -> str:
         """result.json's text."""
@@ -121,26 +148,60 @@ def write_result(result: RunResult, out_dir: str | Path) -> Path:
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    target = out / "result.json"
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".result-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(result.to_json() + "\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    target = write_atomic(out / "result.json", result.to_json() + "\n")
     if result.analysis is not None:
         result.analysis.save(out)
     return target
 
 
-def _finite(value: Any) -> Any:
-    """Replace non-finite floats by None so that the JSON is standard."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+# --- helpers every fedvote writer uses --------------------------------------------------------
+
+
+def finite_or_none(value: Any) -> Any:
+    """``value`` with every non-finite float (inf, -inf, NaN) replaced by None, for standard JSON.
+
+    Recursive over dict values, lists and tuples (a tuple comes back as a list, as JSON
+    writes it); floats only (numpy's float64 is one): any other value comes back as it is.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite_or_none(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
+        return [finite_or_none(v) for v in value]
     return value
+
+
+def write_atomic(path: Path, data: str | bytes) -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically; returns ``path``.
+
+    The bytes go to a new temporary file in the same directory, are flushed to disk
+    (fsync) and renamed over ``path`` (``os.replace``): a reader sees the old file or the
+    new one, never a part. The temporary file is removed on any failure. The file gets
+    the mode a new file gets from the user's umask (0o666 & ~umask) — the kernel applies
+    it when the temporary file is created — not ``mkstemp``'s private 0o600. The
+    directory must exist. Every file fedvote writes whole goes through here (the SQLite
+    ledger and the appended deployment logs are not written whole).
+    """
+    target = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        tmp = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:  # pragma: no cover - 100 collisions of 48 random bits
+        raise FileExistsError(f"no free temporary name beside {target}")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target

@@ -1,12 +1,22 @@
-"""One run from a config: federation → method → ledger → RunResult."""
+"""One run lifecycle: plan → execute → measure, used by run, compare, sweep, label and the Flower server.
+
+* :func:`plan` — the method from the config and the federation's *public* metadata
+  (σ given or calibrated); everything is validated before anything is trained or charged;
+* :func:`execute` — the transport's capabilities checked against the method's needs, the
+  plan checked against the ledger's budget, then the method run, every release charged
+  to the ledger before it happens;
+* :func:`measure` — the :class:`~fedvote.results.RunResult`: accuracy, the ledger's ε at
+  both levels, the method's typed privacy statements, the transport's own account of
+  what it released, simulation diagnostics apart.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-import math
 import time
+from typing import Any
 
 import numpy as np
 
@@ -16,22 +26,24 @@ from fedvote.config import RunConfig
 from fedvote.data.datasets import has_official_test_split, load_dataset, load_splits
 from fedvote.data.federation import (
     Federation,
+    PublicMetadata,
+    ServerData,
     build_domain_federation,
     build_federation,
     check_distinct_datasets,
 )
+from fedvote.data.validation import provide_validation
 from fedvote.errors import ConfigError
-from fedvote.methods import Method, check_method
-from fedvote.methods.prifedsync import PriFedSync
-from fedvote.methods.private_knn_fl import PrivateKnnFL
+from fedvote.methods import Method, MethodOutcome, check_method
 from fedvote.models.training import predict_labels
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.calibrate import calibrate_sigma
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
-from fedvote.results import LevelPrivacy, PrivacyReport, RunResult
+from fedvote.results import LevelPrivacy, PrivacyReport, PrivacyStatement, RunResult, finite_or_none
 from fedvote.transport.base import Transport
+from fedvote.transport.capabilities import SimulationDiagnostics, check_capabilities
 from fedvote.transport.local import LocalTransport
 
 # Queries asked when the user gives none: the whole pool, up to this many. Fewer
@@ -114,44 +126,39 @@ def make_federation(config: RunConfig) -> Federation:
     )
 
 
-def make_method(config: RunConfig, federation: Federation) -> Method:
-    """The configured method with σ given, or calibrated to the target ε at the chosen level."""
-    return method_for(
-        config,
-        pool_size=len(federation.public),
-        num_agents=federation.num_agents,
-        agent_records=federation.agent_sizes(),
-    )
+def prepare_public(config: RunConfig, federation: Federation) -> Federation:
+    """``federation`` with what the configured method asked of the public side (a labelled validation set).
 
-
-def method_for(
-    config: RunConfig, *, pool_size: int, num_agents: int, agent_records: np.ndarray | None
-) -> Method:
-    """:func:`make_method` from the federation's public shape alone.
-
-    For a server that never holds the agents' data (a Flower deployment): the public
-    pool's size, the number of agents N and, when known, their record counts (public
-    metadata; Private-kNN-FL plans a fractional k with them, else with k_min = 1).
+    Methods never receive the federation: they declare their needs
+    (:meth:`~fedvote.methods.base.Method.validation_need`) and the runner provides them.
+    Idempotent.
     """
-    queries = config.queries if config.queries is not None else min(pool_size, DEFAULT_MAX_QUERIES)
-    if queries > pool_size:
-        raise ConfigError("queries", f"{queries} queries asked but the public pool holds {pool_size}")
+    need = check_method(config).validation_need(config)
+    return provide_validation(federation, need, config.seed)
+
+
+def plan(config: RunConfig, public: PublicMetadata) -> Method:
+    """The configured method, planned from public metadata alone: σ given, or calibrated to the target ε.
+
+    Everything is refused here, before anything is trained or charged: an unknown method
+    or option, Q beyond the pool, t beyond N, a target ε the method cannot meet. A server
+    that never holds the agents' data (a Flower deployment) plans from the same metadata.
+    """
+    queries = config.queries if config.queries is not None else min(public.pool_size, DEFAULT_MAX_QUERIES)
+    if queries > public.pool_size:
+        raise ConfigError("queries", f"{queries} queries asked but the public pool holds {public.pool_size}")
     privacy = config.privacy
-    min_responders = privacy.min_responders or num_agents
-    if min_responders > num_agents:
+    min_responders = privacy.min_responders or public.num_agents
+    if min_responders > public.num_agents:
         raise ConfigError(
-            "min_responders", f"t = {min_responders} exceeds the {num_agents} agents"
+            "min_responders", f"t = {min_responders} exceeds the {public.num_agents} agents"
         )
     method = check_method(config).from_config(
         config,
         sigma=privacy.sigma if privacy.sigma is not None else 1.0,
         queries=queries,
         min_responders=min_responders,
-    )
-    if isinstance(method, PrivateKnnFL) and agent_records is not None:  # k_min: agents' (public) sizes
-        method = method.with_agent_records(agent_records)
-    if isinstance(method, PriFedSync) and agent_records is not None:  # Theorem 2's μ_max: smallest n_j
-        method = method.with_agent_records(agent_records)
+    ).with_public(public)
     level = calibration_level(config, method)
     target = privacy.target_epsilon if level is not None else None
     if target is not None and level is not None:
@@ -163,6 +170,11 @@ def method_for(
         )
         method = method.with_sigma(sigma)
     return method
+
+
+def make_method(config: RunConfig, federation: Federation) -> Method:
+    """:func:`plan` from a (prepared) federation's public metadata."""
+    return plan(config, federation.public_metadata())
 
 
 def calibration_level(config: RunConfig, method: Method) -> str | None:
@@ -184,12 +196,12 @@ def run(
     transport: Transport | None = None,
     ledger: PrivacyLedger | None = None,
 ) -> RunResult:
-    """Carry out one run as ``config`` says and measure it.
+    """One run of ``config``, simulated in process: :func:`plan`, :func:`execute`, :func:`measure`.
 
     ``federation`` reuses an already built federation (it must be the one ``config``
     describes; :mod:`fedvote.compare` runs several methods on one). ``transport`` runs
     the agents somewhere else than a fresh in-process :class:`LocalTransport` (a sweep's
-    :class:`~fedvote.sweep.ReusedVotesTransport`, a Flower deployment); it must hold
+    :class:`~fedvote.transport.reused_votes.ReusedVotesTransport`); it must hold
     ``federation``'s agents. ``ledger`` charges the run to a ledger its caller holds (a
     :class:`~fedvote.privacy.ledger.LedgerSession` of a compare's or sweep's shared
     ledger, checked against the budget up front); else the run opens its own
@@ -199,16 +211,15 @@ def run(
     timings: dict[str, float] = {}
 
     # The method and its options, refused (by name) before any data is loaded or anything trained.
-    method_type = check_method(config)
+    check_method(config)
     if federation is None:
         federation = make_federation(config)
     records = federation  # the ledger's key: these agents' records
-    # The method's own view of the data (weighted-pate: a labelled validation slice of the pool).
-    federation = method_type.prepare_federation(config, federation)
+    federation = prepare_public(config, federation)  # what the method asked of the public side
     timings["data_s"] = time.perf_counter() - started
 
     mark = time.perf_counter()
-    method = make_method(config, federation)
+    method = plan(config, federation.public_metadata())
     timings["calibration_s"] = time.perf_counter() - mark
 
     if transport is None:
@@ -218,52 +229,108 @@ def run(
             noise_seed=config.privacy.noise_seed,
             secure_sum=config.privacy.secure_sum,
         )
+    check_capabilities(method, transport)  # before the ledger is opened, anything trained or charged
     own_ledger = ledger is None
     if ledger is None:
         ledger = open_ledger(config, records)
     try:
-        check_budget(ledger, [method.planned_events()])  # refuse before any training or release
         mark = time.perf_counter()
-        outcome = method.run(federation.server_data(), transport, ledger, progress)
+        outcome = execute(method, federation.server_data(), transport, ledger, progress)
         timings["method_s"] = time.perf_counter() - mark
         ledger_details = _ledger_details(ledger)
     finally:
         if own_ledger and isinstance(ledger, PersistentLedger):
             ledger.close()
+    return measure(
+        config,
+        method,
+        outcome,
+        transport=transport,
+        ledger=ledger,
+        server=federation.server_data(),
+        federation=federation,
+        timings=timings,
+        started=started,
+        details=ledger_details,
+    )
 
+
+def execute(
+    method: Method,
+    server: ServerData,
+    transport: Transport,
+    ledger: PrivacyLedger,
+    progress: Progress = NO_PROGRESS,
+) -> MethodOutcome:
+    """Carry ``method`` out against ``transport``, every release charged to ``ledger`` before it happens.
+
+    Refused before anything is trained or charged: a transport that cannot serve what the
+    method requires (:func:`~fedvote.transport.capabilities.check_capabilities`), and a
+    plan that would overrun the ledger's budget.
+    """
+    check_capabilities(method, transport)
+    check_budget(ledger, [method.planned_events()])
+    return method.run(server, transport, ledger, progress)
+
+
+def measure(
+    config: RunConfig,
+    method: Method,
+    outcome: MethodOutcome,
+    *,
+    transport: Transport,
+    ledger: PrivacyLedger,
+    server: ServerData,
+    federation: Federation | None = None,
+    public_labels: np.ndarray | None = None,
+    timings: dict[str, float] | None = None,
+    started: float | None = None,
+    details: dict[str, Any] | None = None,
+) -> RunResult:
+    """The :class:`RunResult` of an executed method: accuracy, privacy at both levels, diagnostics.
+
+    ``federation`` is the simulated federation (None on a server that never holds the
+    agents' data): only then are simulation diagnostics computed, after the method has
+    finished, so none of its decisions can depend on them. ``public_labels`` are the pool's
+    true labels where the server has them without a federation (a Flower test deployment).
+    The privacy report is the ledger's, then the method's typed statements
+    (:func:`with_statements`), then the transport's own account of what it released
+    (:meth:`~fedvote.transport.base.Transport.stated_privacy`).
+    """
+    timings = dict(timings or {})
     mark = time.perf_counter()
-    test = federation.test
+    test = server.test
     accuracy = float(np.mean(predict_labels(outcome.student, test.features) == test.labels))
+    if federation is not None:
+        public_labels = federation.public.labels
     label_accuracy: float | None = None
+    if public_labels is not None and outcome.query_indices.size:
+        label_accuracy = float(np.mean(outcome.pseudo_labels == public_labels[outcome.query_indices]))
+    diagnostics: dict[str, Any] = dict(outcome.diagnostics)
     teacher_accuracies: np.ndarray | None = None  # (N,)
-    # Simulation diagnostics: noiseless functions of private data, computed after the
-    # method has finished, so none of its decisions can depend on them.
-    diagnostics: dict[str, object] = dict(outcome.details.get("diagnostics", {}))
-    if outcome.query_indices.size:  # voting methods: pseudo-labels and teachers to judge
-        true_query_labels = federation.public.labels[outcome.query_indices]
-        label_accuracy = float(np.mean(outcome.pseudo_labels == true_query_labels))
+    if federation is not None and outcome.query_indices.size and isinstance(transport, SimulationDiagnostics):
         teacher_accuracies = transport.teacher_accuracies(test)
         diagnostics["teacher_accuracy"] = float(np.mean(teacher_accuracies))
     level = calibration_level(config, method)
     privacy = privacy_report(
         config,
         ledger,
-        instance_bound=outcome.details.get("bound"),
-        instance_adjacency=outcome.details.get("instance_adjacency_of_epsilon"),
+        instance_bound=method.instance_bound,
+        instance_adjacency=method.instance_adjacency,
         calibrated=(config.privacy.target_epsilon, level) if level is not None else None,
     )
-    analysis = collect_analysis(federation, transport, outcome, teacher_accuracies)
-    privacy = with_data_dependent_epsilon(privacy, ledger, analysis, float(method.sigma))
-    privacy = method.stated_privacy(privacy)  # a method's own statement of its ε (FedAUXfdp)
-    if "privacy_record" in outcome.details:  # record-level federated f-DP (PriFedSync)
-        privacy = dataclasses.replace(privacy, record=outcome.details["privacy_record"])
+    analysis = None
+    if federation is not None:
+        analysis = collect_analysis(federation, transport, outcome, teacher_accuracies)
+        privacy = with_data_dependent_epsilon(privacy, ledger, analysis, float(method.sigma))
+    privacy = with_statements(privacy, outcome.statements)
+    privacy, transport_details = transport.stated_privacy(privacy)
     timings["evaluation_s"] = time.perf_counter() - mark
-    timings["total_s"] = time.perf_counter() - started
-
+    timings["total_s"] = time.perf_counter() - (mark if started is None else started)
     return RunResult(
         method=config.method,
         dataset=config.federation.dataset,
-        agents=federation.num_agents,
+        agents=transport.num_agents,
         seed=config.seed,
         accuracy=accuracy,
         label_accuracy=label_accuracy,
@@ -274,15 +341,53 @@ def run(
         timings={k: round(v, 4) for k, v in timings.items()},
         config=config.to_dict(),
         details={
-            **{k: v for k, v in outcome.details.items() if k not in ("privacy_record", "diagnostics")},
-            **ledger_details,
-            "public_pool": len(federation.public),
-            "test_size": len(federation.test),
-            "agent_records": federation.agent_sizes().tolist(),
+            **outcome.details,
+            **(details or {}),
+            **transport_details,
+            "public_pool": int(server.public_features.shape[0]),
+            "test_size": len(test),
+            "agent_records": transport.record_counts().tolist(),
         },
         version=__version__,
         analysis=analysis,
         diagnostics=diagnostics,
+    )
+
+
+def with_statements(privacy: PrivacyReport, statements: tuple[PrivacyStatement, ...]) -> PrivacyReport:
+    """``privacy`` with a method's typed statements; a headline statement replaces its level's ε.
+
+    A headline may only loosen what the ledger's events prove: one below the accountant's
+    ε at that level is a bug and is refused (AssertionError), never reported. The
+    accountant's figure stays beside it as a statement of its own.
+    """
+    if not statements:
+        return privacy
+    kept = list(privacy.statements)
+    levels = {"agent": privacy.agent, "instance": privacy.instance}
+    for statement in statements:
+        if statement.headline:
+            entry = levels[statement.level]
+            proven = entry.epsilon
+            claimed = statement.epsilon
+            if claimed is not None and (proven is None or claimed < proven - 1e-9 * max(1.0, proven)):
+                raise AssertionError(
+                    f"{statement.name}: headline ε {claimed} at the {statement.level} level is below the "
+                    f"ε {proven} the ledger's events prove"
+                )
+            kept.append(
+                PrivacyStatement(
+                    name=f"{privacy.accountant} accountant, the same releases",
+                    level=statement.level,
+                    epsilon=proven,
+                    delta=privacy.delta,
+                    source="the ledger's events (tighter than the stated composition)",
+                )
+            )
+            levels[statement.level] = dataclasses.replace(entry, epsilon=claimed)
+        kept.append(statement)
+    return dataclasses.replace(
+        privacy, agent=levels["agent"], instance=levels["instance"], statements=tuple(kept)
     )
 
 
@@ -359,8 +464,7 @@ def planned_release(config: RunConfig, federation: Federation) -> LevelEvents:
     A compare or sweep sums these over all its runs and checks the sum against the
     budget before its first release (:func:`check_budget`).
     """
-    prepared = check_method(config).prepare_federation(config, federation)
-    return make_method(config, prepared).planned_events()
+    return plan(config, prepare_public(config, federation).public_metadata()).planned_events()
 
 
 def check_budget(ledger: PrivacyLedger, releases: list[LevelEvents], what: str = "this run") -> None:
@@ -390,8 +494,8 @@ def _ledger_details(ledger: PrivacyLedger) -> dict[str, object]:
         "ledger": {
             "path": str(persistent.path),
             "federation": persistent.federation,
-            "spent_agent_epsilon": spent["agent"] if math.isfinite(spent["agent"]) else None,
-            "spent_instance_epsilon": spent["instance"] if math.isfinite(spent["instance"]) else None,
+            "spent_agent_epsilon": finite_or_none(spent["agent"]),
+            "spent_instance_epsilon": finite_or_none(spent["instance"]),
             "budget_epsilon": persistent.budget_epsilon,
             "budget_instance_epsilon": instance_budget.epsilon if instance_budget is not None else None,
         }
@@ -422,7 +526,7 @@ def privacy_report(
         if level == "instance" and instance_adjacency is not None:
             adjacency = instance_adjacency
         levels[level] = LevelPrivacy(
-            epsilon=epsilon if math.isfinite(epsilon) else None,
+            epsilon=finite_or_none(epsilon),
             sensitivity=ledger.sensitivity(level),
             adjacency=adjacency,
             bound=instance_bound if level == "instance" else None,

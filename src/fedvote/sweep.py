@@ -10,8 +10,14 @@ gradient methods, PriFedSync, FedAUXfdp and its baselines, and any method added 
 has no clean part the reused transport knows how to keep (its training *is* the noisy
 release) and runs afresh at each point, on a fresh in-process transport seeded with the
 point's own noise seed. Either way the transport holds the federation as the method
-prepared it (:meth:`~fedvote.methods.base.Method.prepare_federation`: weighted-pate's and
-PriFedSync's labelled validation slice), so its public pool is the method's.
+prepared it (:func:`fedvote.runner.prepare_public`: weighted-pate's and PriFedSync's
+labelled validation slice), so its public pool is the method's.
+
+**A non-private method is a reference.** A method with nothing to calibrate whose every
+planned release is non-private at both levels (FedAvg, majority-vote:
+:func:`is_reference`) is the same run at every ε, σ or δ: it runs once per seed (and per
+value of the axes that still change it, ``queries``) and its row says ``reference: true``,
+without the axes that do not apply. Reports draw it as a dashed horizontal line.
 
 Under ``--noise-seed S`` every run of the sweep — each method, seed and grid point —
 draws its own noise: its config carries :func:`fedvote.privacy.noise_seeds.run_noise_seed`
@@ -37,35 +43,27 @@ import dataclasses
 import io
 import itertools
 import json
-import math
 import os
 import platform
-import secrets
-import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import numpy as np
 import torch
+from dp_accounting import dp_event
 
-from fedvote.agents.behaviour import Behaviour
-from fedvote.aggregation.voting import WeightRule, confident_gnmax_step
 from fedvote.config import RunConfig
-from fedvote.data.federation import Federation, LabeledData
+from fedvote.data.federation import Federation
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS, Method, PateFL, PrivateKnnFL
-from fedvote.models.features import FeatureExtractor
-from fedvote.models.local_training import LocalTraining, LocalUpdates
-from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import LEVELS, LevelEvents
 from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger, compose_releases
 from fedvote.privacy.noise_seeds import run_noise_seed
 from fedvote.progress import NO_PROGRESS, Progress
-from fedvote.results import RunResult, _finite
+from fedvote.results import RunResult, finite_or_none, write_atomic
 from fedvote.runner import (
     _ledger_details,
     check_budget,
@@ -73,12 +71,12 @@ from fedvote.runner import (
     make_federation,
     open_ledger,
     planned_release,
+    prepare_public,
     run,
 )
-from fedvote.transport.base import Communication, ReleasedLabels, Transport, VoteSum
+from fedvote.transport.base import Communication
 from fedvote.transport.local import LocalTransport
-
-_T = TypeVar("_T")
+from fedvote.transport.reused_votes import ReusedVotesTransport
 
 # The axes a grid may span, and how a value is read.
 GRID_AXES: dict[str, type] = {"epsilon": float, "sigma": float, "queries": int, "delta": float}
@@ -87,6 +85,10 @@ GRID_AXES: dict[str, type] = {"epsilon": float, "sigma": float, "queries": int, 
 # subclasses included: weighted-pate is a PateFL). Any other method gets a fresh
 # LocalTransport per grid point — always correct, only slower.
 REUSES_VOTES: tuple[type[Method], ...] = (PateFL, PrivateKnnFL)
+
+# The grid axes that change only a run's noise and its accounting: a non-private
+# reference runs the same at any of their values (:func:`is_reference`).
+PRIVACY_AXES: frozenset[str] = frozenset({"epsilon", "sigma", "delta"})
 
 SWEEP_JSON = "sweep.json"
 SWEEP_CSV = "sweep.csv"
@@ -172,10 +174,13 @@ class SweepRow:
     accountant: str
     calibrated_level: str | None
     time_s: float
+    reference: bool = False  # a non-private method, run once: ``point`` holds only the axes that apply
 
     @classmethod
-    def from_result(cls, point: dict[str, float | int], result: RunResult, time_s: float) -> SweepRow:
-        """The row of ``result``, a run at ``point``."""
+    def from_result(
+        cls, point: dict[str, float | int], result: RunResult, time_s: float, *, reference: bool = False
+    ) -> SweepRow:
+        """The row of ``result``, a run at ``point`` (``reference``: a non-private method's one run)."""
         privacy = result.privacy
         return cls(
             method=result.method,
@@ -191,6 +196,7 @@ class SweepRow:
             accountant=privacy.accountant,
             calibrated_level=privacy.calibrated_level,
             time_s=round(time_s, 4),
+            reference=reference,
         )
 
 
@@ -210,7 +216,7 @@ class SweepResult:
 
     def to_dict(self, command: str = "") -> dict[str, Any]:
         """``sweep.json``'s content."""
-        return _finite(
+        return finite_or_none(
             {
                 "sweep": {
                     "methods": self.methods,
@@ -241,27 +247,35 @@ def run_sweep(
     Per (method, seed): one federation, one :class:`ReusedVotesTransport` (teachers
     trained and clean vote sums computed on first use), then one run per point, each
     charged to its federation's ledger; all points' planned charges are checked against
-    the budgets before the first (:class:`SweepLedgers`).
+    the budgets before the first (:class:`SweepLedgers`). A non-private method
+    (:func:`is_reference`) runs once per seed at :func:`reference_points`, as a reference row.
     """
-    points = grid_points(grid)
+    grid_point_list = grid_points(grid)
     seed_list = list(seeds) if seeds else [configs[0].seed]
     for config in configs:  # refuse a bad grid value before any training
-        for point in points:
+        for point in grid_point_list:
             point_config(config, point)
     federations = _Federations()
-    ledgers = SweepLedgers.plan(configs, points, seed_list, federations)  # refuses before any release
+    first_seed = seed_list[0]  # whether a method is a reference does not depend on the seed
+    swept = [  # (the config as run, its points, whether it is a reference), per method
+        _swept_method(config, grid_point_list, federations.get(dataclasses.replace(config, seed=first_seed)))
+        for config in configs
+    ]
+    ledgers = SweepLedgers.plan(  # refuses before any release
+        [config for config, _, _ in swept], [points for _, points, _ in swept], seed_list, federations
+    )
     rows: list[SweepRow] = []
     reuse: dict[str, dict[str, int]] = {}
     started = time.perf_counter()
     try:
-        for config in configs:
+        for config, points, reference in swept:
             reusable = reuses_votes(config.method)
             for seed_position, seed in enumerate(seed_list):
                 seeded = dataclasses.replace(config, seed=seed)
                 federation = federations.get(seeded)  # the ledger's key: its agents' records
                 # The method's view (a validation slice moved out of the pool): the same at
                 # every point, since a point changes only the noise, Q and δ.
-                prepared = METHODS[config.method].prepare_federation(seeded, federation)
+                prepared = prepare_public(seeded, federation)
                 transport = (
                     ReusedVotesTransport(
                         LocalTransport(prepared, seed=seed, noise_seed=seeded.privacy.noise_seed),
@@ -286,7 +300,8 @@ def run_sweep(
                             transport=transport,
                             ledger=ledgers.session(seeded, federation, f"sweep {label}"),
                         )
-                        rows.append(SweepRow.from_result(point, result, time.perf_counter() - mark))
+                        elapsed = time.perf_counter() - mark
+                        rows.append(SweepRow.from_result(point, result, elapsed, reference=reference))
                         bar.advance()
                 reuse[f"{config.method}/seed={seed}"] = (
                     transport.reuse_counts() if transport is not None else {"fresh_transports": len(points)}
@@ -311,6 +326,46 @@ def run_sweep(
 def reuses_votes(method: str) -> bool:
     """Whether a sweep runs ``method``'s points on one :class:`ReusedVotesTransport` (else fresh ones)."""
     return issubclass(METHODS[method], REUSES_VOTES)
+
+
+def without_privacy_target(config: RunConfig) -> RunConfig:
+    """``config`` with neither ε nor σ given: as a non-private method runs."""
+    return dataclasses.replace(config, privacy=dataclasses.replace(config.privacy, sigma=None, epsilon=None))
+
+
+def is_reference(config: RunConfig, federation: Federation) -> bool:
+    """Whether ``config``'s method is a non-private reference: the same run at every ε, σ and δ.
+
+    It has nothing to calibrate (``calibration_level`` None) and every release it plans is
+    non-private at both levels (FedAvg, majority-vote). FedAUXfdp also calibrates nothing
+    but is private (its budget is given per head): not a reference.
+    """
+    if METHODS[config.method].calibration_level is not None:
+        return False
+    events = planned_release(without_privacy_target(config), federation)
+    return all(isinstance(events.at(level), dp_event.NonPrivateDpEvent) for level in LEVELS)
+
+
+def reference_points(points: Sequence[dict[str, float | int]]) -> list[dict[str, float | int]]:
+    """The distinct ``points`` without the privacy axes (:data:`PRIVACY_AXES`), in order.
+
+    ``[{}]`` when the grid spans only privacy axes: one run.
+    """
+    kept: list[dict[str, float | int]] = []
+    for point in points:
+        applies = {axis: value for axis, value in point.items() if axis not in PRIVACY_AXES}
+        if applies not in kept:
+            kept.append(applies)
+    return kept
+
+
+def _swept_method(
+    config: RunConfig, points: list[dict[str, float | int]], federation: Federation
+) -> tuple[RunConfig, list[dict[str, float | int]], bool]:
+    """(the config as the sweep runs it, the points it runs at, whether it is a reference)."""
+    if is_reference(config, federation):
+        return without_privacy_target(config), reference_points(points), True
+    return config, points, False
 
 
 class _Federations:
@@ -345,15 +400,18 @@ class SweepLedgers:
     def plan(
         cls,
         configs: Sequence[RunConfig],
-        points: Sequence[dict[str, float | int]],
+        points: Sequence[Sequence[dict[str, float | int]]],
         seeds: Sequence[int],
         federations: _Federations,
     ) -> SweepLedgers:
-        """Open every ledger the sweep will charge and refuse a sweep that would overrun one."""
+        """Open every ledger the sweep will charge and refuse a sweep that would overrun one.
+
+        ``points[i]`` are the points ``configs[i]`` runs at (a reference's are fewer).
+        """
         ledgers = cls()
         planned: dict[tuple[str | None, str], list[Any]] = {}
         try:
-            for config in configs:
+            for config, config_points in zip(configs, points, strict=True):
                 for seed in seeds:
                     seeded = dataclasses.replace(config, seed=seed)
                     federation = federations.get(seeded)
@@ -361,7 +419,7 @@ class SweepLedgers:
                     if key not in ledgers._ledgers:
                         ledgers._ledgers[key] = open_ledger(seeded, federation)
                     planned.setdefault(key, []).extend(
-                        _planned_point(seeded, point, federation) for point in points
+                        _planned_point(seeded, point, federation) for point in config_points
                     )
             for key, releases in planned.items():
                 check_budget(ledgers._ledgers[key], releases, what=f"this sweep's {len(releases)} points")
@@ -378,7 +436,7 @@ class SweepLedgers:
         """ε per level of all points' charges together (every federation), at ``delta``."""
         charges = [charge for ledger in self._ledgers.values() for charge in ledger.charges]
         total = {level: epsilon_for(compose_releases(charges, level), delta, accountant) for level in LEVELS}
-        return {level: value if math.isfinite(value) else None for level, value in total.items()}
+        return finite_or_none(total)
 
     def states(self) -> list[dict[str, Any]]:
         """Each persisted ledger's federation, spend and budget after the sweep, with its charge count."""
@@ -409,10 +467,10 @@ def write_sweep(result: SweepResult, out_dir: str | Path, command: str = "") -> 
     for row in result.rows:
         values = dataclasses.asdict(row)
         writer.writerow(
-            [row.method, *[row.point[axis] for axis in axes]]
+            [row.method, *[row.point.get(axis, "") for axis in axes]]
             + ["" if values[name] is None else values[name] for name in fields if name != "method"]
         )
-    return _write_atomic(out / SWEEP_JSON, json_text), _write_atomic(out / SWEEP_CSV, buffer.getvalue())
+    return write_atomic(out / SWEEP_JSON, json_text), write_atomic(out / SWEEP_CSV, buffer.getvalue())
 
 
 def machine_description() -> dict[str, Any]:
@@ -424,192 +482,6 @@ def machine_description() -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     }
-
-
-class ReusedVotesTransport(Transport):
-    """A :class:`LocalTransport` whose teachers and clean votes outlive one run.
-
-    Teachers are trained (or kNN indices built) on the first request and kept; clean
-    vote sums Σᵢ vᵢ(x) are computed once per query and cached. Each vote request then
-    adds fresh noise: the sum of the t…N agents' shares N(0, s²) is drawn directly as
-    N(0, responders·s²), which has exactly the distribution of the sum the agents would
-    release. Reputation-weighted votes and the accuracy summary are summed clean by the
-    inner agents each run (the weights follow each run's own noisy summary) and noised
-    here the same way. Simulation only (it holds every agent's clean votes); it counts
-    communication as if every round were sent.
-    """
-
-    def __init__(self, inner: LocalTransport, *, noise_seed: int | None = None) -> None:
-        super().__init__()
-        self._inner = inner
-        self._rng = self._noise_generator(noise_seed)
-        self._trained: TrainingConfig | None = None
-        self._knn_key: tuple[int, int | None, float] | None = None
-        self._ks: np.ndarray | None = None
-        self._clean: dict[int, np.ndarray] = {}  # query index -> clean vote sum (C,)
-        self._accuracies: np.ndarray | None = None
-        self._counts = {"teacher_trainings": 0, "knn_preparations": 0, "clean_votes_computed": 0}
-
-    @staticmethod
-    def _noise_generator(noise_seed: int | None) -> np.random.Generator:
-        entropy = noise_seed if noise_seed is not None else secrets.randbits(128)
-        return np.random.default_rng(np.random.SeedSequence([entropy, 0x5EE9]))
-
-    def reseed(self, noise_seed: int | None) -> None:
-        """Draw the next run's aggregate noise from ``noise_seed``'s stream (None: fresh OS entropy)."""
-        self._rng = self._noise_generator(noise_seed)
-
-    @property
-    def num_agents(self) -> int:
-        """Number of agents N."""
-        return self._inner.num_agents
-
-    def reuse_counts(self) -> dict[str, int]:
-        """How often the expensive steps actually ran (the proof that work was reused)."""
-        return dict(self._counts)
-
-    def train_teachers(self, config: TrainingConfig, progress: Progress = NO_PROGRESS) -> None:
-        """Train the teachers the first time (or when ``config`` changes); else keep them."""
-        if self._trained != config:
-            self._inner.train_teachers(config, progress)
-            self._trained = config
-            self._clean.clear()
-            self._accuracies = None
-            self._counts["teacher_trainings"] += 1
-
-    def prepare_knn(
-        self, extractor: FeatureExtractor, *, k: int | None = None, k_fraction: float = 0.05
-    ) -> np.ndarray:
-        """Build the agents' kNN indices once per extractor and k."""
-        key = (id(extractor), k, k_fraction)
-        if self._ks is None or self._knn_key is None or self._knn_key[1:] != key[1:]:
-            self._ks = self._inner.prepare_knn(extractor, k=k, k_fraction=k_fraction)
-            self._knn_key = key
-            self._clean.clear()
-            self._accuracies = None
-            self._counts["knn_preparations"] += 1
-        return self._ks.copy()
-
-    def vote_sum(self, query_indices: np.ndarray, noise_std: float, min_responders: int) -> VoteSum | None:
-        """Cached clean sums of these queries plus fresh aggregate noise."""
-        return self._noisy_sum(query_indices, noise_std, min_responders)
-
-    def knn_vote_sum(
-        self, query_indices: np.ndarray, noise_std: float, min_responders: int
-    ) -> VoteSum | None:
-        """As :meth:`vote_sum`, for kNN votes (after :meth:`prepare_knn`)."""
-        return self._noisy_sum(query_indices, noise_std, min_responders)
-
-    def clean_vote_histograms(self, query_indices: np.ndarray) -> np.ndarray:
-        """The cached clean vote sums of ``query_indices``, (Q, C) (simulation diagnostic)."""
-        queries = np.asarray(query_indices, dtype=np.int64)
-        missing = [int(q) for q in queries if int(q) not in self._clean]
-        if missing:
-            sums = self._inner.clean_vote_histograms(np.asarray(missing, dtype=np.int64))  # (M, C)
-            self._clean.update(zip(missing, sums, strict=True))
-            self._counts["clean_votes_computed"] += len(missing)
-        return np.stack([self._clean[int(q)] for q in queries])
-
-    def teacher_accuracies(self, test: LabeledData) -> np.ndarray:
-        """Each teacher's test accuracy (N,), computed once."""
-        if self._accuracies is None:
-            self._accuracies = self._inner.teacher_accuracies(test)
-        return self._accuracies.copy()
-
-    def record_counts(self) -> np.ndarray:
-        """Each agent's number of records (gradient methods run afresh through the inner transport)."""
-        return self._inner.record_counts()
-
-    def local_updates(
-        self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
-    ) -> LocalUpdates:
-        """One round of local training; nothing to reuse, so the inner transport runs it."""
-        return self._forward(lambda: self._inner.local_updates(global_params, agent_ids, training))
-
-    # --- Reputation-weighted voting: the teachers are reused; each run fixes the agents'
-    # weights afresh (they depend on its own noisy accuracy summary). The inner agents
-    # compute their clean shares (noise std 0 draws nothing); the aggregate noise of the
-    # responders' shares, N(0, responders·s²), is drawn here from the run's stream.
-
-    def simulate_behaviours(self, behaviours: Sequence[Behaviour]) -> None:
-        """Make agent i behave as ``behaviours[i]``; cached clean votes are dropped (they change)."""
-        self._inner.simulate_behaviours(behaviours)
-        self._clean.clear()
-
-    def accuracy_summary(
-        self, validation: LabeledData, bins: int, noise_std: float, min_responders: int
-    ) -> VoteSum | None:
-        """The agents' clean accuracy bins summed in process, plus fresh aggregate noise; one round."""
-        clean = self._forward(lambda: self._inner.accuracy_summary(validation, bins, 0.0, min_responders))
-        return None if clean is None else self._noised(clean, noise_std)
-
-    def assign_weights(self, validation: LabeledData | None, rule: WeightRule) -> None:
-        """Every agent fixes its own weight from ``rule`` (in the inner transport's agents)."""
-        self._forward(lambda: self._inner.assign_weights(validation, rule))
-
-    def weighted_vote_sum(
-        self, query_indices: np.ndarray, noise_std: float, min_responders: int
-    ) -> VoteSum | None:
-        """The agents' clean weighted votes summed in process, plus fresh aggregate noise; one round."""
-        clean = self._forward(lambda: self._inner.weighted_vote_sum(query_indices, 0.0, min_responders))
-        return None if clean is None else self._noised(clean, noise_std)
-
-    def _noised(self, clean: VoteSum, noise_std: float) -> VoteSum:
-        """``clean`` plus the sum of its responders' noise shares N(0, noise_std²), drawn as one."""
-        sums = clean.sums
-        if noise_std > 0:
-            sums = sums + self._rng.normal(0.0, noise_std * np.sqrt(clean.responders), size=sums.shape)
-        return VoteSum(sums=sums, responders=clean.responders)
-
-    def _forward(self, action: Callable[[], _T]) -> _T:
-        """Run ``action`` on the inner transport and count its communication as this one's."""
-        before = self._inner.communication.as_dict()
-        result = action()
-        after = self._inner.communication.as_dict()
-        self.communication.upload_floats += after["upload_floats"] - before["upload_floats"]
-        self.communication.download_floats += after["download_floats"] - before["download_floats"]
-        self.communication.rounds += after["rounds"] - before["rounds"]
-        return result
-
-    def confident_labels(
-        self,
-        query_indices: np.ndarray,
-        *,
-        threshold: float,
-        threshold_noise_std: float,
-        noise_std: float,
-        min_responders: int,
-    ) -> ReleasedLabels | None:
-        """Confident-GNMax on the cached clean sums, two fresh aggregate noise draws; one round.
-
-        Counts what :meth:`LocalTransport.confident_labels` sends: two (Q, C) copies up.
-        """
-        responders = self.num_agents  # in-process every agent responds
-        q = query_indices.shape[0]
-        self.communication.download_floats += self.num_agents * q
-        self.communication.upload_floats += responders * 2 * q * self._inner.num_classes
-        self.communication.rounds += 1
-        if responders < min_responders:
-            return None
-        clean = self.clean_vote_histograms(query_indices)  # (Q, C)
-        scale = np.sqrt(responders)
-        check = clean + self._rng.normal(0.0, threshold_noise_std * scale, size=clean.shape)
-        argmax = clean + self._rng.normal(0.0, noise_std * scale, size=clean.shape)
-        answered, labels = confident_gnmax_step(check, argmax, threshold)
-        return ReleasedLabels(answered=answered, labels=labels, responders=responders)
-
-    def _noisy_sum(self, query_indices: np.ndarray, noise_std: float, min_responders: int) -> VoteSum | None:
-        responders = self.num_agents  # in-process every agent responds
-        num_classes = self._inner.num_classes
-        self.communication.download_floats += self.num_agents * query_indices.shape[0]
-        self.communication.upload_floats += responders * query_indices.shape[0] * num_classes
-        self.communication.rounds += 1
-        if responders < min_responders:
-            return None
-        sums = self.clean_vote_histograms(query_indices)  # (Q, C)
-        if noise_std > 0:
-            sums = sums + self._rng.normal(0.0, noise_std * np.sqrt(responders), size=sums.shape)
-        return VoteSum(sums=sums, responders=responders)
 
 
 def _planned_point(config: RunConfig, point: dict[str, float | int], federation: Federation) -> LevelEvents:
@@ -628,16 +500,5 @@ def _planned_point(config: RunConfig, point: dict[str, float | int], federation:
 
 
 def _describe(point: dict[str, float | int]) -> str:
-    return ", ".join(f"{name}={value:g}" for name, value in point.items())
-
-
-def _write_atomic(target: Path, text: str) -> Path:
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}-", suffix=target.suffix)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    """``"epsilon=1, queries=40"``; a reference run at no grid axis is ``"its one run (reference)"``."""
+    return ", ".join(f"{name}={value:g}" for name, value in point.items()) or "its one run (reference)"

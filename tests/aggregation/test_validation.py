@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fedvote.agents.agent import Agent
+from fedvote.agents.agent import Agent, VoteOutput
 from fedvote.aggregation.validation import validate_vote
 from fedvote.cli import main
 from fedvote.errors import VoteRejected
@@ -57,22 +57,22 @@ def test_agents_validate_every_vote_before_adding_noise(small_federation):
         seed=0,
     )
     good = np.eye(10)[[1, 2]]
-    assert agent.add_noise_share(good, 1.0, one_hot=True).shape == (2, 10)
+    assert agent.release(good, 1.0, VoteOutput(one_hot=True)).shape == (2, 10)
     with pytest.raises(VoteRejected, match=r"^agent 3: vote row 0 sums to 2 > bound 1$"):
-        agent.add_noise_share(2 * good, 1.0)
+        agent.release(2 * good, 1.0, VoteOutput())
     with pytest.raises(VoteRejected, match=r"^agent 3: vote has shape \(2, 10\), expected \(5, 10\)$"):
-        agent.add_noise_share(good, 1.0, num_queries=5)
+        agent.release(good, 1.0, VoteOutput(num_queries=5))
 
 
 def test_the_cli_prints_one_line_naming_the_agent(monkeypatch, capsys):
-    honest = Agent.add_noise_share
+    honest = Agent.release
 
-    def inflated(self, votes, noise_std, **options):  # agent 7 casts 1.5 votes per query
+    def inflated(self, values, noise_std, expected):  # agent 7 casts 1.5 votes per query
         if self.agent_id == 7:
-            votes = 1.5 * np.asarray(votes)
-        return honest(self, votes, noise_std, **options)
+            values = 1.5 * np.asarray(values)
+        return honest(self, values, noise_std, expected)
 
-    monkeypatch.setattr(Agent, "add_noise_share", inflated)
+    monkeypatch.setattr(Agent, "release", inflated)
     with pytest.raises(SystemExit) as exit_info:
         main(["run", "--agents", "10", "--queries", "10", "--epochs", "1", "--teacher-model", "logistic",
               "--student-model", "logistic", "--sigma", "5", "--noise-seed", "1"])

@@ -5,6 +5,7 @@ import pytest
 from dp_accounting import dp_event, pld
 from dp_accounting.privacy_accountant import NeighboringRelation
 
+from fedvote.agents.local_updates import local_update
 from fedvote.aggregation import secure_sum as secure_sum_module
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.errors import ConfigError
@@ -171,7 +172,7 @@ def test_secure_update_sum_is_the_sum_of_every_agents_release(small_federation):
     )
     twin = LocalTransport(small_federation, seed=0, noise_seed=3)
     releases = [
-        agent.local_update(theta, training).astype(np.float64) if i in chosen else agent.noise_share((d,), training.noise_std)
+        local_update(agent, theta, training).astype(np.float64) if i in chosen else agent.noise_share((d,), training.noise_std)
         for i, agent in enumerate(twin._agents)
     ]
     np.testing.assert_allclose(total, np.sum(releases, axis=0), rtol=0, atol=n * 2.0**-24)

@@ -114,21 +114,22 @@ def test_accounting_matches_dp_accounting_and_result_keys(small_federation):
     assert (details["batch_sampling_rate"], details["noise_multiplier"], details["local_steps"]) == (
         q_b, z, rounds * steps
     )
-    assert "instance_adjacency_of_epsilon" not in details  # the run's instance level is replace-one
+    assert method.instance_adjacency is None  # the run's instance level is replace-one
     assert transport.communication.rounds == rounds
 
 
 def test_dp_fedsgd_calibrates_the_replace_one_instance_epsilon():
     """--epsilon targets the replace-one ε: the calibrated z meets it (and is larger than the z
     an add/remove calibration would pick)."""
-    from fedvote.runner import method_for
+    from fedvote.data.federation import PublicMetadata
+    from fedvote.runner import plan
 
     config = RunConfig(
         method="dp-fedsgd",
         privacy=PrivacyConfig(epsilon=4.0, delta=1e-3),
         options={"rounds": 20, "batch_sampling_rate": 0.25},
     )
-    method = method_for(config, pool_size=10, num_agents=5, agent_records=None)
+    method = plan(config, PublicMetadata(pool_size=10, num_agents=5, num_classes=10, example_shape=(64,)))
     reached = _replace_one_reference(0.25, method.sigma, 20, 1e-3)
     assert 3.95 <= reached <= 4.0 + 1e-6
     add_remove = pld.PLDAccountant().compose(

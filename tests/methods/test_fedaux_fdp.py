@@ -7,6 +7,7 @@ import pytest
 from dp_accounting import dp_event
 
 from fedvote.agents.agent import Agent
+from fedvote.agents.private_heads import private_heads
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.data.federation import LabeledData
 from fedvote.data.partition import PartitionSpec, partition_indices
@@ -126,9 +127,9 @@ def class_head_noise(method: FedAuxFdp, n: int, classes: int, draws: int) -> np.
     agent = Agent(agent_id=0, data=data, public_features=public, num_classes=classes,
                   noise_rng=np.random.default_rng(2), seed=0)
     lam = method.options.lambda_
-    clean = agent.private_heads(features, HeadRequest(lam, classes, None, None)).class_head
+    clean = private_heads(agent, features, HeadRequest(lam, classes, None, None)).class_head
     request = method.head_request(classes, np.arange(5))
-    return np.stack([agent.private_heads(features, request).class_head - clean for _ in range(draws)])
+    return np.stack([private_heads(agent, features, request).class_head - clean for _ in range(draws)])
 
 
 def assert_noise_std(noise: np.ndarray, expected: float) -> None:
@@ -194,9 +195,13 @@ def test_end_to_end_on_digits_reports_the_papers_composition_and_pld_beside_it()
     assert reported["used"] == pytest.approx(2 * math.sqrt(2) / (0.1 * n_min)) == reported["tight"]
     assert reported["paper"] == pytest.approx(2 * math.sqrt(10) / (0.1 * n_min))
     assert instance.sensitivity == pytest.approx(reported["used"])  # the ledger charged the Δ used
-    assert instance.epsilon_pld is not None and instance.epsilon_pld <= instance.epsilon
+    pld = result.privacy.statement("pld accountant, the same releases")
+    assert pld is not None and pld.epsilon is not None and pld.epsilon <= instance.epsilon
+    stated = [e for e in result.privacy.statements if e.headline]
+    assert [e.epsilon for e in stated] == [instance.epsilon] and stated[0].level == "instance"
     assert result.privacy.agent.epsilon is not None and math.isfinite(result.privacy.agent.epsilon)
-    assert result.to_dict()["privacy"]["instance"]["epsilon_pld"] == instance.epsilon_pld
+    written = {e["name"]: e for e in result.to_dict()["privacy"]["statements"]}
+    assert written["pld accountant, the same releases"]["epsilon"] == pld.epsilon
     assert result.communication["rounds"] == 1
     assert result.details["fedaux"]["distillation_size"] > result.details["fedaux"]["pretraining_size"]
 
@@ -209,7 +214,8 @@ def test_end_to_end_without_class_noise_learns_and_is_reported_not_private():
     assert plus_f.privacy.instance.epsilon is None and plus_f.accuracy > 0.5
     fedavg = run(small_config("fedavg-p", epsilon_classes=0.6))
     assert fedavg.privacy.instance.epsilon == pytest.approx(0.6)
-    assert fedavg.privacy.instance.epsilon_pld == pytest.approx(0.6, rel=1e-3)  # one head: the same
+    pld = fedavg.privacy.statement("pld accountant, the same releases")
+    assert pld is not None and pld.epsilon == pytest.approx(0.6, rel=1e-3)  # one head: the same
 
 
 def test_dirichlet_balanced_split_gives_every_agent_records_at_alpha_0_01():

@@ -17,12 +17,13 @@ from fedvote.privacy.events import confident_gnmax_events, pate_fl_events
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.runner import run
 from fedvote.transport.base import ReleasedLabels, Transport, VoteSum
+from fedvote.transport.capabilities import LabelRelease, TeacherVotes
 from fedvote.transport.local import LocalTransport
 
 FAST = TrainingConfig(model="logistic", epochs=15, learning_rate=0.05)
 
 
-class OracleTransport(Transport):
+class OracleTransport(Transport, TeacherVotes):
     """Agents that vote with fixed labels; records every call the method makes."""
 
     def __init__(self, labels, num_agents=5, num_classes=10, responders=None):
@@ -37,6 +38,9 @@ class OracleTransport(Transport):
     def num_agents(self):
         return self._n
 
+    def record_counts(self):
+        return np.full(self._n, 100)
+
     def train_teachers(self, config, progress=None):
         self.calls.append("train")
 
@@ -45,9 +49,6 @@ class OracleTransport(Transport):
         if self._responders < min_responders:
             return None
         return VoteSum(self._responders * one_hot_votes(self._labels[query_indices], self._c), self._responders)
-
-    def teacher_accuracies(self, test):
-        return np.ones(self._n)
 
 
 def make_method(sigma=0.0, queries=40, t=5, **kwargs):
@@ -139,7 +140,7 @@ def test_end_to_end_run_reports_both_levels_and_learns():
 # --- label release: Confident-GNMax (Papernot et al. 2018, Algorithm 1) ---------------------
 
 
-class LabelOracleTransport(OracleTransport):
+class LabelOracleTransport(OracleTransport, LabelRelease):
     """Oracle teachers behind an aggregator that lets out only pass bits and labels.
 
     ``vote_sum`` refuses: a label-release run must never receive a noisy sum.

@@ -24,7 +24,7 @@ from fedvote.models.zoo import build_model
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.fdp import prifedsync_mu
 from fedvote.privacy.ledger import PrivacyLedger
-from fedvote.runner import make_federation, run
+from fedvote.runner import make_federation, prepare_public, run
 from fedvote.transport.local import LocalTransport
 
 SIZES = (64, 16, 10)
@@ -132,22 +132,37 @@ def test_registered_options_and_refusals():
         PriFedSyncOptions(validation_size=0)
 
 
-def test_record_privacy_is_the_proven_bound_with_the_clt_beside_it():
+def _by_name(statements):
+    return {entry.name if hasattr(entry, "name") else entry["name"]: entry for entry in statements}
+
+
+WEAK_AND_STRONG = "weak and strong federated DP (configured rounds)"
+CLT_WEAK = "Theorem 2 (CLT), weak federated f-DP"
+CLT_STRONG = "Theorem 2 (CLT), strong federated f-DP"
+
+
+def test_record_statements_are_the_proven_bound_with_the_clt_beside_it():
     method = PriFedSync(sigma=2.0, batch_size=16, local_steps=38, rounds=194, delta=1e-5)
-    record = method.record_privacy(194, np.full(100, 600))
+    stated = _by_name(method.record_statements(194, np.full(100, 600)))
     proven = epsilon_for(method.with_agent_records(np.full(100, 600)).planned_events().instance, 1e-5)
-    assert record["weak"]["epsilon"] == record["strong"]["epsilon"] == pytest.approx(proven, rel=1e-12)
-    clt = record["clt"]
+    bound = stated[WEAK_AND_STRONG]
+    assert bound.kind == "bound" and bound.epsilon == pytest.approx(proven, rel=1e-12) and bound.mu is None
+    assert not any(entry.kind == "ex post" for entry in stated.values())  # every configured round ran
     # the paper's σ = 1 is our σ = 2 (the same std 2C): Table 1, p = 0.5, σ = 1 gives μ = 3.92
-    assert clt["paper_sigma"] == 1.0 and round(clt["weak"]["mu"], 2) == 3.92
-    assert clt["strong"]["mu"] == pytest.approx(math.sqrt(99) * clt["weak"]["mu"])
+    weak, strong = stated[CLT_WEAK], stated[CLT_STRONG]
+    assert weak.kind == strong.kind == "approximation" and round(weak.mu, 2) == 3.92
+    assert "asymptotic (CLT), not a bound" in weak.source
+    assert strong.mu == pytest.approx(math.sqrt(99) * weak.mu)
+    assert method.record_mechanism(194, np.full(100, 600))["paper_sigma"] == 1.0
     # the smallest client sets the bound
-    uneven = method.record_privacy(10, np.array([600, 300, 900]))
-    assert uneven["min_client_records"] == 300 and uneven["batch_rate"] == 16 / 300
-    assert uneven["clt"]["weak"]["mu"] == pytest.approx(prifedsync_mu(1.0, 16, 300, 38, 194))
-    assert uneven["ex_post"]["rounds"] == 10 and uneven["ex_post"]["epsilon"] < uneven["weak"]["epsilon"]
-    silent = PriFedSync(sigma=0.0).record_privacy(3, np.full(4, 50))
-    assert silent["weak"]["epsilon"] is None and silent["clt"]["weak"]["mu"] is None
+    uneven = _by_name(method.record_statements(10, np.array([600, 300, 900])))
+    mechanism = method.record_mechanism(10, np.array([600, 300, 900]))
+    assert mechanism["min_client_records"] == 300 and mechanism["batch_rate"] == 16 / 300
+    assert uneven[CLT_WEAK].mu == pytest.approx(prifedsync_mu(1.0, 16, 300, 38, 194))
+    ex_post = uneven["ε of the 10 rounds run"]
+    assert ex_post.kind == "ex post" and ex_post.epsilon < uneven[WEAK_AND_STRONG].epsilon
+    silent = _by_name(PriFedSync(sigma=0.0).record_statements(3, np.full(4, 50)))
+    assert silent[WEAK_AND_STRONG].epsilon is None and silent[CLT_WEAK].mu is None
 
 
 def test_planned_events_are_replace_one_poisson_dp_sgd_of_the_smallest_client():
@@ -179,12 +194,13 @@ def _digits_config(**options):
 
 def test_end_to_end_on_digits():
     result = run(_digits_config()).to_dict()
-    record = result["privacy"]["record"]
+    stated = _by_name(result["privacy"]["statements"])
     headline = result["privacy"]["instance"]["epsilon"]
-    assert headline == pytest.approx(record["weak"]["epsilon"], rel=1e-9)
+    assert headline == pytest.approx(stated[WEAK_AND_STRONG]["epsilon"], rel=1e-9)
     assert result["privacy"]["agent"]["epsilon"] is None
     n_min = min(result["agent_records"])
-    assert record["clt"]["weak"]["mu"] == pytest.approx(prifedsync_mu(0.8, 8, n_min, 8, 12))
+    assert stated[CLT_WEAK]["mu"] == pytest.approx(prifedsync_mu(0.8, 8, n_min, 8, 12))
+    assert stated[CLT_WEAK]["kind"] == "approximation" and not stated[CLT_WEAK]["headline"]
     history = result["accuracy_history"]
     assert len(history) == 12 and result["rounds"] == 12
     assert set(history[0]) == {"round", "sampled", "global"}  # nothing private beside the public accuracy
@@ -199,19 +215,20 @@ def test_prifedsync_clt_mu_is_labelled_asymptotic_and_never_charged():
     """The CLT is the paper's figure only: labelled, and neither headline, nor target, nor ledger charge."""
     config = _digits_config()
     federation = make_federation(config)
-    federation = PriFedSync.prepare_federation(config, federation)
+    federation = prepare_public(config, federation)
     method = PriFedSync.from_config(config, sigma=1.6, queries=1, min_responders=1)
-    method = method.with_agent_records(federation.agent_sizes())
+    method = method.with_public(federation.public_metadata())
     ledger = PrivacyLedger()
     outcome = method.run(federation.server_data(), LocalTransport(federation, seed=0, noise_seed=0), ledger)
-    record = outcome.details["privacy_record"]
-    assert "asymptotic (CLT), not a bound" in record["clt"]["note"]
-    assert record["weak"]["mu"] is None and record["strong"]["mu"] is None  # no GDP μ is claimed as proven
+    stated = _by_name(outcome.statements)
+    assert "asymptotic (CLT), not a bound" in stated[CLT_WEAK].source
+    assert stated[WEAK_AND_STRONG].mu is None  # no GDP μ is claimed as proven
+    assert not any(entry.headline for entry in outcome.statements)
     # one charge, the whole proven plan; no Gaussian(1/μ_CLT) anywhere
     assert ledger.charges == (method.planned_events(),)
     charged = epsilon_for(ledger.event("instance"), config.privacy.delta)
-    assert charged == pytest.approx(record["weak"]["epsilon"], rel=1e-9)
-    assert charged != pytest.approx(record["clt"]["weak"]["epsilon"], rel=0.05)
+    assert charged == pytest.approx(stated[WEAK_AND_STRONG].epsilon, rel=1e-9)
+    assert charged != pytest.approx(stated[CLT_WEAK].epsilon, rel=0.05)
     # --epsilon calibrates σ to the proven bound, not to the CLT
     calibrated = dataclasses.replace(config, privacy=PrivacyConfig(epsilon=3.0, delta=1e-3, noise_seed=0))
     calibrated = dataclasses.replace(calibrated, options={**calibrated.options, "rounds": 2})
@@ -219,7 +236,7 @@ def test_prifedsync_clt_mu_is_labelled_asymptotic_and_never_charged():
     assert result["privacy"]["calibrated_level"] == "instance"
     assert result["privacy"]["instance"]["epsilon"] == pytest.approx(3.0, rel=0.01)
     assert result["privacy"]["instance"]["epsilon"] <= 3.0
-    clt_epsilon = result["privacy"]["record"]["clt"]["weak"]["epsilon"]
+    clt_epsilon = _by_name(result["privacy"]["statements"])[CLT_WEAK]["epsilon"]
     assert clt_epsilon != pytest.approx(3.0, rel=0.05)
 
 
@@ -233,10 +250,11 @@ def test_target_accuracy_runs_report_the_epsilon_of_the_configured_rounds():
     assert stopped["rounds"] < 12
     assert stopped["privacy"]["instance"]["epsilon"] == pytest.approx(full["privacy"]["instance"]["epsilon"], rel=1e-9)
     assert stopped["round_reached"] == first == stopped["rounds"]
-    record = stopped["privacy"]["record"]
-    assert record["rounds"] == 12 and record["rounds_run"] == first
-    assert record["ex_post"]["rounds"] == first and "ex post, not a guarantee" in record["ex_post"]["note"]
-    assert record["ex_post"]["epsilon"] < stopped["privacy"]["instance"]["epsilon"]
+    mechanism = stopped["privacy_mechanism"]
+    assert mechanism["rounds"] == 12 and mechanism["rounds_run"] == first
+    ex_post = _by_name(stopped["privacy"]["statements"])[f"ε of the {first} rounds run"]
+    assert ex_post["kind"] == "ex post" and "ex post, not a guarantee" in ex_post["source"]
+    assert ex_post["epsilon"] < stopped["privacy"]["instance"]["epsilon"]
 
 
 def _never_sampled_client(seed, clients, rate, rounds):

@@ -5,20 +5,20 @@ import pytest
 from sklearn.neighbors import NearestNeighbors
 
 from fedvote.aggregation.knn import KnnIndex, knn_votes, knn_votes_by_agent, resolve_k
-from fedvote.analysis import collect_analysis, with_data_dependent_epsilon
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.methods.pate_fl import PateFL
-from fedvote.methods.private_knn_fl import KnnOptions, PrivateKnnFL
+from fedvote.methods.private_knn_fl import PAPER_STATEMENT, KnnOptions, PrivateKnnFL
 from fedvote.models.features import fit_feature_extractor
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import pate_fl_events, private_knn_fl_events
 from fedvote.privacy.ledger import PrivacyLedger
-from fedvote.runner import privacy_report, run
+from fedvote.runner import privacy_report, run, with_statements
 from fedvote.transport.base import Transport, VoteSum
+from fedvote.transport.capabilities import KnnVotes
 from fedvote.transport.local import LocalTransport
 
 FAST = TrainingConfig(model="logistic", epochs=15, learning_rate=0.05)
@@ -190,8 +190,8 @@ def test_votes_need_prepare_knn(uneven):
 # --- the method --------------------------------------------------------------------------------
 
 
-class OracleKnnTransport(Transport):
-    """Agents whose kNN votes are the true labels; records every call."""
+class OracleKnnTransport(Transport, KnnVotes):
+    """Agents whose kNN votes are the true labels (kNN votes only: no teachers); records every call."""
 
     def __init__(self, labels, ks=(4, 4, 4), num_classes=3, responders=None):
         super().__init__()
@@ -203,11 +203,8 @@ class OracleKnnTransport(Transport):
     def num_agents(self):
         return len(self._ks)
 
-    def train_teachers(self, config, progress=None):
-        raise AssertionError("Private-kNN-FL trains no teachers")
-
-    def vote_sum(self, query_indices, noise_std, min_responders):
-        raise AssertionError("Private-kNN-FL asks for kNN votes")
+    def record_counts(self):
+        return np.full(self.num_agents, 100)
 
     def prepare_knn(self, extractor, *, k=None, k_fraction=0.05):
         self.calls.append(("prepare", extractor, k, k_fraction))
@@ -219,9 +216,6 @@ class OracleKnnTransport(Transport):
             return None
         votes = np.eye(self._c)[self._labels[query_indices]] * self._responders
         return VoteSum(votes, self._responders)
-
-    def teacher_accuracies(self, test):
-        return np.ones(self.num_agents)
 
 
 def make_method(sigma=0.0, queries=40, t=3, **kwargs):
@@ -286,18 +280,22 @@ def test_the_papers_instance_epsilon_is_reported_beside_the_tight_one(uneven, k)
     config = RunConfig(method="private-knn-fl", privacy=PrivacyConfig(sigma=4.0, delta=1e-4))
     ledger = PrivacyLedger()
     transport = OracleKnnTransport(uneven.public.labels, ks=(k, k + 2, k + 5))
-    outcome = make_method(sigma=4.0, queries=30, query_batch_size=15).run(uneven.server_data(), transport, ledger)
-    privacy = privacy_report(config, ledger, instance_bound=outcome.details["bound"])
-    analysis = collect_analysis(uneven, transport, outcome, None)
-    reported = with_data_dependent_epsilon(privacy, ledger, analysis, 4.0).instance
+    method = make_method(sigma=4.0, queries=30, query_batch_size=15, delta=1e-4)
+    outcome = method.run(uneven.server_data(), transport, ledger)
+    privacy = with_statements(
+        privacy_report(config, ledger, instance_bound=method.instance_bound), outcome.statements
+    )
+    reported = privacy.instance
+    stated = privacy.statement(PAPER_STATEMENT)
     paper = epsilon_for(private_knn_fl_events(4.0, 30, k, "paper").instance, 1e-4, "pld")
-    assert reported.epsilon_paper_bound == pytest.approx(paper, rel=1e-12)
+    assert stated is not None and stated.kind == "bound" and not stated.headline
+    assert stated.epsilon == pytest.approx(paper, rel=1e-12) and stated.delta == 1e-4
     assert reported.epsilon == pytest.approx(epsilon_for(private_knn_fl_events(4.0, 30, k).instance, 1e-4, "pld"))
     if k == 1:  # √(2/1) = √2/1: the two figures are one
-        assert reported.epsilon_paper_bound == pytest.approx(reported.epsilon, rel=1e-12)
+        assert stated.epsilon == pytest.approx(reported.epsilon, rel=1e-12)
     else:
-        assert reported.epsilon_paper_bound > reported.epsilon
-    assert privacy.agent.epsilon_paper_bound is None  # the paper's bound is an instance-level statement
+        assert stated.epsilon > reported.epsilon
+    assert all(entry.level == "instance" for entry in privacy.statements)  # an instance-level statement
 
 
 def test_planned_k_min():
@@ -400,10 +398,11 @@ def test_end_to_end_on_digits_learns_and_reports_the_bound():
     assert result.privacy.instance.sensitivity == pytest.approx(math.sqrt(2) / 6)
     assert result.privacy.instance.epsilon < result.privacy.agent.epsilon
     # the paper's √(2/6) beside it, from the same 100 releases
-    assert result.to_dict()["privacy"]["instance"]["epsilon_paper_bound"] == pytest.approx(
+    (stated,) = [e for e in result.to_dict()["privacy"]["statements"] if e["name"] == PAPER_STATEMENT]
+    assert stated["epsilon"] == pytest.approx(
         epsilon_for(private_knn_fl_events(3.0, 100, 6, "paper").instance, 1e-4), rel=1e-9
     )
-    assert result.privacy.instance.epsilon_paper_bound > result.privacy.instance.epsilon
+    assert stated["epsilon"] > result.privacy.instance.epsilon and stated["level"] == "instance"
     assert result.diagnostics["teacher_accuracy"] > 0.7  # the agents' noiseless kNN classifiers
     assert result.label_accuracy > 0.5 and result.accuracy > 0.5  # chance is 0.1
     paper = run(_digits_config(3.0, bound="paper"))

@@ -7,6 +7,7 @@ import pytest
 
 from fedvote.agents.agent import Agent
 from fedvote.agents.behaviour import Behaviour, assign_behaviours
+from fedvote.agents.weighted_votes import WeightedVoter, noisy_accuracy_bin
 from fedvote.aggregation.voting import WeightRule
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.data.federation import LabeledData
@@ -114,22 +115,24 @@ def test_agent_weights_its_votes_locally(small_federation):
     validation = LabeledData(small_federation.public.features[:60], small_federation.public.labels[:60])
     adversary = make_agent(small_federation, Behaviour("adversarial", target_class=0))
     histogram = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 5.0, 3.0])
-    adversary.set_weight(validation, WeightRule("zscore", 0.1, 3.0, histogram=histogram))
+    voter = WeightedVoter.from_rule(adversary, validation, WeightRule("zscore", 0.1, 3.0, histogram=histogram))
     queries = np.arange(20)
-    votes = adversary.weighted_noisy_votes(queries, 0.0)  # (Q, C), no noise
+    votes = voter.noisy_votes(queries, 0.0)  # (Q, C), no noise
     assert np.allclose(votes.sum(axis=1), 0.1)  # an always-wrong agent earns w_min
     assert np.all(np.argmax(votes, axis=1) != small_federation.public.labels[queries])
     honest = make_agent(small_federation)
-    honest.set_weight(validation, WeightRule("accuracy", 0.1, 3.0))
-    weight = honest.weighted_noisy_votes(queries, 0.0).sum(axis=1)
+    weighted = WeightedVoter.from_rule(honest, validation, WeightRule("accuracy", 0.1, 3.0))
+    weight = weighted.noisy_votes(queries, 0.0).sum(axis=1)
     assert 1.5 < weight[0] <= 3.0 and np.allclose(weight, weight[0])
-    share = honest.noisy_accuracy_bin(validation, 10, 0.0)
+    share = noisy_accuracy_bin(honest, validation, 10, 0.0)
     assert share.sum() == 1.0 and share.max() == 1.0
 
 
-def test_weighted_votes_need_a_weight_first(small_federation):
-    with pytest.raises(RuntimeError, match="set_weight"):
-        make_agent(small_federation).weighted_noisy_votes(np.arange(3), 1.0)
+def test_weighted_votes_need_weights_first(small_federation):
+    transport = LocalTransport(small_federation, seed=0, noise_seed=0)
+    transport.train_teachers(FAST)
+    with pytest.raises(RuntimeError, match="assign_weights"):
+        transport.weighted_vote_sum(np.arange(3), 1.0, 1)
 
 
 def test_batched_and_looped_transports_agree(small_federation):

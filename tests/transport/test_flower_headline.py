@@ -69,8 +69,11 @@ def in_process_flower(config: RunConfig):
     federation = make_federation(config)
 
     class InProcessFlower(LocalTransport):
+        stated_privacy = flower_module.FlowerTransport.stated_privacy  # the deployment's own account
+
         def __init__(self, grid, context, *, clip_sigmas, **kwargs):
             super().__init__(federation, seed=config.seed, noise_seed=config.privacy.noise_seed)
+            self._num_classes = federation.num_classes
             self.clip_sigmas = clip_sigmas
             self.rounds: list[RoundRecord] = []
             self.secagg = None

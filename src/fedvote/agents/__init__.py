@@ -1,5 +1,5 @@
-"""The agent: private data, a local teacher, and a public surface of noisy votes only."""
+"""The agent: private data, a teacher, and one audited exit; skill code in one module per skill."""
 
-from fedvote.agents.agent import Agent
+from fedvote.agents.agent import Agent, ArrayOutput, VoteOutput
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "ArrayOutput", "VoteOutput"]

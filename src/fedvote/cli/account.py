@@ -26,6 +26,7 @@ from fedvote.privacy.events import (
     pate_fl_events,
     private_knn_fl_events,
 )
+from fedvote.results import finite_or_none
 
 _ACCOUNTANT = click.option(
     "--accountant", type=click.Choice(ACCOUNTANTS), default="pld", show_default=True,
@@ -54,14 +55,9 @@ def _check_count(name: str, value: int) -> None:
         raise ConfigError(name, f"must be >= 0, got {value}")
 
 
-def _json_number(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
 def _emit(payload: dict[str, Any], as_json: bool, text: str) -> None:
     if as_json:
-        cleaned = {k: _json_number(v) if isinstance(v, float) else v for k, v in payload.items()}
-        click.echo(json.dumps(cleaned))
+        click.echo(json.dumps(finite_or_none(payload)))
     else:
         click.echo(text)
 

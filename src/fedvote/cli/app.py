@@ -24,7 +24,7 @@ from fedvote.cli.run_options import run_config_options
 from fedvote.cli.sweep import sweep
 from fedvote.config import RunConfig, load_run_config
 from fedvote.errors import ConfigError, VoteRejected
-from fedvote.results import DIAGNOSTIC_NOTE, RunResult, write_result
+from fedvote.results import DIAGNOSTIC_NOTE, PrivacyStatement, RunResult, write_result
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -106,23 +106,16 @@ def diagnostic_lines(diagnostics: dict[str, Any]) -> list[str]:
     return lines
 
 
-def record_lines(record: dict[str, Any] | None) -> list[str]:
-    """PriFedSync's figures beside the headline: ε of the rounds run (ex post), Theorem 2's CLT."""
-    if record is None:
-        return []
+def statement_lines(statements: tuple[PrivacyStatement, ...]) -> list[str]:
+    """A method's privacy statements beside the headlines, each saying what it is and where it comes from."""
     lines = []
-    ex_post = record.get("ex_post") or {}
-    if ex_post.get("epsilon") is not None and ex_post.get("rounds") != record.get("rounds"):
-        lines.append(
-            f"  {'ε after ' + str(ex_post['rounds']) + ' rounds':<22}{ex_post['epsilon']:.4f} "
-            f"({ex_post['note']}; the headline covers all {record['rounds']} configured rounds)"
-        )
-    clt = (record.get("clt") or {}).get("weak") or {}
-    if clt.get("mu") is not None:
-        lines.append(
-            f"  {'Theorem 2 (CLT)':<22}μ = {clt['mu']:.3f} (ε = {clt['epsilon']:.3f}): "
-            f"{record['clt']['note']}"
-        )
+    for statement in statements:
+        figure = "unbounded" if statement.epsilon is None else f"ε = {statement.epsilon:.4f}"
+        if statement.mu is not None:
+            figure = f"μ = {statement.mu:.3f} ({figure})"
+        kind = "headline, " if statement.headline else ""
+        lines.append(f"  {statement.name} [{statement.level} level, {kind}{statement.kind}]: {figure}")
+        lines.append(f"      {statement.source}")
     return lines
 
 
@@ -151,7 +144,7 @@ def summary(result: RunResult) -> str:
             )
     else:
         lines.append("  NOT PRIVATE: no noise protects the releases; ε is unbounded (reported as null)")
-    lines.extend(record_lines(privacy.record))
+    lines.extend(statement_lines(privacy.statements))
     lines.extend(diagnostic_lines(result.diagnostics))
     comm = result.communication
     lines.append(

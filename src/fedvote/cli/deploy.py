@@ -357,13 +357,14 @@ def deployment_summary(result: dict[str, Any]) -> str:
 def _write_flwr_files(home: Path, connection: dict[str, Any], overrides: dict[str, Any]) -> Path:
     """The Flower App project, the run-config overrides and the SuperLink connection in ``home``."""
     from fedvote.flower.app import write_app_project
+    from fedvote.results import write_atomic
 
     app_dir = home / "app"
     write_app_project(app_dir)
-    (home / "run-config.toml").write_text("".join(f"{k} = {_toml(v)}\n" for k, v in overrides.items()))
+    write_atomic(home / "run-config.toml", "".join(f"{k} = {_toml(v)}\n" for k, v in overrides.items()))
     lines = ["[superlink]", f'default = "{CONNECTION}"', "", f"[superlink.{CONNECTION}]"]
     lines += [f"{k} = {_toml(v)}" for k, v in connection.items()]
-    (home / "config.toml").write_text("\n".join(lines) + "\n")
+    write_atomic(home / "config.toml", "\n".join(lines) + "\n")
     return app_dir
 
 

@@ -30,7 +30,8 @@ from fedvote.methods.pate_fl import PateFL
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import LEVELS, pate_fl_events
 from fedvote.privacy.ledger import PersistentLedger, PrivacyBudgetExceeded, PrivacyLedger
-from fedvote.transport.base import Transport
+from fedvote.results import finite_or_none
+from fedvote.transport.capabilities import TeacherVotes
 
 # Flags that may accompany --config: they change how answers are charged, not the federation.
 _CONFIG_OVERRIDES = frozenset({"sigma", "epsilon", "ledger", "budget_epsilon", "secure_sum", "noise_seed"})
@@ -63,7 +64,8 @@ def label(
     Example: fedvote label --agents 20 --epsilon 4 --queries queries.npy
     """
     from fedvote.progress import RichProgress
-    from fedvote.runner import make_federation, make_method, open_ledger
+    from fedvote.runner import check_budget, make_federation, open_ledger, plan
+    from fedvote.transport.capabilities import check_capabilities
     from fedvote.transport.local import LocalTransport
 
     (flags_config,) = configs
@@ -79,7 +81,7 @@ def label(
     asked = dataclasses.replace(
         federation, public=LabeledData(features=queries, labels=np.full(count, -1, dtype=np.int64))
     )
-    method = make_method(dataclasses.replace(config, queries=count), asked)
+    method = plan(dataclasses.replace(config, queries=count), asked.public_metadata())
     assert isinstance(method, PateFL)
     sigma, min_responders = float(method.sigma), method.min_responders
     privacy = config.privacy
@@ -93,15 +95,15 @@ def label(
                 f"{config.federation.dataset}, "
                 f"σ = {sigma:.4g}; each answer charged at δ = {privacy.delta:g} [{privacy.accountant}]"
             )
+        transport = LocalTransport(
+            asked, seed=config.seed, noise_seed=privacy.noise_seed, secure_sum=privacy.secure_sum
+        )
+        check_capabilities(method, transport)
         try:
-            if isinstance(ledger, PersistentLedger):
-                ledger.check(pate_fl_events(sigma, 1))  # no training when not one answer fits
+            check_budget(ledger, [pate_fl_events(sigma, 1)])  # no training when not one answer fits
         except PrivacyBudgetExceeded as error:
             stopped = error.detail
         if stopped is None:
-            transport = LocalTransport(
-                asked, seed=config.seed, noise_seed=privacy.noise_seed, secure_sum=privacy.secure_sum
-            )
             transport.train_teachers(config.teacher, RichProgress())
             noise_std = noise_share_std(sigma, min_responders)
             stopped = _answer(
@@ -142,7 +144,7 @@ def label(
 
 
 def _answer(
-    transport: Transport,
+    transport: TeacherVotes,
     ledger: PrivacyLedger,
     config: RunConfig,
     sigma: float,
@@ -172,8 +174,8 @@ def _answer(
         answer = {
             "query": index,
             "label": int(noisy_argmax(result.sums)[0]),  # result.sums: (1, C)
-            "epsilon_agent": _finite(spent["agent"]),
-            "epsilon_instance": _finite(spent["instance"]),
+            "epsilon_agent": finite_or_none(spent["agent"]),
+            "epsilon_instance": finite_or_none(spent["instance"]),
         }
         answers.append(answer)
         if not as_json:
@@ -267,14 +269,10 @@ def _ledger_summary(ledger: PrivacyLedger) -> dict[str, Any] | None:
     return {
         "path": str(ledger.path),
         "federation": ledger.federation,
-        "spent_agent_epsilon": _finite(ledger.spent("agent")),
-        "spent_instance_epsilon": _finite(ledger.spent("instance")),
+        "spent_agent_epsilon": finite_or_none(ledger.spent("agent")),
+        "spent_instance_epsilon": finite_or_none(ledger.spent("instance")),
         "budget_epsilon": ledger.budget_epsilon,
     }
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
 
 
 def _show(value: float | None) -> str:

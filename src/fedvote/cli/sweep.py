@@ -54,10 +54,12 @@ def sweep(configs: list[RunConfig], grid_text: str, seeds: str | None, out: str,
     header += f"{'seed':>6}{'σ':>10}{'Q':>7}{'accuracy':>10}{'ε agent':>10}{'ε inst.':>10}{'time s':>8}"
     click.echo(header)
     for row in result.rows:
-        line = f"{row.method:<16}" + "".join(f"{row.point[axis]:>10g}" for axis in axes)
+        line = f"{row.method:<16}" + "".join(_axis_cell(row.point, axis) for axis in axes)
         line += f"{row.seed:>6}{row.sigma:>10.4g}{row.queries:>7}{row.accuracy:>10.3f}"
         line += f"{_number(row.epsilon_agent):>10}{_number(row.epsilon_instance):>10}{row.time_s:>8.1f}"
         click.echo(line)
+    if any(row.reference for row in result.rows):
+        click.echo("reference: a non-private method, run once per seed; ε, σ and δ do not apply to it")
     click.echo(f"total {result.timings['total_s']:.1f} s; reused work: {result.reuse}")
     click.echo(_total_line(result.total_epsilon, configs[0].privacy.delta))
     for state in result.ledgers:
@@ -66,6 +68,11 @@ def sweep(configs: list[RunConfig], grid_text: str, seeds: str | None, out: str,
             f"has spent agent-level ε = {_number(state['spent_agent_epsilon'])}, "
             f"instance-level {_number(state['spent_instance_epsilon'])}"
         )
+
+
+def _axis_cell(point: dict[str, float | int], axis: str) -> str:
+    """A grid axis's value in the table; "reference" where it does not apply (a non-private method)."""
+    return f"{point[axis]:>10g}" if axis in point else f"{'reference':>10}"
 
 
 def _parse_seeds(text: str | None) -> list[int] | None:

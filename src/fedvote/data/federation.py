@@ -44,6 +44,22 @@ class ServerData:
     validation: LabeledData | None = None
 
 
+@dataclass(frozen=True)
+class PublicMetadata:
+    """What a server knows of a federation without its private records: what a method is planned from.
+
+    The public pool's size, the number of agents N, the classes and the example shape;
+    ``agent_records`` are the agents' record counts n_i where they are known (public
+    metadata in the papers; a Flower server learns them from the deployment files), else None.
+    """
+
+    pool_size: int
+    num_agents: int
+    num_classes: int
+    example_shape: tuple[int, ...]
+    agent_records: tuple[int, ...] | None = None
+
+
 @dataclass(frozen=True, eq=False)
 class Federation:
     """Private splits of ``num_agents`` agents plus the server's public pool and test set.
@@ -79,6 +95,16 @@ class Federation:
             num_classes=self.num_classes,
             example_shape=self.example_shape,
             validation=self.validation,
+        )
+
+    def public_metadata(self) -> PublicMetadata:
+        """What a server may know of this federation: no private record, only sizes and shapes."""
+        return PublicMetadata(
+            pool_size=len(self.public),
+            num_agents=self.num_agents,
+            num_classes=self.num_classes,
+            example_shape=tuple(self.example_shape),
+            agent_records=tuple(int(n) for n in self.agent_sizes()),
         )
 
     def agent_sizes(self) -> np.ndarray:

@@ -15,12 +15,41 @@ construction: there is no way to score on agents' data.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ValidationNeed:
+    """A labelled public validation set a method asks the runner for (it never sees the federation).
+
+    ``file``: a labelled public npz file; else ``size`` random points of the public pool
+    (they leave the query pool); ``size`` None with no file: the whole pool, read but
+    never queried (PriFedSync's stop rule).
+    """
+
+    file: str | None = None
+    size: int | None = None
+
+
+def provide_validation(federation: Federation, need: ValidationNeed | None, seed: int) -> Federation:
+    """``federation`` with the validation set ``need`` asks for; unchanged when none is asked or one is set.
+
+    Idempotent: a federation that already has a validation set comes back as is.
+    """
+    if need is None or federation.validation is not None:
+        return federation
+    if need.file is not None:
+        validation = load_validation_file(need.file, federation.example_shape, federation.num_classes)
+        return dataclasses.replace(federation, validation=validation)
+    if need.size is None:
+        return dataclasses.replace(federation, validation=federation.public)
+    return with_validation(federation, need.size, seed)
 
 
 def with_validation(federation: Federation, size: int, seed: int) -> Federation:

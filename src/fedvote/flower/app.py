@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from fedvote.results import RunResult
 
 
-VOTING_METHODS = ("pate-fl", "private-knn-fl")
 
 # The run config every fedvote Flower App declares (``[tool.flwr.app.config]``).
 RUN_CONFIG_DEFAULTS: dict[str, str | float | bool] = {
@@ -110,11 +109,11 @@ def app_pyproject() -> str:
 
 def write_app_project(directory: str | Path) -> Path:
     """Write the Flower App project (one pyproject.toml) into ``directory``; returns the file."""
+    from fedvote.results import write_atomic
+
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
-    target = path / "pyproject.toml"
-    target.write_text(app_pyproject())
-    return target
+    return write_atomic(path / "pyproject.toml", app_pyproject())
 
 
 # --- ServerApp ---------------------------------------------------------------------------
@@ -172,34 +171,24 @@ def _say(line: str) -> None:
 
 
 def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> RunResult:
-    """One voting run with the agents on Flower nodes: what :func:`fedvote.runner.run` does.
+    """One voting run with the agents on Flower nodes, through the runner's one lifecycle.
 
-    The server holds only the public pool, the test set and the agents' record counts;
-    the method, the ledger and the privacy report are the runner's own. The method and
-    its SecAgg+ clipping range are checked before anything happens
-    (:func:`~fedvote.flower.files.planned_method`); the privacy reported is the
-    deployed mechanism's: the Gaussian one's plus SecAgg+'s slack
-    (:func:`~fedvote.flower.secagg.secagg_privacy`).
+    The server holds only the public pool, the test set and the agents' record counts:
+    the method is planned from them (:func:`~fedvote.flower.files.planned_method`, which
+    also checks the SecAgg+ clipping range), executed against a
+    :class:`~fedvote.flower.transport.FlowerTransport` with every release charged first
+    (:func:`fedvote.runner.execute`) and measured (:func:`fedvote.runner.measure`); the
+    transport adds its own account of what it released (SecAgg+'s slack,
+    :meth:`~fedvote.flower.transport.FlowerTransport.stated_privacy`).
     """
     from fedvote.config import load_run_config
     from fedvote.flower.files import load_server_file, planned_method
-    from fedvote.flower.secagg import secagg_privacy
     from fedvote.flower.transport import FlowerTransport
-    from fedvote.models.training import predict_labels
     from fedvote.privacy.ledger import PersistentLedger
-    from fedvote.results import RunResult
-    from fedvote.runner import (
-        _ledger_details,
-        calibration_level,
-        federation_fingerprint,
-        open_ledger,
-        privacy_report,
-    )
+    from fedvote.runner import _ledger_details, execute, federation_fingerprint, measure, open_ledger
 
     started = time.perf_counter()
     config = load_run_config(settings.config)
-    if config.method not in VOTING_METHODS:
-        raise ConfigError("method", f"Flower runs {' or '.join(VOTING_METHODS)}, not {config.method}")
     files = load_server_file(settings.server_data)
     fingerprint = federation_fingerprint(config)
     if files.fingerprint != fingerprint:
@@ -223,78 +212,42 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
         record_votes=settings.record_votes,
         report=_say,
     )
-    t = getattr(method, "min_responders", num_agents)
-    _say(f"{method.name}: {num_agents} agents, σ = {method.sigma:.4g}, t = {t}")
+    _say(f"{method.name}: {num_agents} agents, σ = {method.sigma:.4g}, t = {method.min_responders}")
     ledger = open_ledger(config)
     try:
-        if isinstance(ledger, PersistentLedger):
-            ledger.check(method.planned_events())
         mark = time.perf_counter()
-        outcome = method.run(server, transport, ledger)
+        outcome = execute(method, server, transport, ledger)
         timings["method_s"] = time.perf_counter() - mark
         ledger_details = _ledger_details(ledger)
     finally:
         if isinstance(ledger, PersistentLedger):
             ledger.close()
-
-    test = server.test
-    accuracy = float(np.mean(predict_labels(outcome.student, test.features) == test.labels))
-    label_accuracy = None
-    if files.public_labels is not None and outcome.query_indices.size:
-        truth = files.public_labels[outcome.query_indices]
-        label_accuracy = float(np.mean(outcome.pseudo_labels == truth))
-    level = calibration_level(config, method)
-    gaussian = privacy_report(
+    result = measure(
         config,
-        ledger,
-        instance_bound=outcome.details.get("bound"),
-        calibrated=(config.privacy.target_epsilon, level) if level is not None else None,
+        method,
+        outcome,
+        transport=transport,
+        ledger=ledger,
+        server=server,
+        public_labels=files.public_labels,
+        timings=timings,
+        started=started,
+        details=ledger_details,
     )
-    timings["total_s"] = time.perf_counter() - started
     released = [r for r in transport.rounds if r.released]
-    coordinates = sum(r.queries for r in released) * server.num_classes  # per agent
-    privacy, secagg = gaussian, dict[str, Any]()
-    if transport.secagg is not None:  # at least one round went through SecAgg+
-        privacy, secagg = secagg_privacy(gaussian, transport.secagg, coordinates)
     _say(
         f"done: {len(released)} of {len(transport.rounds)} vote rounds released, "
         f"dropped agents {transport.dropped_agents or 'none'}"
     )
-    return RunResult(
-        method=config.method,
-        dataset=config.federation.dataset,
-        agents=num_agents,
-        seed=config.seed,
-        accuracy=accuracy,
-        label_accuracy=label_accuracy,
-        queries=int(outcome.query_indices.shape[0]),
-        sigma=float(method.sigma),
-        privacy=privacy,
-        communication=transport.communication.as_dict(),
-        timings={k: round(v, 4) for k, v in timings.items()},
-        config=config.to_dict(),
-        details={
-            **outcome.details,
-            **ledger_details,
-            "transport": "flower",
-            "public_pool": int(server.public_features.shape[0]),
-            "test_size": len(test),
-            "agent_records": transport.record_counts().tolist(),
-            "flower": {
-                "rounds": [r.as_dict() for r in transport.rounds],
-                "released_rounds": len(released),
-                "refused_rounds": len(transport.rounds) - len(released),
-                "dropped_agents": transport.dropped_agents,
-                "secagg": secagg,
-            },
-        },
-        version=__version__,
-    )
+    return result
 
 
 # --- ClientApp ---------------------------------------------------------------------------
 
 client_app = ClientApp()
+
+if TYPE_CHECKING:
+    from fedvote.agents.knn_votes import KnnVoter
 
 _AGENT_STATE = "fedvote.agent"  # ConfigRecord: training config, φ, a seeded noise stream's state
 _TEACHER_STATE = "fedvote.teacher"  # ArrayRecord: the teacher's weights
@@ -322,13 +275,14 @@ def _prepare_knn(message: Message, context: Context) -> Message:
     state = _node_state(context)
     for key in ("phi", "normalize", "k", "k-fraction"):
         state[f"knn-{key}"] = request[key]
-    k = _prepare_agent_knn(_agent(file, context)[0], file, state)
-    return _reply(message, file, k=k)
+    voter = _knn_voter(_agent(file, context)[0], file, state)
+    return _reply(message, file, k=voter.k)
 
 
 @client_app.train(mods=[secaggplus_mod])
 def _vote(message: Message, context: Context) -> Message:
     """The agent's vote on the queries plus its noise share; ``secaggplus_mod`` masks it."""
+    from fedvote.agents import teacher_votes
     from fedvote.flower.transport import status_ok
     from fedvote.models.training import TrainingConfig
     from fedvote.models.zoo import build_model
@@ -347,10 +301,9 @@ def _vote(message: Message, context: Context) -> Message:
         )
         teacher.load_state_dict(context.state.array_records[_TEACHER_STATE].to_torch_state_dict())
         agent.install_teacher(teacher)
-        votes = agent.noisy_votes(queries, noise_std)  # (Q, C)
+        votes = teacher_votes.noisy_votes(agent, queries, noise_std)  # (Q, C), through the agent's exit
     elif kind == "knn":
-        _prepare_agent_knn(agent, file, state)
-        votes = agent.knn_noisy_votes(queries, noise_std)  # (Q, C)
+        votes = _knn_voter(agent, file, state).noisy_votes(queries, noise_std)  # (Q, C), likewise
     else:
         raise ValueError(f"unknown vote kind {kind!r}")
     if file.noise_seed is not None:  # a seeded stream continues in the next message
@@ -398,7 +351,9 @@ def _agent(file: AgentFile, context: Context) -> tuple[Agent, np.random.Generato
     return agent, rng
 
 
-def _prepare_agent_knn(agent: Agent, file: AgentFile, state: ConfigRecord) -> int:
+def _knn_voter(agent: Agent, file: AgentFile, state: ConfigRecord) -> KnnVoter:
+    """The agent's kNN state from the φ and k this node keeps: its records embedded, its k fixed."""
+    from fedvote.agents.knn_votes import KnnVoter
     from fedvote.flower.transport import load_extractor
 
     extractor = load_extractor(
@@ -407,9 +362,8 @@ def _prepare_agent_knn(agent: Agent, file: AgentFile, state: ConfigRecord) -> in
         normalize=bool(state["knn-normalize"]),
     )
     k = int(state["knn-k"])  # type: ignore[arg-type]
-    return agent.prepare_knn(
-        extractor, k=None if k < 0 else k, k_fraction=float(state["knn-k-fraction"])  # type: ignore[arg-type]
-    )
+    fraction = float(state["knn-k-fraction"])  # type: ignore[arg-type]
+    return KnnVoter.prepare(agent, extractor, k=None if k < 0 else k, k_fraction=fraction)
 
 
 def _node_state(context: Context) -> ConfigRecord:

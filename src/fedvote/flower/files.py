@@ -17,20 +17,23 @@ federation's file is refused.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from fedvote.aggregation.voting import noise_share_std
 from fedvote.config import RunConfig
-from fedvote.data.federation import LabeledData, ServerData
+from fedvote.data.federation import LabeledData, PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.flower.secagg import check_secagg_plan, secagg_settings
 from fedvote.methods.pate_fl import PateFL
 from fedvote.methods.private_knn_fl import PrivateKnnFL
-from fedvote.runner import federation_fingerprint, make_federation, method_for
+from fedvote.results import write_atomic
+from fedvote.runner import federation_fingerprint, make_federation, plan
 from fedvote.transport.base import agent_training_seeds
 
 AGENT_FILE = "agent-{agent_id}.npz"
@@ -61,6 +64,16 @@ class ServerFile:
     public_labels: np.ndarray | None
     fingerprint: str
 
+    def public_metadata(self, num_agents: int) -> PublicMetadata:
+        """What the server plans the method from: pool size, N, classes, shape, record counts."""
+        return PublicMetadata(
+            pool_size=int(self.server.public_features.shape[0]),
+            num_agents=num_agents,
+            num_classes=self.server.num_classes,
+            example_shape=tuple(self.server.example_shape),
+            agent_records=tuple(int(n) for n in self.agent_records),
+        )
+
 
 def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]:
     """Build ``config``'s federation and write one file per agent, the server's, and the config."""
@@ -72,9 +85,8 @@ def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]
     noise_seed = config.privacy.noise_seed
     written = []
     for i, data in enumerate(federation.agents):
-        path = out / AGENT_FILE.format(agent_id=i)
-        np.savez_compressed(
-            path,
+        path = _write_npz(
+            out / AGENT_FILE.format(agent_id=i),
             features=data.features,
             labels=data.labels,
             public=federation.public.features,
@@ -86,9 +98,8 @@ def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]
             fingerprint=fingerprint,
         )
         written.append(path)
-    path = out / SERVER_FILE
-    np.savez_compressed(
-        path,
+    path = _write_npz(
+        out / SERVER_FILE,
         public=federation.public.features,
         public_labels=federation.public.labels,
         test_features=federation.test.features,
@@ -98,10 +109,15 @@ def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]
         fingerprint=fingerprint,
     )
     written.append(path)
-    path = out / CONFIG_FILE
-    path.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-    written.append(path)
+    written.append(write_atomic(out / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n"))
     return written
+
+
+def _write_npz(path: Path, **arrays: Any) -> Path:
+    """``np.savez_compressed(path, **arrays)``, written atomically (:func:`~fedvote.results.write_atomic`)."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return write_atomic(path, buffer.getvalue())
 
 
 def load_agent_file(path: str | Path) -> AgentFile:
@@ -158,12 +174,7 @@ def planned_method(
     """
     if files.fingerprint != federation_fingerprint(config):
         raise ConfigError("server_data", "the server file is another federation's (see its config)")
-    method = method_for(
-        config,
-        pool_size=files.server.public_features.shape[0],
-        num_agents=config.federation.agents,
-        agent_records=files.agent_records,
-    )
+    method = plan(config, files.public_metadata(config.federation.agents))
     if not isinstance(method, PateFL | PrivateKnnFL):
         raise ConfigError("method", f"Flower runs pate-fl or private-knn-fl, not {config.method}")
     if isinstance(method, PateFL) and method.release_options.labels_only:

@@ -43,14 +43,15 @@ from flwr.server.workflow.secure_aggregation.secaggplus_workflow import Workflow
 from flwr.serverapp import Grid
 from torch import nn
 
-from fedvote.data.federation import LabeledData
 from fedvote.errors import ConfigError
 from fedvote.flower.protocol import KNN_MESSAGE, RECORD, TEACHER_MESSAGE
-from fedvote.flower.secagg import DEFAULT_CLIP_SIGMAS, SecAggSettings, secagg_settings
+from fedvote.flower.secagg import DEFAULT_CLIP_SIGMAS, SecAggSettings, secagg_privacy, secagg_settings
 from fedvote.models.features import FeatureExtractor, fit_feature_extractor
 from fedvote.models.training import TrainingConfig
 from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.results import PrivacyReport
 from fedvote.transport.base import Transport, VoteSum
+from fedvote.transport.capabilities import KnnVotes, TeacherVotes
 
 
 @dataclass
@@ -82,8 +83,11 @@ class _Agents:
     dropped: list[int] = field(default_factory=list)  # agent ids, in the order they dropped
 
 
-class FlowerTransport(Transport):
-    """Agents on Flower SuperNodes, vote sums through SecAgg+.
+class FlowerTransport(Transport, TeacherVotes, KnnVotes):
+    """Agents on Flower SuperNodes, vote sums through SecAgg+: teacher and kNN votes only.
+
+    It declares no :class:`~fedvote.transport.capabilities.SimulationDiagnostics`: teachers
+    never leave their nodes, and their accuracies and clean votes exist nowhere.
 
     Parameters
     ----------
@@ -167,6 +171,29 @@ class FlowerTransport(Transport):
         """Record counts n_i the live agents reported, by agent id (public metadata)."""
         return np.array([n for _, n in sorted(self._agents.records.items())], dtype=np.int64)
 
+    def stated_privacy(self, report: PrivacyReport) -> tuple[PrivacyReport, dict[str, Any]]:
+        """The Gaussian mechanism's privacy plus SecAgg+'s clipping and rounding slack; the rounds' record.
+
+        Every finite ε is raised by the slack of what each agent released (released queries ×
+        classes coordinates; :func:`~fedvote.flower.secagg.secagg_privacy`) when at least
+        one round went through SecAgg+.
+        """
+        released = [r for r in self.rounds if r.released]
+        coordinates = sum(r.queries for r in released) * self._num_classes  # per agent
+        secagg: dict[str, Any] = {}
+        if self.secagg is not None:
+            report, secagg = secagg_privacy(report, self.secagg, coordinates)
+        return report, {
+            "transport": "flower",
+            "flower": {
+                "rounds": [r.as_dict() for r in self.rounds],
+                "released_rounds": len(released),
+                "refused_rounds": len(self.rounds) - len(released),
+                "dropped_agents": self.dropped_agents,
+                "secagg": secagg,
+            },
+        }
+
     # --- Teachers ----------------------------------------------------------------------
 
     def train_teachers(self, config: TrainingConfig, progress: Progress = NO_PROGRESS) -> None:
@@ -177,10 +204,6 @@ class FlowerTransport(Transport):
             bar.advance(len(replies))
         self._register(replies)
         self._report(f"teachers trained on {len(self._agents.agent_of)} of {self.num_agents} agents")
-
-    def teacher_accuracies(self, test: LabeledData) -> np.ndarray:
-        """Not available: teachers never leave their nodes, and their accuracy is not a release."""
-        raise NotImplementedError("FlowerTransport reports no teacher accuracies: teachers stay on nodes")
 
     # --- Private-kNN-FL ----------------------------------------------------------------
 

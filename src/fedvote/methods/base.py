@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from torch import nn
 
-from fedvote.data.federation import Federation, ServerData
+from fedvote.data.federation import PublicMetadata, ServerData
+from fedvote.data.validation import ValidationNeed
 from fedvote.methods.options import build_options
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
-from fedvote.results import PrivacyReport
+from fedvote.results import PrivacyStatement
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -24,16 +25,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, eq=False)
 class MethodOutcome:
-    """What a method hands back: the student and the pseudo-labels it released.
+    """What a method hands back: the student, the pseudo-labels it released, what it states.
 
     ``query_indices`` (Q,) index the public pool; ``pseudo_labels`` (Q,) are the
-    released labels for them; ``details`` holds method-specific result keys.
+    released labels for them; ``details`` holds method-specific public result keys
+    (settings, histories of released values). ``statements`` are the method's privacy
+    figures beside the accountant's (typed; rendered generically), ``diagnostics`` its
+    noiseless functions of private data (simulation only; result.json's "diagnostics").
     """
 
     student: nn.Module
     query_indices: np.ndarray
     pseudo_labels: np.ndarray
     details: Mapping[str, Any] = field(default_factory=dict)
+    statements: tuple[PrivacyStatement, ...] = ()
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Method(ABC):
@@ -50,7 +56,20 @@ class Method(ABC):
     # The frozen dataclass of the method's own settings (fields made with
     # fedvote.methods.options.method_option); None: the method has none.
     options_type: ClassVar[type | None] = None
+    # The transport capabilities (fedvote.transport.capabilities) every run of the method
+    # uses; :meth:`requirements` adds those its options turn on.
+    requires: ClassVar[tuple[type, ...]] = ()
     sigma: float  # the noise parameter of the method's releases (σ or noise multiplier)
+
+    def requirements(self) -> tuple[type, ...]:
+        """The capabilities this run needs of its transport (default: :attr:`requires`).
+
+        Checked before anything is charged or trained
+        (:func:`fedvote.transport.capabilities.check_capabilities`). Never a
+        :class:`~fedvote.transport.capabilities.SimulationDiagnostics`: a method computes a
+        diagnostic only where its transport has it.
+        """
+        return self.requires
 
     @classmethod
     def options_from(cls, config: RunConfig) -> Any:
@@ -69,14 +88,32 @@ class Method(ABC):
         """The method as ``config`` describes it, with the run's resolved σ, Q and t."""
 
     @classmethod
-    def prepare_federation(cls, config: RunConfig, federation: Federation) -> Federation:
-        """The federation the method runs on, from the one ``config`` built (default: as is).
+    def validation_need(cls, config: RunConfig) -> ValidationNeed | None:
+        """The labelled public validation set the method needs, if any (default: none).
 
-        A hook for methods that need a different public view of the same data, e.g. a
-        labelled validation slice of the public pool. Must be idempotent: a federation it
-        already prepared comes back unchanged.
+        A method never receives the federation: it declares what it needs from the public
+        side and the runner provides it (:func:`fedvote.data.validation.provide_validation`),
+        before the method is planned.
         """
-        return federation
+        return None
+
+    def with_public(self, public: PublicMetadata) -> Method:
+        """The method knowing the federation's public metadata (default: it needs none).
+
+        Called by the runner's :func:`~fedvote.runner.plan` before calibration, e.g. with
+        the agents' record counts where a bound depends on them.
+        """
+        return self
+
+    @property
+    def instance_adjacency(self) -> str | None:
+        """The instance adjacency the method's ε is stated under, where it says more than replace-one."""
+        return None
+
+    @property
+    def instance_bound(self) -> str | None:
+        """The name of the instance-level sensitivity bound used, where the method chooses one."""
+        return None
 
     @abstractmethod
     def with_sigma(self, sigma: float) -> Method:
@@ -85,15 +122,6 @@ class Method(ABC):
     @abstractmethod
     def planned_events(self) -> LevelEvents:
         """Events of every release the method will make, at both levels."""
-
-    def stated_privacy(self, report: PrivacyReport) -> PrivacyReport:
-        """The run's privacy report as the method states it; by default the accountant's, unchanged.
-
-        A method whose paper states its ε by a composition rule of its own (FedAUXfdp: the
-        basic composition ε_scores + ε_classes) reports it here. It may only ever be
-        looser than (or equal to) what the ledger's events prove.
-        """
-        return report
 
     @abstractmethod
     def run(

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import ClassVar
 
 import numpy as np
 
@@ -66,6 +66,7 @@ from fedvote.errors import ConfigError
 from fedvote.methods.gradient import NOISE_PLACEMENTS, GradientMethod, GradientSettings, gradient_option
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents, dp_fedavg_events
+from fedvote.transport import capabilities
 from fedvote.transport.base import Transport
 
 # Who each placement's ε holds against (result.json's ``details.epsilon_holds_against``).
@@ -80,17 +81,6 @@ HOLDS_AGAINST: dict[str, str] = {
 
 # Far tail of an agent's noise share, in standard deviations, that the fixed-point range must hold.
 _SHARE_TAIL_SIGMAS = 40.0
-
-
-@runtime_checkable
-class SecureUpdateSum(Protocol):
-    """A transport that sums every agent's release of a round by secure aggregation."""
-
-    def secure_update_sum(
-        self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
-    ) -> np.ndarray:
-        """Σ over all N agents of (Δ̃_i if sampled else 0) + the agent's noise share, (d,)."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -120,6 +110,7 @@ class DpFedAvg(GradientMethod):
     """
 
     name = "dp-fedavg"
+    requires: ClassVar[tuple[type, ...]] = (capabilities.LocalUpdates,)
     calibration_level: ClassVar[str | None] = "agent"
     options_type: ClassVar[type | None] = DpFedAvgOptions
 
@@ -168,14 +159,14 @@ class DpFedAvg(GradientMethod):
                 f"only the pld accountant computes; got {accountant!r}",
             )
 
+    def requirements(self) -> tuple[type, ...]:
+        """Local updates; with distributed noise also a secure sum of every agent's release."""
+        if self.noise == "distributed":
+            return (*self.requires, capabilities.SecureUpdateSum)
+        return self.requires
+
     def check_transport(self, transport: Transport) -> None:
-        """Distributed noise needs a secure update sum; the unmasked ε needs the true N."""
-        if self.noise == "distributed" and not isinstance(transport, SecureUpdateSum):
-            raise ConfigError(
-                "noise",
-                f"{type(transport).__name__} cannot sum updates by secure aggregation; "
-                "use --noise distributed-unmasked or server",
-            )
+        """The unmasked ε needs the true N (a secure update sum is a requirement: :meth:`requirements`)."""
         if self.noise == "distributed-unmasked" and self.num_agents != transport.num_agents:
             raise ConfigError(
                 "agents",
@@ -215,7 +206,7 @@ class DpFedAvg(GradientMethod):
         """Distributed noise: θ + (secure sum of all N agents' releases)/(qN); else as Algorithms 3/5."""
         if self.noise != "distributed":
             return super().round_step(theta, chosen, training, transport, rng)
-        assert isinstance(transport, SecureUpdateSum)  # check_transport refused any other
+        assert isinstance(transport, capabilities.SecureUpdateSum)  # required by requirements()
         total = transport.secure_update_sum(theta, chosen, training)  # (d,): the sum, nothing else
         return theta + total / (self.sampling_rate * transport.num_agents)
 

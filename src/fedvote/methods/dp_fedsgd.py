@@ -44,6 +44,7 @@ from fedvote.errors import ConfigError
 from fedvote.methods.gradient import GradientMethod, GradientSettings, gradient_option, weighted_mean_update
 from fedvote.models.local_training import DpSgdSpec, LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents, dp_fedsgd_events
+from fedvote.transport import capabilities
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class DpFedSgd(GradientMethod):
     """
 
     name = "dp-fedsgd"
+    requires: ClassVar[tuple[type, ...]] = (capabilities.LocalUpdates,)
     calibration_level: ClassVar[str | None] = "instance"
     options_type: ClassVar[type | None] = DpFedSgdOptions
 

@@ -47,7 +47,6 @@ data-dependent).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,13 +71,13 @@ from fedvote.models.logistic_heads import (
     head_norm_bound,
     public_head_features,
 )
-from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.calibrate import analytic_gaussian_sigma, classic_gaussian_sigma
 from fedvote.privacy.events import LevelEvents, perturbed_head_events
 from fedvote.privacy.ledger import PrivacyLedger, compose_releases
 from fedvote.progress import NO_PROGRESS, Progress
-from fedvote.results import PrivacyReport
+from fedvote.results import PrivacyStatement
 from fedvote.transport.base import Transport
+from fedvote.transport.capabilities import PrivateHeads
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
@@ -273,6 +272,7 @@ class FedAuxFdp(Method):
     """
 
     name = "fedaux-fdp"
+    requires: ClassVar[tuple[type, ...]] = (PrivateHeads,)
     calibration_level: ClassVar[str | None] = None  # the budget is given per head, not calibrated
     options_type: ClassVar[type | None] = FedAuxOptions
     # What distinguishes the variants.
@@ -320,6 +320,11 @@ class FedAuxFdp(Method):
         raise ConfigError("sigma", f"{self.name} derives σ from --epsilon-scores/--epsilon-classes and δ")
 
     # --- the budget ---------------------------------------------------------------------
+
+    @property
+    def instance_bound(self) -> str | None:
+        """The class heads' sensitivity bound the noise was scaled to (``--head-sensitivity``), if noised."""
+        return self.options.head_sensitivity if self.class_noised else None
 
     @property
     def class_noised(self) -> bool:
@@ -387,28 +392,27 @@ class FedAuxFdp(Method):
             instance_sensitivity=max(r.instance_sensitivity for r in releases),
         )
 
-    def stated_privacy(self, report: PrivacyReport) -> PrivacyReport:
-        """Instance ε as the paper composes it, ε_scores + ε_classes; the accountant's PLD beside it.
+    def stated_statements(self) -> tuple[PrivacyStatement, ...]:
+        """The instance ε as the paper composes it, ε_scores + ε_classes: the run's headline.
 
         Each noised head is (εₕ, δ/k)-DP by calibration, so basic composition gives
-        (Σ εₕ, δ)-DP at the run's δ; ``epsilon_pld`` is the PLD of the same Gaussian
-        releases at δ, never larger. A head released without noise leaves ε = ∞.
+        (Σ εₕ, δ)-DP at the run's δ (fedaux-fdp.txt, Section 4); never below the
+        accountant's ε of the same Gaussian releases, which the report keeps beside it.
+        Empty when a head is released without noise (the accountant's ∞ stands).
         """
-        instance = report.instance
-        if instance.epsilon is None:
-            return report
-        class_epsilon = self.options.epsilon_classes if self.class_noised else None
-        stated = sum(e for e in (self.epsilon_scores, class_epsilon) if e is not None)
-        return dataclasses.replace(
-            report,
-            instance=dataclasses.replace(instance, epsilon=stated, epsilon_pld=self._pld_epsilon(report)),
+        if not self.class_noised:
+            return ()
+        noised = [e for e in (self.epsilon_scores, self.options.epsilon_classes) if e is not None]
+        return (
+            PrivacyStatement(
+                name="basic composition ε_scores + ε_classes (paper)",
+                level="instance",
+                epsilon=float(sum(noised)),
+                delta=self.delta,
+                source="fedaux-fdp.txt: each noised head (εₕ, δ/k)-DP by calibration; basic composition",
+                headline=True,
+            ),
         )
-
-    def _pld_epsilon(self, report: PrivacyReport) -> float:
-        events = self.planned_events().instance
-        if report.accountant == "pld" and report.instance.epsilon is not None:
-            return report.instance.epsilon
-        return epsilon_for(events, report.delta, "pld")
 
     # --- the run ------------------------------------------------------------------------
 
@@ -472,6 +476,7 @@ class FedAuxFdp(Method):
         progress: Progress = NO_PROGRESS,
     ) -> MethodOutcome:
         """Pre-train h₀, collect the agents' perturbed heads (charged first), build the server model."""
+        assert isinstance(transport, PrivateHeads)  # check_capabilities refused any other
         distill, pretrain = self.split_pool(server.public_features.shape[0])
         with progress.step("pre-training h₀ on the public split", total=1) as bar:
             features = self.fit_features(server.public_features[pretrain])
@@ -511,6 +516,7 @@ class FedAuxFdp(Method):
                 },
                 "bound": self.options.head_sensitivity if self.class_noised else None,
             },
+            statements=self.stated_statements(),
         )
 
     def class_sensitivity_report(

@@ -19,6 +19,7 @@ from dp_accounting import dp_event
 from fedvote.methods.gradient import GradientMethod, GradientSettings, gradient_option, weighted_mean_update
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents
+from fedvote.transport import capabilities
 
 if TYPE_CHECKING:
     pass
@@ -54,6 +55,7 @@ class FedAvg(GradientMethod):
     """
 
     name = "fedavg"
+    requires: ClassVar[tuple[type, ...]] = (capabilities.LocalUpdates,)
     calibration_level: ClassVar[str | None] = None  # nothing to calibrate: not private
     options_type: ClassVar[type | None] = FedAvgOptions
 

@@ -35,6 +35,7 @@ from fedvote.models.zoo import MODEL_NAMES, build_model
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.transport import capabilities
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -170,9 +171,9 @@ class GradientMethod(Method):
     Round t = 0..T−1: every agent is sampled independently with probability q (from the
     privacy generator); the round is charged to the ledger; :meth:`round_step` exchanges
     θ and updates — by default θ goes to the m_t sampled agents, who send back updates
-    (:meth:`Transport.local_updates`), and θ moves by :meth:`aggregate` (DP-FedAvg's
-    distributed noise sums every agent's release securely instead). The local step size
-    is ``learning_rate · lr_decay**t``.
+    (:meth:`~fedvote.transport.capabilities.LocalUpdates.local_updates`), and θ moves by
+    :meth:`aggregate` (DP-FedAvg's distributed noise sums every agent's release securely
+    instead). The local step size is ``learning_rate · lr_decay**t``.
     """
 
     calibration_level: ClassVar[str | None] = "agent"
@@ -255,6 +256,7 @@ class GradientMethod(Method):
         rng: np.random.Generator,
     ) -> np.ndarray:
         """One round's exchange: the ``chosen`` agents' updates come back, θ moves by :meth:`aggregate`."""
+        assert isinstance(transport, capabilities.LocalUpdates)  # check_capabilities refused any other
         received = transport.local_updates(theta, chosen, training)
         return self.aggregate(theta, received, rng, transport.num_agents)
 

@@ -36,6 +36,7 @@ from fedvote.privacy.events import LevelEvents, confident_gnmax_events, pate_fl_
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport
+from fedvote.transport.capabilities import LabelRelease, TeacherVotes
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
@@ -121,6 +122,7 @@ class PateFL(Method):
     """
 
     name = "pate-fl"
+    requires: ClassVar[tuple[type, ...]] = (TeacherVotes,)
     options_type: ClassVar[type | None] = PateFLOptions
 
     sigma: float
@@ -182,6 +184,10 @@ class PateFL(Method):
             return confident_gnmax_events(self.sigma, self.threshold_sigma, count)
         return pate_fl_events(self.sigma, count)
 
+    def requirements(self) -> tuple[type, ...]:
+        """Teacher votes; with ``--release labels`` also an aggregator that lets out labels only."""
+        return (*self.requires, LabelRelease) if self.release_options.labels_only else self.requires
+
     def run(
         self,
         server: ServerData,
@@ -190,10 +196,12 @@ class PateFL(Method):
         progress: Progress = NO_PROGRESS,
     ) -> MethodOutcome:
         """Train teachers, label ``queries`` public points by noisy vote, train the student."""
+        assert isinstance(transport, TeacherVotes)  # check_capabilities refused any other
         pool_size = server.public_features.shape[0]
         check_voting_run(self.queries, pool_size, self.min_responders, transport.num_agents)
         transport.train_teachers(self.teacher, progress)
         if self.release_options.labels_only:
+            assert isinstance(transport, LabelRelease)  # required by requirements()
             return label_and_teach_confident(
                 self,
                 server,

@@ -23,7 +23,7 @@ charge are one proven upper bound: dp-accounting's PLD of
 (:func:`fedvote.privacy.events.prifedsync_events`), R the configured ``--rounds``,
 charged in full before the first round whatever round the run stops at. It holds for weak
 and strong federated DP alike (everything any client receives is post-processing of
-client j's K·R noisy steps). ``privacy.record`` repeats it, adds the ε of the rounds
+client j's K·R noisy steps). Its statements (``privacy.statements``) repeat it, add the ε of the rounds
 actually run ("ex post, not a guarantee") and Theorem 2's μ (weak and strong) as the
 paper's figure, labelled "asymptotic (CLT), not a bound" — never a headline, target or charge.
 
@@ -33,7 +33,7 @@ by default: PriFedSync never queries it; or ``validation_size`` points of it, or
 ``validation_file``) — post-processing of released models on public data, read by nothing
 else. Each client's accuracy on a test set drawn from its own (private) label frequencies
 (:mod:`fedvote.data.client_holdout`, the paper's protocol) is a simulation diagnostic under
-``details["diagnostics"]``: not private, never released by a deployment, read by no
+the outcome's ``diagnostics``: not private, never released by a deployment, read by no
 control flow.
 
 **Model.** A perceptron (``--gradient-model mlp``: 784 → 128 → 10 on MNIST, or
@@ -54,8 +54,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import torch
 
-from fedvote.data.federation import Federation, LabeledData, ServerData
-from fedvote.data.validation import load_validation_file, with_validation
+from fedvote.data.federation import LabeledData, PublicMetadata, ServerData
+from fedvote.data.validation import ValidationNeed
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.gradient import GradientSettings, gradient_option, privacy_generator
@@ -69,7 +69,9 @@ from fedvote.privacy.events import LevelEvents, prifedsync_events
 from fedvote.privacy.fdp import federated_mu, gdp_epsilon, prifedsync_mu
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.results import PrivacyStatement, finite_or_none
 from fedvote.transport.base import Transport
+from fedvote.transport.capabilities import PersonalisedModels, SimulationDiagnostics
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
@@ -190,6 +192,7 @@ class PriFedSync(Method):
     """
 
     name = "prifedsync"
+    requires: ClassVar[tuple[type, ...]] = (PersonalisedModels,)
     calibration_level: ClassVar[str | None] = "instance"
     options_type: ClassVar[type | None] = PriFedSyncOptions
 
@@ -247,24 +250,34 @@ class PriFedSync(Method):
         )
 
     @classmethod
-    def prepare_federation(cls, config: RunConfig, federation: Federation) -> Federation:
-        """Give the federation its labelled public validation set (the stop rule's only data).
+    def validation_need(cls, config: RunConfig) -> ValidationNeed:
+        """The labelled public validation set of the stop rule (its only data).
 
         A file (``validation_file``), a slice of the public pool (``validation_size``), or
         by default the whole pool: PriFedSync never queries it. Its labels stand for a
-        labelling the server had made of public data. Unchanged when one is already set.
+        labelling the server had made of public data.
         """
-        if federation.validation is not None:
-            return federation
         options: PriFedSyncOptions = cls.options_from(config)
-        if options.validation_file is not None:
-            validation = load_validation_file(
-                options.validation_file, federation.example_shape, federation.num_classes
-            )
-            return dataclasses.replace(federation, validation=validation)
-        if options.validation_size is None:
-            return dataclasses.replace(federation, validation=federation.public)
-        return with_validation(federation, options.validation_size, config.seed)
+        return ValidationNeed(file=options.validation_file, size=options.validation_size)
+
+    def with_public(self, public: PublicMetadata) -> PriFedSync:
+        """The method knowing the clients' record counts (Theorem 2's μ_max and the rate B/n_min)."""
+        if public.agent_records is None:
+            return self
+        return self.with_agent_records(np.asarray(public.agent_records))
+
+    @property
+    def instance_adjacency(self) -> str:
+        """Replace-one record of one client, weak and strong federated DP, over the configured rounds."""
+        return (
+            "replace-one record of one client (weak and strong federated DP): the smallest "
+            f"client's K·R DP-SGD steps with Poisson batches, R = {self.rounds} configured rounds"
+        )
+
+    @property
+    def instance_bound(self) -> str:
+        """The bound behind the instance ε."""
+        return "replace-one Poisson-subsampled Gaussian DP-SGD, PLD (proven upper bound)"
 
     def with_sigma(self, sigma: float) -> PriFedSync:
         """The same method with noise multiplier ``sigma``."""
@@ -293,7 +306,7 @@ class PriFedSync(Method):
     def proven_epsilon(self, rounds: int) -> float | None:
         """The proven record-level ε at δ of ``rounds`` rounds (None when unbounded)."""
         epsilon = epsilon_for(self.events_for(rounds).instance, self.delta, self.accountant)
-        return epsilon if math.isfinite(epsilon) else None
+        return finite_or_none(epsilon)
 
     def clt_figure(self, rounds: int, clients: int) -> dict[str, Any]:
         """Theorem 2's μ (weak, strong) at ``rounds``: the paper's figure, labelled asymptotic.
@@ -322,32 +335,68 @@ class PriFedSync(Method):
             "strong": {"mu": strong, "epsilon": epsilon(strong)},
         }
 
-    def record_privacy(self, rounds_run: int, records: np.ndarray) -> dict[str, Any]:
-        """``privacy.record``: the proven bound of the configured rounds, the ex post ε, the CLT.
+    def record_statements(self, rounds_run: int, records: np.ndarray) -> tuple[PrivacyStatement, ...]:
+        """What PriFedSync states beside the headline (instance level: one record of one client replaced).
 
-        ``weak.epsilon`` = ``strong.epsilon`` = the headline: dp-accounting's PLD of the
-        smallest client's K·R Poisson DP-SGD steps under replace-one, R = ``rounds``
-        (configured). ``ex_post`` is the same bound for the ``rounds_run`` actually run;
-        ``clt`` is Theorem 2's figure (:meth:`clt_figure`), never a bound.
+        The headline is dp-accounting's PLD of the smallest client's K·R Poisson DP-SGD steps
+        under replace-one, R = ``rounds`` (configured), and holds for weak and strong
+        federated DP alike (first statement). Then the same bound for the ``rounds_run``
+        actually run when the run stopped early (ex post), and Theorem 2's μ, weak and
+        strong (:meth:`clt_figure`: an approximation, never a bound).
         """
         method = self.with_agent_records(records)
-        n_min = method._min_records()
         proven = method.proven_epsilon(self.rounds)
-        bound = (
-            f"proven upper bound: dp-accounting PLD ({self.accountant}) of replace_one(SelfComposed("
-            f"PoissonSampled(B/n_min, Gaussian(σ)), K·R)), R = {self.rounds} configured rounds"
+        mechanism = (
+            f"dp-accounting PLD ({self.accountant}) of replace_one(SelfComposed(PoissonSampled(B/n_min, "
+            f"Gaussian(σ)), K·R)), R = {self.rounds} configured rounds"
         )
-        strong_bound = (
-            "the same bound: every model any client receives is post-processing of client j's K·R noisy steps"
-        )
-        ex_post = proven if rounds_run == self.rounds else method.proven_epsilon(rounds_run)
+        statements = [
+            PrivacyStatement(
+                name="weak and strong federated DP (configured rounds)",
+                level="instance",
+                epsilon=proven,
+                delta=self.delta,
+                source=(
+                    f"{mechanism}; strong: every model any client receives is post-processing of client "
+                    "j's K·R noisy steps (federated f-DP paper, Definitions 3.5 and 3.6)"
+                ),
+            )
+        ]
+        if rounds_run != self.rounds:
+            statements.append(
+                PrivacyStatement(
+                    name=f"ε of the {rounds_run} rounds run",
+                    level="instance",
+                    epsilon=method.proven_epsilon(rounds_run),
+                    delta=self.delta,
+                    source=EX_POST_NOTE,
+                    kind="ex post",
+                )
+            )
+        clt = method.clt_figure(self.rounds, int(records.shape[0]))
+        for federated in ("weak", "strong"):
+            statements.append(
+                PrivacyStatement(
+                    name=f"Theorem 2 (CLT), {federated} federated f-DP",
+                    level="instance",
+                    epsilon=clt[federated]["epsilon"],
+                    delta=self.delta,
+                    mu=clt[federated]["mu"],
+                    source=f"{clt['theorem']}; {CLT_NOTE}",
+                    kind="approximation",
+                )
+            )
+        return tuple(statements)
+
+    def record_mechanism(self, rounds_run: int, records: np.ndarray) -> dict[str, Any]:
+        """The mechanism the instance-level figures cover, as result.json records it (public settings)."""
+        n_min = self.with_agent_records(records)._min_records()
         return {
             "level": "record: one record of one client replaced (federated DP, Definitions 3.5 and 3.6)",
             "mechanism": (
                 "DP-SGD, Poisson batches at q_j = B/n_j, per-sample clip C, N(0, σ²C²) on the sum, "
                 "divided by B; K steps in each of R rounds, every client charged every round"
             ),
-            "delta": self.delta,
             "rounds": self.rounds,
             "rounds_run": rounds_run,
             "local_steps": self.local_steps,
@@ -357,10 +406,7 @@ class PriFedSync(Method):
             "clients": int(records.shape[0]),
             "sigma": self.sigma,
             "noise_std_per_step": self.sigma * self.per_sample_clip,
-            "weak": {"mu": None, "epsilon": proven, "bound": bound},
-            "strong": {"mu": None, "epsilon": proven, "bound": strong_bound},
-            "ex_post": {"rounds": rounds_run, "epsilon": ex_post, "note": EX_POST_NOTE},
-            "clt": method.clt_figure(self.rounds, int(records.shape[0])),
+            "paper_sigma": self.sigma / 2.0,
         }
 
     # --- the run ------------------------------------------------------------------------
@@ -389,6 +435,7 @@ class PriFedSync(Method):
         progress: Progress = NO_PROGRESS,
     ) -> MethodOutcome:
         """Algorithm 1 for up to R rounds; the whole R is charged first, whenever the run stops."""
+        assert isinstance(transport, PersonalisedModels)  # check_capabilities refused any other
         options = self.options
         validation = server.validation
         if options.target_accuracy is not None and validation is None:
@@ -430,7 +477,14 @@ class PriFedSync(Method):
             student=model,
             query_indices=np.zeros(0, dtype=np.int64),
             pseudo_labels=np.zeros(0, dtype=np.int64),
-            details=self._details(history, diagnostics, reached, records, sizes, validation, start.shape[0]),
+            details=self._details(history, reached, records, sizes, validation, start.shape[0]),
+            statements=self.record_statements(len(history), records),
+            diagnostics={
+                "client_test_sets": DIAGNOSTIC_NOTE,
+                "client_accuracies": {key: diagnostics[-1][key] for key in ("personalised", "global")},
+                "client_accuracy_history": diagnostics,
+                "client_test_size": options.client_test_size,
+            },
         )
 
     def _client_diagnostics(
@@ -442,7 +496,13 @@ class PriFedSync(Method):
         global_model: np.ndarray,
         sizes: tuple[int, ...],
     ) -> dict[str, Any]:
-        """Mean accuracy of the personalised and global models on the clients' own test sets (private)."""
+        """Mean accuracy of the personalised and global models on the clients' own test sets (private).
+
+        None where the transport has no :class:`~fedvote.transport.capabilities.SimulationDiagnostics`
+        (in a deployment the clients' test sets are theirs).
+        """
+        if not isinstance(transport, SimulationDiagnostics):
+            return {"round": round_index, "personalised": None, "global": None}
         everyone = np.arange(local.shape[0])
         per_client = self.options.client_test_size
         personal = transport.client_accuracies(
@@ -460,24 +520,17 @@ class PriFedSync(Method):
     def _details(
         self,
         history: list[dict[str, Any]],
-        diagnostics: list[dict[str, Any]],
         reached: int | None,
         records: np.ndarray,
         sizes: tuple[int, ...],
         validation: LabeledData | None,
         model_floats: int,
     ) -> dict[str, Any]:
-        """The outcome's details: privacy record, public history, private diagnostics apart."""
+        """The outcome's details: the mechanism its figures cover and the public history."""
         options = self.options
         rounds_run = len(history)
-        last = diagnostics[-1]
         return {
-            "privacy_record": self.record_privacy(rounds_run, records),
-            "bound": "replace-one Poisson-subsampled Gaussian DP-SGD, PLD (proven upper bound)",
-            "instance_adjacency_of_epsilon": (
-                "replace-one record of one client (weak and strong federated DP): the smallest "
-                f"client's K·R DP-SGD steps with Poisson batches, R = {self.rounds} configured rounds"
-            ),
+            "privacy_mechanism": self.record_mechanism(rounds_run, records),
             "agent_level": "not private: record-level clipping bounds no client's whole data (null)",
             "rounds": rounds_run,
             "max_rounds": self.rounds,
@@ -486,12 +539,6 @@ class PriFedSync(Method):
             "stop_rule": "released global model's accuracy on the labelled public validation set",
             "validation_size": None if validation is None else len(validation),
             "accuracy_history": history,
-            "diagnostics": {
-                "client_test_sets": DIAGNOSTIC_NOTE,
-                "client_accuracies": {"personalised": last["personalised"], "global": last["global"]},
-                "client_accuracy_history": diagnostics,
-                "client_test_size": options.client_test_size,
-            },
             "helper": options.helper,
             "alpha": options.alpha,
             "server_rate": options.server_rate,

@@ -32,25 +32,33 @@ import numpy as np
 from torch import nn
 
 from fedvote.aggregation.knn import resolve_k
-from fedvote.data.federation import ServerData
+from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.options import method_option
 from fedvote.methods.voting import check_voting_run, check_voting_settings, label_and_teach
 from fedvote.models.features import FEATURE_KINDS, FeatureExtractor, fit_feature_extractor
 from fedvote.models.training import TrainingConfig
+from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import (
     KNN_BOUNDS,
     LevelEvents,
+    gaussian_release_event,
     private_knn_fl_events,
     private_knn_fl_sensitivity,
 )
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.results import PrivacyStatement
 from fedvote.transport.base import Transport
+from fedvote.transport.capabilities import KnnVotes
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
+
+
+# The name of the statement that gives the instance ε at the paper's sensitivity √(2/k_min).
+PAPER_STATEMENT = "paper's instance sensitivity √(2/k_min)"
 
 
 @dataclass(frozen=True)
@@ -155,6 +163,7 @@ class PrivateKnnFL(Method):
     """
 
     name = "private-knn-fl"
+    requires: ClassVar[tuple[type, ...]] = (KnnVotes,)
     options_type: ClassVar[type | None] = KnnOptions
 
     sigma: float
@@ -173,6 +182,8 @@ class PrivateKnnFL(Method):
     self_training_rounds: int = 2
     student_min_margin: float = 0.5
     seed: int = 0
+    delta: float = 1e-5
+    accountant: str = "pld"
 
     def __post_init__(self) -> None:
         check_voting_settings(self)
@@ -213,6 +224,8 @@ class PrivateKnnFL(Method):
             student=config.student,
             self_training_rounds=config.self_training_rounds,
             seed=config.seed,
+            delta=config.privacy.delta,
+            accountant=config.privacy.accountant,
         )
 
     def with_sigma(self, sigma: float) -> PrivateKnnFL:
@@ -222,6 +235,15 @@ class PrivateKnnFL(Method):
     def with_agent_records(self, sizes: np.ndarray | tuple[int, ...]) -> PrivateKnnFL:
         """The same run, told each agent's record count (so a fractional k plans exactly)."""
         return dataclasses.replace(self, agent_records=tuple(int(n) for n in sizes))
+
+    def with_public(self, public: PublicMetadata) -> PrivateKnnFL:
+        """The run knowing the agents' record counts, where the server knows them."""
+        return self if public.agent_records is None else self.with_agent_records(public.agent_records)
+
+    @property
+    def instance_bound(self) -> str:
+        """``tight`` (√2/k_min, proven in docs/privacy.md) or ``paper`` (√(2/k_min), Theorem 3 as stated)."""
+        return self.bound
 
     def planned_k_min(self) -> int:
         """The smallest k any agent will use, as far as is known before the run (else 1)."""
@@ -254,6 +276,7 @@ class PrivateKnnFL(Method):
         progress: Progress = NO_PROGRESS,
     ) -> MethodOutcome:
         """Fit φ on the pool, label ``queries`` public points by noisy kNN vote, train the student."""
+        assert isinstance(transport, KnnVotes)  # check_capabilities refused any other
         pool_size = server.public_features.shape[0]
         check_voting_run(self.queries, pool_size, self.min_responders, transport.num_agents)
         with progress.step("fitting the public feature extractor", total=1) as bar:
@@ -274,14 +297,32 @@ class PrivateKnnFL(Method):
         )
         return dataclasses.replace(
             outcome,
+            statements=self.paper_statement(k_min, int(outcome.query_indices.shape[0])),
             details={
                 **outcome.details,
                 "bound": self.bound,
                 "k": k_min,
-                # The paper's √(2/k_min): privacy.instance.epsilon_paper_bound (fedvote.analysis).
-                "paper_instance_sensitivity": private_knn_fl_sensitivity(k_min, "instance", "paper"),
                 "k_per_agent": [int(k) for k in ks],
                 "features": extractor.kind,
                 "feature_dim": extractor.dim,
             },
+        )
+
+    def paper_statement(self, k_min: int, released: int) -> tuple[PrivacyStatement, ...]:
+        """The instance ε at the paper's looser sensitivity √(2/k_min) (Theorem 3 as stated).
+
+        Empty when the paper's bound is the one in use, or nothing private was released.
+        """
+        if self.bound == "paper" or released == 0 or not self.sigma > 0:
+            return ()
+        sensitivity = private_knn_fl_sensitivity(k_min, "instance", "paper")
+        event = gaussian_release_event(self.sigma, sensitivity, released)
+        return (
+            PrivacyStatement(
+                name=PAPER_STATEMENT,
+                level="instance",
+                epsilon=epsilon_for(event, self.delta, self.accountant),
+                delta=self.delta,
+                source="voting paper, Theorem 3 as stated (looser than the tight √2/k_min, docs/privacy.md)",
+            ),
         )

@@ -359,11 +359,12 @@ def label_and_teach_confident(
 ) -> MethodOutcome:
     """Label-release PATE-FL: choose queries, Confident-GNMax in charged rounds, train the student.
 
-    ``confident_labels`` is the transport's (:meth:`~fedvote.transport.base.Transport.confident_labels`);
-    each agent adds N(0, σ₁²/t) to the check's copy and N(0, σ²/t) to the argmax's. The
-    student learns from the answered queries (the check is the confidence filter); the
-    outcome's ``details`` record the released pass bits, which the data-dependent analysis
-    reads (:func:`fedvote.analysis.with_data_dependent_epsilon`).
+    ``confident_labels`` is the transport's
+    (:meth:`~fedvote.transport.capabilities.LabelRelease.confident_labels`); each agent
+    adds N(0, σ₁²/t) to the check's copy and N(0, σ²/t) to the argmax's. The student
+    learns from the answered queries (the check is the confidence filter); the outcome's
+    ``details`` record the released pass bits, which the data-dependent analysis reads
+    (:func:`fedvote.analysis.with_data_dependent_epsilon`).
     """
     chosen = choose_queries(server.public_features.shape[0], settings.queries, settings.seed)  # (Q,)
     release = label_in_batches(

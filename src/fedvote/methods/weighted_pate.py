@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from fedvote.agents.behaviour import BAD_KINDS, assign_behaviours
 from fedvote.aggregation.voting import (
@@ -28,8 +28,8 @@ from fedvote.aggregation.voting import (
     noise_share_std,
     project_histogram,
 )
-from fedvote.data.federation import Federation, ServerData
-from fedvote.data.validation import load_validation_file, with_validation
+from fedvote.data.federation import ServerData
+from fedvote.data.validation import ValidationNeed
 from fedvote.errors import ConfigError
 from fedvote.methods.base import MethodOutcome
 from fedvote.methods.options import method_option
@@ -44,6 +44,7 @@ from fedvote.privacy.events import (
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport
+from fedvote.transport.capabilities import AgentBehaviours, TeacherVotes, WeightedVotes
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
@@ -142,6 +143,7 @@ class WeightedPate(PateFL):
     """
 
     name = "weighted-pate"
+    requires: ClassVar[tuple[type, ...]] = (TeacherVotes, WeightedVotes)
     options_type = WeightedVotingOptions
 
     # PATE-FL's fields and checks, plus the scheme's options.
@@ -164,30 +166,31 @@ class WeightedPate(PateFL):
         )
 
     @classmethod
-    def prepare_federation(cls, config: RunConfig, federation: Federation) -> Federation:
-        """Give the federation its labelled public validation set (file, or a pool slice).
+    def validation_need(cls, config: RunConfig) -> ValidationNeed | None:
+        """The labelled public validation set the scheme scores teachers on (a file, or a pool slice).
 
-        Unchanged when it already has one or when the scheme scores nothing (one-vote).
+        None when the scheme scores nothing (one-vote).
         """
         options: WeightedVotingOptions = cls.options_from(config)
-        if federation.validation is not None or not options.needs_validation:
-            return federation
+        if not options.needs_validation:
+            return None
         if options.validation_file is not None:
-            validation = load_validation_file(
-                options.validation_file, federation.example_shape, federation.num_classes
-            )
-            return dataclasses.replace(federation, validation=validation)
+            return ValidationNeed(file=options.validation_file)
         if options.validation_size < 1:
             raise ConfigError(
                 "validation_size",
                 f"the {options.scheme} scheme needs a validation set: give a size >= 1 or a file",
             )
-        return with_validation(federation, options.validation_size, config.seed)
+        return ValidationNeed(size=options.validation_size)
 
     def planned_events(self) -> LevelEvents:
         """The accuracy summary (relative schemes) then ``queries`` weighted votes (s = w_max, √2·w_max)."""
         summary = self.options.summary_sigma if self.options.relative else None
         return weighted_pate_events(self.sigma, self.queries, self.options.vote_max_weight, summary)
+
+    def requirements(self) -> tuple[type, ...]:
+        """Teacher and weighted votes; with simulated bad teachers (``bad_fraction`` > 0) their behaviours."""
+        return (*self.requires, AgentBehaviours) if self.options.bad_fraction > 0 else self.requires
 
     def run(
         self,
@@ -197,6 +200,7 @@ class WeightedPate(PateFL):
         progress: Progress = NO_PROGRESS,
     ) -> MethodOutcome:
         """Train teachers, weight them on the validation set, label by weighted noisy vote, teach."""
+        assert isinstance(transport, TeacherVotes) and isinstance(transport, WeightedVotes)  # checked
         options = self.options
         pool_size = server.public_features.shape[0]
         check_voting_run(self.queries, pool_size, self.min_responders, transport.num_agents)
@@ -205,6 +209,7 @@ class WeightedPate(PateFL):
             problem = f"the {options.scheme} scheme needs a labelled public validation set"
             raise ConfigError("validation_size", problem)
         if options.bad_fraction > 0:
+            assert isinstance(transport, AgentBehaviours)  # required by requirements()
             transport.simulate_behaviours(
                 assign_behaviours(
                     transport.num_agents,

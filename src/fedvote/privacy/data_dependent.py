@@ -58,13 +58,12 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy import special
 
 from fedvote.errors import ConfigError
 from fedvote.privacy.accountant import epsilon_for
-from fedvote.privacy.events import gaussian_release_event
+from fedvote.privacy.events import compose_events, gaussian_release_event
 
 LABEL = "data-dependent (not itself private)"
 # Why a run that releases the noisy vote sums claims no data-dependent ε.
@@ -387,7 +386,7 @@ def confident_gnmax_independent_epsilon(
     parts = [
         gaussian_release_event(float(std), sensitivity, int(n)) for std, n in zip(stds, counts, strict=True)
     ]
-    return epsilon_for(parts[0] if len(parts) == 1 else dp_event.ComposedDpEvent(parts), delta, accountant)
+    return epsilon_for(compose_events(parts), delta, accountant)
 
 
 @dataclass(frozen=True)

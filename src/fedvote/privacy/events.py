@@ -17,11 +17,12 @@ composed with the rest by :mod:`fedvote.privacy.accountant`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import attr
 import numpy as np
-from dp_accounting import dp_event
+from dp_accounting import DpEventBuilder, dp_event
 
 from fedvote.errors import ConfigError
 
@@ -80,6 +81,20 @@ def replace_one(event: dp_event.DpEvent) -> dp_event.DpEvent:
     return ReplaceOneDpEvent(event)
 
 
+def compose_events(events: Iterable[dp_event.DpEvent]) -> dp_event.DpEvent:
+    """``events`` in sequence, composed by dp-accounting's ``DpEventBuilder``.
+
+    The builder drops no-ops, unrolls self-compositions and merges consecutive equal
+    events into one ``SelfComposedDpEvent(e, n)``; it returns ``NoOpDpEvent`` for nothing,
+    the event itself for one, else a ``ComposedDpEvent``. A :class:`ReplaceOneDpEvent` is
+    composed as one event (the builder never looks inside it).
+    """
+    builder = DpEventBuilder()
+    for event in events:
+        builder.compose(event)
+    return builder.build()
+
+
 def gaussian_release_event(sigma: float, sensitivity: float, count: int) -> dp_event.DpEvent:
     """``count`` releases of a Gaussian mechanism with noise std ``sigma`` and L2 ``sensitivity``.
 
@@ -94,7 +109,7 @@ def gaussian_release_event(sigma: float, sensitivity: float, count: int) -> dp_e
         return dp_event.NoOpDpEvent()
     if sigma <= 0:
         return dp_event.NonPrivateDpEvent()
-    return dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(sigma / sensitivity), count)
+    return dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(sigma / sensitivity), int(count))
 
 
 def pate_fl_events(sigma: float, queries: int) -> LevelEvents:
@@ -108,6 +123,16 @@ def pate_fl_events(sigma: float, queries: int) -> LevelEvents:
         agent_sensitivity=PATE_FL_AGENT_SENSITIVITY,
         instance_sensitivity=PATE_FL_INSTANCE_SENSITIVITY,
     )
+
+
+def majority_vote_events(queries: int) -> LevelEvents:
+    """Plain majority vote (non-private PATE): the clean one-hot vote sums of ``queries`` queries.
+
+    PATE-FL's release with σ = 0: the vote sums move by s = 1 (agent, zero-out) and s = √2
+    (instance, replace-one), but nothing masks them, so each level is a
+    ``NonPrivateDpEvent`` (ε = ∞, reported as None); no queries release nothing (no-op).
+    """
+    return pate_fl_events(0.0, queries)
 
 
 def confident_gnmax_events(sigma: float, threshold_sigma: float, queries: int) -> LevelEvents:
@@ -129,6 +154,8 @@ def confident_gnmax_events(sigma: float, threshold_sigma: float, queries: int) -
         argmax = gaussian_release_event(sigma, sensitivity, queries)
         if queries == 0:
             return dp_event.NoOpDpEvent()
+        # Two parts even when σ₁ = σ₂: compose_events would merge them, and PLD computes
+        # the merged self-composition differently (ε moves in the 9th digit).
         return dp_event.ComposedDpEvent([check, argmax])
 
     return LevelEvents(
@@ -243,6 +270,7 @@ def weighted_pate_events(
     if summary_sigma is None:
         return votes
     summary = accuracy_summary_events(summary_sigma)
+    # Two parts, as in confident_gnmax_events (compose_events would merge equal noise).
     return LevelEvents(
         agent=dp_event.ComposedDpEvent([summary.agent, votes.agent]),
         instance=dp_event.ComposedDpEvent([summary.instance, votes.instance]),
@@ -306,7 +334,7 @@ def poisson_gaussian_event(sampling_rate: float, noise_multiplier: float, steps:
     inner: dp_event.DpEvent = dp_event.GaussianDpEvent(noise_multiplier)
     if sampling_rate < 1:
         inner = dp_event.PoissonSampledDpEvent(sampling_rate, inner)
-    return dp_event.SelfComposedDpEvent(inner, steps)
+    return dp_event.SelfComposedDpEvent(inner, int(steps))
 
 
 def dp_sgd_event(sampling_rate: float, noise_multiplier: float, steps: int) -> dp_event.DpEvent:
@@ -455,7 +483,7 @@ def prifedsync_events(sigma: float, sampling_rate: float, local_steps: int, roun
         raise ConfigError("sampling_rate", f"the batch rate B/n must lie in (0, 1], got {sampling_rate}")
     if not sigma >= 0:
         raise ConfigError("sigma", f"must be >= 0, got {sigma}")
-    steps = local_steps * rounds
+    steps = int(local_steps * rounds)  # a Python int: DpEventBuilder refuses NumPy counts
     step: dp_event.DpEvent = dp_event.GaussianDpEvent(sigma)
     if sampling_rate < 1.0:
         step = dp_event.PoissonSampledDpEvent(sampling_rate, step)

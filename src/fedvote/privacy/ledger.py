@@ -30,7 +30,8 @@ from dp_accounting import dp_event
 
 from fedvote.errors import ConfigError
 from fedvote.privacy.accountant import epsilon_for
-from fedvote.privacy.events import LEVELS, LevelEvents, ReplaceOneDpEvent
+from fedvote.privacy.events import LEVELS, LevelEvents, ReplaceOneDpEvent, compose_events
+from fedvote.results import finite_or_none
 
 
 class PrivacyLedger:
@@ -72,30 +73,14 @@ class PrivacyLedger:
 
 
 def compose_releases(releases: Iterable[LevelEvents], level: str) -> dp_event.DpEvent:
-    """The composition of ``releases`` at ``level``, merging consecutive identical events."""
+    """The composition of ``releases`` at ``level`` by dp-accounting's ``DpEventBuilder``.
+
+    No-ops are dropped and consecutive identical events merged into one
+    ``SelfComposedDpEvent(e, n)`` (:func:`~fedvote.privacy.events.compose_events`).
+    """
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-    merged: list[tuple[dp_event.DpEvent, int]] = []
-    for release in releases:
-        event, count = _unwrap(release.at(level))
-        if isinstance(event, dp_event.NoOpDpEvent):
-            continue
-        if merged and merged[-1][0] == event:
-            merged[-1] = (event, merged[-1][1] + count)
-        else:
-            merged.append((event, count))
-    if not merged:
-        return dp_event.NoOpDpEvent()
-    parts = [e if n == 1 else dp_event.SelfComposedDpEvent(e, n) for e, n in merged]
-    return parts[0] if len(parts) == 1 else dp_event.ComposedDpEvent(parts)
-
-
-def _unwrap(event: dp_event.DpEvent) -> tuple[dp_event.DpEvent, int]:
-    """(inner event, count) for a self-composition, else (event, 1)."""
-    if isinstance(event, dp_event.SelfComposedDpEvent):
-        inner, count = _unwrap(event.event)
-        return inner, count * event.count
-    return event, 1
+    return compose_events(release.at(level) for release in releases)
 
 
 # --- serialisation of dp_accounting events ---------------------------------------------------
@@ -476,8 +461,8 @@ class PersistentLedger(PrivacyLedger):
                     run if run is not None else self.run,
                     event_to_json(release.agent),
                     event_to_json(release.instance),
-                    _finite_or_none(release.agent_sensitivity),
-                    _finite_or_none(release.instance_sensitivity),
+                    finite_or_none(release.agent_sensitivity),
+                    finite_or_none(release.instance_sensitivity),
                     time.time(),
                 ),
             )
@@ -517,10 +502,6 @@ def _same(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-12)
 
 
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
 def _float(value: float | None) -> float:
     return math.inf if value is None else float(value)
 
@@ -547,7 +528,7 @@ def _spent(db: sqlite3.Connection, federation: str, level: str, budget: Budget |
     delta = budget.delta if budget is not None else DEFAULT_DELTA
     accountant = budget.accountant if budget is not None else DEFAULT_ACCOUNTANT
     epsilon = epsilon_for(compose_releases(charges_in_force(db, [federation]), level), delta, accountant)
-    return {"epsilon": _finite_or_none(epsilon), "delta": delta, "accountant": accountant}
+    return {"epsilon": finite_or_none(epsilon), "delta": delta, "accountant": accountant}
 
 
 def _charges_json(db: sqlite3.Connection, federation: str) -> list[dict[str, Any]]:

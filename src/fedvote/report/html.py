@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +30,7 @@ from fedvote.report.loaders import (
     read_json,
     tradeoff_points,
 )
-from fedvote.results import DIAGNOSTIC_NOTE
+from fedvote.results import DIAGNOSTIC_NOTE, write_atomic
 
 REPORT_FILE = "report.html"
 PLOTS_DIR = "plots"
@@ -76,7 +74,7 @@ def write_report(directory: str | Path, *, plot_files: bool = True) -> Path:
                 for fmt in plots.FORMATS:
                     plots.save_figure(panel.figure, folder / PLOTS_DIR / f"{panel.name}.{fmt}")
     page = _page(title, body + _panels_html(panels) + tail)
-    return _write_atomically(folder / REPORT_FILE, page)
+    return write_atomic(folder / REPORT_FILE, page)
 
 
 def plot_paths(directory: str | Path) -> list[Path]:
@@ -289,8 +287,32 @@ def _privacy_section(privacy: dict[str, Any]) -> str:
         )
     return (
         f"<section><h2>Privacy</h2><p>All ε at δ = {delta}; noise from {noise}.{calibrated}</p>"
-        f"{''.join(blocks)}{note}</section>"
+        f"{''.join(blocks)}{_statements_table(privacy.get('statements') or [])}{note}</section>"
     )
+
+
+def _statements_table(statements: list[dict[str, Any]]) -> str:
+    """The method's privacy statements, each with its level, kind and source (``privacy.statements``)."""
+    if not statements:
+        return ""
+    rows = []
+    for index, entry in enumerate(statements):
+        key = f"privacy.statements.{index}"
+        figure = _value(f"{key}.epsilon", entry.get("epsilon"), "∞")
+        if entry.get("mu") is not None:
+            figure = f"μ = {_value(f'{key}.mu', entry['mu'])}, ε = {figure}"
+        kind = html.escape(str(entry.get("kind"))) + (" (headline)" if entry.get("headline") else "")
+        rows.append(
+            (
+                _value(f"{key}.name", entry.get("name")),
+                _value(f"{key}.level", entry.get("level")),
+                figure,
+                kind,
+                _value(f"{key}.source", entry.get("source")),
+            )
+        )
+    header = ("figure", "level", "value", "kind", "source")
+    return "<h3>Statements beside the headline</h3>" + _table(header, rows)
 
 
 def _run_panels(run: RunData) -> list[Panel]:
@@ -592,18 +614,3 @@ def _page(title: str, body: str) -> str:
         '<p class="note">Written by <code>fedvote report</code>; self-contained (no network).</p>'
         "</body></html>\n"
     )
-
-
-def _write_atomically(target: Path, text: str) -> Path:
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".report-", suffix=".html")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a report is for sharing
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target

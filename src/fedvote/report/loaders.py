@@ -17,13 +17,13 @@ The trade-off plot reads all of them as :class:`TradeoffPoint` s.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fedvote.analysis import ANALYSIS_FILE, RunAnalysis
 from fedvote.errors import ConfigError
+from fedvote.results import finite_or_none
 
 RESULT_FILE = "result.json"
 SWEEP_FILE = "sweep.json"
@@ -163,10 +163,8 @@ def _rows(data: dict[str, Any], path: Path) -> list[dict[str, Any]]:
 
 
 def _finite(value: Any) -> float | None:
-    if value is None:
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
+    """A number read from JSON as a float, None when absent or not finite."""
+    return None if value is None else finite_or_none(float(value))
 
 
 def _row_point(row: dict[str, Any], level: str, group: str) -> TradeoffPoint | None:

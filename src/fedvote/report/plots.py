@@ -32,6 +32,7 @@ from matplotlib.figure import Figure
 from fedvote.errors import ConfigError
 from fedvote.report.curves import EpsilonCurve, MarginData
 from fedvote.report.loaders import TradeoffPoint
+from fedvote.results import write_atomic
 
 FORMATS: tuple[str, ...] = ("png", "svg")
 # Style of every figure (applied only while drawing and saving, never globally).
@@ -83,8 +84,7 @@ def save_figure(figure: Figure, path: str | Path, dpi: int = 150) -> Path:
     if fmt not in FORMATS:
         raise ConfigError("out", f"{target}: the file name must end in .png or .svg")
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(figure_bytes(figure, fmt, dpi))
-    return target
+    return write_atomic(target, figure_bytes(figure, fmt, dpi))
 
 
 # --- (a) accuracy vs ε ---------------------------------------------------------------------

@@ -9,16 +9,22 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from fedvote.agents import teacher_votes
 from fedvote.agents.agent import Agent
 from fedvote.agents.behaviour import Behaviour
+from fedvote.agents.knn_votes import KnnVoter
+from fedvote.agents.local_updates import local_update
+from fedvote.agents.private_heads import private_heads
+from fedvote.agents.weighted_votes import WeightedVoter, noisy_accuracy_bin
 from fedvote.aggregation.knn import KnnIndex
 from fedvote.aggregation.secure_sum import FixedPoint, SecureSumAborted, secure_sum
 from fedvote.aggregation.voting import WeightRule, confident_gnmax_step
 from fedvote.data.federation import Federation, LabeledData
+from fedvote.models import local_training
 from fedvote.models.batched_dp_sgd import NoisyTraining
 from fedvote.models.ensemble import ModelEnsemble, fit_ensemble
 from fedvote.models.features import FeatureExtractor
-from fedvote.models.local_training import LocalTraining, LocalUpdates
+from fedvote.models.local_training import LocalTraining
 from fedvote.models.logistic_heads import HeadFeatures, HeadRequest, ReleasedHeads
 from fedvote.models.training import TrainingConfig
 from fedvote.models.zoo import resolve_model_name
@@ -31,10 +37,34 @@ from fedvote.transport.base import (
     agent_training_seeds,
 )
 from fedvote.transport.batched_clients import BatchedClients, default_device
+from fedvote.transport.capabilities import (
+    AgentBehaviours,
+    KnnVotes,
+    LabelRelease,
+    LocalUpdates,
+    PersonalisedModels,
+    PrivateHeads,
+    SecureUpdateSum,
+    SimulationDiagnostics,
+    TeacherVotes,
+    WeightedVotes,
+)
 
 
-class LocalTransport(Transport):
-    """Runs every agent of ``federation`` in this process.
+class LocalTransport(
+    Transport,
+    TeacherVotes,
+    LabelRelease,
+    KnnVotes,
+    WeightedVotes,
+    AgentBehaviours,
+    LocalUpdates,
+    SecureUpdateSum,
+    PrivateHeads,
+    PersonalisedModels,
+    SimulationDiagnostics,
+):
+    """Runs every agent of ``federation`` in this process; it serves every capability.
 
     Parameters
     ----------
@@ -99,6 +129,8 @@ class LocalTransport(Transport):
         self._device = torch.device(device)
         self._ensemble: ModelEnsemble | None = None
         self._knn: _LocalKnn | None = None
+        self._weighted: list[WeightedVoter] | None = None  # agent-side weights (assign_weights)
+        self._batched_clients: BatchedClients | None = None  # PriFedSync's, built on first use
 
     @property
     def num_agents(self) -> int:
@@ -160,13 +192,16 @@ class LocalTransport(Transport):
         if len(responders) < min_responders:
             return None
         if self._ensemble is None:
-            releases = [agent.noisy_votes(query_indices, noise_std) for agent in responders]  # N × (Q, C)
+            releases = [
+                teacher_votes.noisy_votes(agent, query_indices, noise_std) for agent in responders
+            ]  # N × (Q, C)
             return self._released_sum(releases, min_responders)
         # Every teacher's vote in one tensor op; each agent then adds its own noise share.
         labels = self._voted_labels(query_indices)  # (N, Q)
         votes = np.eye(self._num_classes, dtype=np.float64)[labels]  # (N, Q, C) one-hot
+        q = query_indices.shape[0]
         releases = [
-            agent.add_noise_share(vote, noise_std, num_queries=query_indices.shape[0], one_hot=True)
+            teacher_votes.release_votes(agent, vote, noise_std, q)
             for agent, vote in zip(responders, votes, strict=True)
         ]
         return self._released_sum(releases, min_responders)
@@ -196,14 +231,16 @@ class LocalTransport(Transport):
         if len(responders) < min_responders:
             return None
         if self._ensemble is None:  # noise_std 0: the clean one-hot votes, no noise drawn
-            votes = np.stack([agent.noisy_votes(query_indices, 0.0) for agent in responders])  # (N, Q, C)
+            votes = np.stack(
+                [teacher_votes.noisy_votes(agent, query_indices, 0.0) for agent in responders]
+            )  # (N, Q, C)
         else:
             labels = self._voted_labels(query_indices)  # (N, Q)
             votes = np.eye(self._num_classes, dtype=np.float64)[labels]  # (N, Q, C)
         releases = [
             np.concatenate(
                 [
-                    agent.add_noise_share(vote, std, num_queries=q, one_hot=True)
+                    teacher_votes.release_votes(agent, vote, std, q)
                     for std in (threshold_noise_std, noise_std)
                 ]
             )  # (2Q, C): the check's copy, then the argmax's copy
@@ -261,7 +298,7 @@ class LocalTransport(Transport):
         self.communication.rounds += 1
         if len(responders) < min_responders:
             return None
-        releases = [agent.noisy_accuracy_bin(validation, bins, noise_std)[None, :] for agent in responders]
+        releases = [noisy_accuracy_bin(agent, validation, bins, noise_std)[None, :] for agent in responders]
         return self._released_sum(releases, min_responders)  # sums: (1, B)
 
     def assign_weights(self, validation: LabeledData | None, rule: WeightRule) -> None:
@@ -273,26 +310,27 @@ class LocalTransport(Transport):
         if validation is not None and rule.histogram is None:
             validation_floats = validation.features.size + len(validation)
             self.communication.download_floats += len(self._agents) * validation_floats
-        for agent in self._agents:
-            agent.set_weight(validation, rule)
+        self._weighted = [WeightedVoter.from_rule(agent, validation, rule) for agent in self._agents]
 
     def weighted_vote_sum(
         self, query_indices: np.ndarray, noise_std: float, min_responders: int
     ) -> VoteSum | None:
         """Sum of all agents' weighted noisy votes; in-process every agent responds."""
-        responders = self._agents
+        if self._weighted is None:
+            raise RuntimeError("call assign_weights before weighted_vote_sum")
+        responders = self._weighted
         self.communication.download_floats += len(self._agents) * query_indices.shape[0]
         self.communication.upload_floats += len(responders) * query_indices.shape[0] * self._num_classes
         self.communication.rounds += 1
         if len(responders) < min_responders:
             return None
         if self._ensemble is None:
-            releases = [agent.weighted_noisy_votes(query_indices, noise_std) for agent in responders]
+            releases = [voter.noisy_votes(query_indices, noise_std) for voter in responders]
             return self._released_sum(releases, min_responders)  # sums: (Q, C)
         votes = np.eye(self._num_classes, dtype=np.float64)[self._voted_labels(query_indices)]  # (N, Q, C)
+        q = query_indices.shape[0]
         releases = [
-            agent.add_weighted_noise_share(vote, noise_std)
-            for agent, vote in zip(responders, votes, strict=True)
+            voter.release_votes(vote, noise_std, q) for voter, vote in zip(responders, votes, strict=True)
         ]
         return self._released_sum(releases, min_responders)
 
@@ -316,9 +354,9 @@ class LocalTransport(Transport):
         if self._knn is not None and self._ensemble is None:  # kNN agents (prepare_knn)
             if self._knn.index is not None:
                 return self._knn.index.votes(self._knn.public[queries]).sum(axis=0)  # (Q, C)
-            return np.sum([agent.knn_noisy_votes(queries, 0.0) for agent in self._agents], axis=0)
+            return np.sum([voter.noisy_votes(queries, 0.0) for voter in self._knn.voters], axis=0)
         if self._ensemble is None:  # noise_std 0 adds no noise and draws nothing
-            return np.sum([agent.noisy_votes(queries, 0.0) for agent in self._agents], axis=0)
+            return np.sum([teacher_votes.noisy_votes(agent, queries, 0.0) for agent in self._agents], axis=0)
         labels = self._ensemble.predict(self._public_features[queries]).cpu().numpy()  # (N, Q)
         return np.eye(self._num_classes, dtype=np.float64)[labels].sum(axis=0)  # (Q, C)
 
@@ -345,19 +383,18 @@ class LocalTransport(Transport):
             sizes = np.array([len(data) for data in self._private], dtype=np.int64)
             union = np.concatenate([data.features for data in self._private])  # (sum n_i, *shape)
             embedded = np.split(extractor.transform(union), np.cumsum(sizes)[:-1])  # agent i: (n_i, d)
-        ks = np.array(
-            [
-                agent.prepare_knn(
-                    extractor,
-                    k=k,
-                    k_fraction=k_fraction,
-                    public_embedding=public_embedding,
-                    record_embedding=None if embedded is None else embedded[i],
-                )
-                for i, agent in enumerate(self._agents)
-            ],
-            dtype=np.int64,
-        )
+        voters = [
+            KnnVoter.prepare(
+                agent,
+                extractor,
+                k=k,
+                k_fraction=k_fraction,
+                public_embedding=public_embedding,
+                record_embedding=None if embedded is None else embedded[i],
+            )
+            for i, agent in enumerate(self._agents)
+        ]
+        ks = np.array([voter.k for voter in voters], dtype=np.int64)
         index = None
         if embedded is not None:
             index = KnnIndex(
@@ -367,7 +404,7 @@ class LocalTransport(Transport):
                 self._num_classes,
                 device=self._device,
             )
-        self._knn = _LocalKnn(extractor=extractor, public=public_embedding, ks=ks, index=index)
+        self._knn = _LocalKnn(extractor=extractor, public=public_embedding, ks=ks, index=index, voters=voters)
         # Down: φ to every agent; up: each agent's k (a function of its public size).
         self.communication.download_floats += self.num_agents * extractor.num_floats
         self.communication.upload_floats += self.num_agents
@@ -380,20 +417,20 @@ class LocalTransport(Transport):
         """Sum of all agents' noisy kNN votes; in-process every agent responds."""
         if self._knn is None:
             raise RuntimeError("call prepare_knn before knn_vote_sum")
-        responders = self._agents
+        responders = self._knn.voters
         self.communication.download_floats += len(self._agents) * query_indices.shape[0]
         self.communication.upload_floats += len(responders) * query_indices.shape[0] * self._num_classes
         self.communication.rounds += 1
         if len(responders) < min_responders:
             return None
         if self._knn.index is None:
-            releases = [agent.knn_noisy_votes(query_indices, noise_std) for agent in responders]
+            releases = [voter.noisy_votes(query_indices, noise_std) for voter in responders]
             return self._released_sum(releases, min_responders)  # sums: (Q, C)
         # Every agent's clean kNN vote in one batched pass; each agent adds its noise share.
         votes = self._knn.index.votes(self._knn.public[query_indices])  # (N, Q, C)
+        q = query_indices.shape[0]
         releases = [
-            agent.add_noise_share(vote, noise_std, num_queries=query_indices.shape[0])
-            for agent, vote in zip(responders, votes, strict=True)
+            voter.release_votes(vote, noise_std, q) for voter, vote in zip(responders, votes, strict=True)
         ]
         return self._released_sum(releases, min_responders)
 
@@ -401,12 +438,11 @@ class LocalTransport(Transport):
         """Each agent's noiseless kNN classifier's test accuracy, (N,) — a diagnostic."""
         assert self._knn is not None
         if self._knn.index is None:
-            return np.array([agent.knn_accuracy(test) for agent in self._agents])
+            return np.array([voter.accuracy(test) for voter in self._knn.voters])
         votes = self._knn.index.votes(self._knn.extractor.transform(test.features))  # (N, T, C)
         return np.mean(np.argmax(votes, axis=2) == test.labels[None, :], axis=1)
 
-
-    # --- Gradient-based baselines (FedAvg, DP-FedAvg, DP-FedSGD) ----------------------------
+    # --- FedAUXfdp: output-perturbed heads -------------------------------------------------
 
     def private_heads(
         self, features: HeadFeatures, request: HeadRequest, progress: Progress = NO_PROGRESS
@@ -418,7 +454,7 @@ class LocalTransport(Transport):
         try:
             with progress.step("fitting and perturbing the agents' heads", total=self.num_agents) as bar:
                 for agent in self._agents:
-                    released.append(agent.private_heads(features, request))
+                    released.append(private_heads(agent, features, request))
                     bar.advance()
         finally:
             torch.set_num_threads(threads)
@@ -431,13 +467,15 @@ class LocalTransport(Transport):
         self.communication.rounds += 1
         return released
 
+    # --- Gradient-based baselines (FedAvg, DP-FedAvg, DP-FedSGD) ----------------------------
+
     def record_counts(self) -> np.ndarray:
         """Each agent's number of private records n_i, (N,)."""
         return np.array([agent.num_records for agent in self._agents], dtype=np.int64)
 
     def local_updates(
         self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
-    ) -> LocalUpdates:
+    ) -> local_training.LocalUpdates:
         """The listed agents' updates from θ, one agent after another (m, d).
 
         A loop, not the batched ensemble: a round samples few agents (q·N, 2-3 with the
@@ -456,11 +494,11 @@ class LocalTransport(Transport):
         torch.set_num_threads(1)
         try:
             for row, agent_id in enumerate(ids):
-                updates[row] = self._agents[int(agent_id)].local_update(theta, training)
+                updates[row] = local_update(self._agents[int(agent_id)], theta, training)
         finally:
             torch.set_num_threads(threads)
         records = np.array([self._agents[int(i)].num_records for i in ids], dtype=np.int64)
-        return LocalUpdates(agent_ids=ids, updates=updates, records=records)
+        return local_training.LocalUpdates(agent_ids=ids, updates=updates, records=records)
 
     def secure_update_sum(
         self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
@@ -489,7 +527,7 @@ class LocalTransport(Transport):
         torch.set_num_threads(1)  # one agent's steps are tiny: intra-op threads only contend
         try:
             releases = [
-                agent.local_update(theta, training).astype(np.float64)
+                local_update(agent, theta, training).astype(np.float64)
                 if i in chosen
                 else agent.noise_share((d,), training.noise_std)  # its noise share alone
                 for i, agent in enumerate(self._agents)
@@ -533,7 +571,7 @@ class LocalTransport(Transport):
         )
 
     def _prifedsync_clients(self) -> BatchedClients:
-        clients: BatchedClients | None = getattr(self, "_batched_clients", None)
+        clients = self._batched_clients
         if clients is None:
             clients = BatchedClients(
                 self._private,
@@ -544,11 +582,17 @@ class LocalTransport(Transport):
             self._batched_clients = clients
         return clients
 
+
 @dataclass(frozen=True, eq=False)
 class _LocalKnn:
-    """LocalTransport's kNN state: φ, φ(pool) (P, d), each agent's k (N,), the batched index."""
+    """LocalTransport's kNN state: φ, φ(pool) (P, d), each agent's k (N,), the batched index.
+
+    ``voters`` are the agents' own kNN state (:class:`~fedvote.agents.knn_votes.KnnVoter`),
+    through which every kNN vote leaves its agent.
+    """
 
     extractor: FeatureExtractor
     public: np.ndarray
     ks: np.ndarray
     index: KnnIndex | None
+    voters: list[KnnVoter]
