@@ -432,21 +432,25 @@ def federation_content_key(federation: Federation) -> str:
     return f"records-{digest}"
 
 
-def open_ledger(config: RunConfig, federation: Federation | None = None) -> PrivacyLedger:
+def open_ledger(
+    config: RunConfig, federation: Federation | None = None, *, content_key: str | None = None
+) -> PrivacyLedger:
     """The run's ledger: persisted in ``config.privacy.ledger`` when given, else in memory.
 
     The federation is keyed by :func:`federation_content_key` of ``federation`` (its
-    agents' records), with the config's legacy :func:`federation_fingerprint` as an alias
-    so that charges and budgets of older ledgers still count. Without ``federation`` (a
-    Flower server, which never holds the agents' records) the key is the fingerprint.
-    ``config.privacy.budget_epsilon`` is stored for a new federation and must match the
-    stored budget otherwise (:class:`~fedvote.privacy.ledger.PersistentLedger`).
+    agents' records) — or ``content_key``, the same key computed where the records were
+    (a Flower server reads it from the deployment's server file) — with the config's
+    legacy :func:`federation_fingerprint` as an alias so that charges and budgets of older
+    ledgers still count. With neither (a server file written before the key existed) the
+    key is the fingerprint. ``config.privacy.budget_epsilon`` is stored for a new
+    federation and must match the stored budget otherwise
+    (:class:`~fedvote.privacy.ledger.PersistentLedger`).
     """
     privacy = config.privacy
     if privacy.ledger is None:
         return PrivacyLedger()
     fingerprint = federation_fingerprint(config)
-    key = federation_content_key(federation) if federation is not None else fingerprint
+    key = federation_content_key(federation) if federation is not None else (content_key or fingerprint)
     return PersistentLedger(
         privacy.ledger,
         federation=key,

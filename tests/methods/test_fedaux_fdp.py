@@ -1,5 +1,6 @@
 """FedAUXfdp and its baselines (fedaux-fdp.txt): soft labels, heads, privacy report, refusals, a run."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -29,7 +30,7 @@ from fedvote.models.logistic_heads import HeadRequest, public_head_features
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.calibrate import binary_logistic_sensitivity, multinomial_logistic_sensitivity
 from fedvote.privacy.events import perturbed_head_events
-from fedvote.runner import run
+from fedvote.runner import make_federation, run
 
 
 def test_the_four_variants_are_registered():
@@ -225,3 +226,25 @@ def test_dirichlet_balanced_split_gives_every_agent_records_at_alpha_0_01():
     assert sum(sizes) == labels.shape[0] and min(sizes) >= 100
     top = np.mean([np.bincount(labels[p], minlength=10).max() / p.shape[0] for p in parts])
     assert top > 0.8  # almost one class per agent, as the paper's Table 1 (94.5 %)
+
+
+@pytest.mark.parametrize("name", ["fedaux-fdp", "fedavg-p", "fedd-p"])
+def test_the_plan_from_public_metadata_is_exactly_what_the_run_charges(name, tmp_path):
+    """Record counts, classes and pool size are public: the agent level is planned, not unbounded,
+    so a budgeted ledger can admit the run before anything is released."""
+    from fedvote.privacy.ledger import PrivacyLedger
+    from fedvote.runner import execute, plan
+    from fedvote.transport.local import LocalTransport
+
+    config = RunConfig(method=name, federation=FederationConfig(dataset="digits", agents=10))
+    federation = make_federation(config)
+    method = plan(config, federation.public_metadata())
+    ledger = PrivacyLedger()
+    execute(method, federation.server_data(), LocalTransport(federation, seed=0), ledger)
+    planned = method.planned_events()
+    assert planned.agent == ledger.event("agent") and planned.instance == ledger.event("instance")
+    assert math.isfinite(epsilon_for(planned.agent, config.privacy.delta))
+    budgeted = dataclasses.replace(
+        config, privacy=dataclasses.replace(config.privacy, ledger=str(tmp_path / "l.db"), budget_epsilon=100.0)
+    )
+    assert run(budgeted).privacy.agent.epsilon < 100.0  # admitted by the budget, and charged

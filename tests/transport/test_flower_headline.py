@@ -256,3 +256,28 @@ def test_label_release_is_refused_before_flower_trains_anything(tmp_path, monkey
         run_on_flower(server_settings(tmp_path, 20.0), _Untouchable(), _Untouchable())
     assert error.value.argument == "release"
     assert not ledger.exists()
+
+
+def test_the_flower_server_charges_the_federation_by_its_records_content(tmp_path, monkeypatch):
+    """The server never holds the records, yet its ledger key is their content key (computed when
+    `fedvote deploy` dealt them): a later in-process run on the same records meets the Flower
+    run's charge and the stored budget."""
+    from fedvote.flower.files import load_server_file
+    from fedvote.privacy.ledger import PersistentLedger, PrivacyBudgetExceeded
+    from fedvote.runner import federation_content_key, run
+
+    ledger = tmp_path / "ledger.db"
+    config = dataclasses.replace(
+        deployment_config(ledger),
+        privacy=dataclasses.replace(deployment_config(ledger).privacy, budget_epsilon=6.0),
+    )
+    write_deployment_files(config, tmp_path)
+    key = load_server_file(tmp_path / "server.npz").ledger_key
+    assert key == federation_content_key(make_federation(config))
+    monkeypatch.setattr(flower_module, "FlowerTransport", in_process_flower(config))
+    run_on_flower(server_settings(tmp_path, 7.0), _Untouchable(), _Untouchable())
+    with PersistentLedger(ledger, federation=key, budget_epsilon=None) as stored:
+        charges = [row for row in stored.history() if row["kind"] == "charge"]
+        assert len(charges) == 1 and stored.spent("agent") == pytest.approx(4.0, rel=1e-3)
+    with pytest.raises(PrivacyBudgetExceeded):  # 4 spent on Flower + 4 more > 6
+        run(config)

@@ -213,7 +213,7 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
         report=_say,
     )
     _say(f"{method.name}: {num_agents} agents, σ = {method.sigma:.4g}, t = {method.min_responders}")
-    ledger = open_ledger(config)
+    ledger = open_ledger(config, content_key=files.ledger_key)  # the agents' records, as dealt
     try:
         mark = time.perf_counter()
         outcome = execute(method, server, transport, ledger)

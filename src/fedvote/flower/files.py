@@ -33,7 +33,7 @@ from fedvote.flower.secagg import check_secagg_plan, secagg_settings
 from fedvote.methods.pate_fl import PateFL
 from fedvote.methods.private_knn_fl import PrivateKnnFL
 from fedvote.results import write_atomic
-from fedvote.runner import federation_fingerprint, make_federation, plan
+from fedvote.runner import federation_content_key, federation_fingerprint, make_federation, plan
 from fedvote.transport.base import agent_training_seeds
 
 AGENT_FILE = "agent-{agent_id}.npz"
@@ -63,6 +63,9 @@ class ServerFile:
     agent_records: np.ndarray
     public_labels: np.ndarray | None
     fingerprint: str
+    # The ledger's key for these agents' records (:func:`fedvote.runner.federation_content_key`),
+    # computed by ``fedvote deploy`` when it dealt the data; None in files written before it.
+    ledger_key: str | None = None
 
     def public_metadata(self, num_agents: int) -> PublicMetadata:
         """What the server plans the method from: pool size, N, classes, shape, record counts."""
@@ -107,6 +110,7 @@ def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]
         num_classes=federation.num_classes,
         agent_records=federation.agent_sizes(),
         fingerprint=fingerprint,
+        ledger_key=federation_content_key(federation),
     )
     written.append(path)
     written.append(write_atomic(out / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n"))
@@ -158,6 +162,7 @@ def load_server_file(path: str | Path) -> ServerFile:
             agent_records=np.asarray(archive["agent_records"], dtype=np.int64),
             public_labels=None if labels is None else np.asarray(labels, dtype=np.int64),
             fingerprint=str(archive["fingerprint"]),
+            ledger_key=str(archive["ledger_key"]) if "ledger_key" in archive.files else None,
         )
 
 

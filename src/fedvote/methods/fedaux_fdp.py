@@ -47,6 +47,7 @@ data-dependent).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,7 +58,7 @@ import torch
 from scipy import special
 from torch import nn
 
-from fedvote.data.federation import ServerData
+from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.options import method_option
@@ -284,6 +285,12 @@ class FedAuxFdp(Method):
     options: FedAuxOptions = field(default_factory=FedAuxOptions)
     delta: float = 1e-5
     seed: int = 0
+    # Public metadata (:meth:`with_public`): the agents' record counts nᵢ, the classes C and
+    # the pool size (its pre-training split gives the scoring heads' negatives), which fix
+    # every agent's σᵢ and head-norm bound, so the agent level can be planned.
+    agent_records: tuple[int, ...] | None = None
+    num_classes: int | None = None
+    pool_size: int | None = None
     sigma: float = field(init=False, default=0.0)  # σ/Δ of the class heads (0: not noised)
 
     def __post_init__(self) -> None:
@@ -382,9 +389,25 @@ class FedAuxFdp(Method):
             )
         return releases
 
+    def with_public(self, public: PublicMetadata) -> FedAuxFdp:
+        """The method knowing the agents' record counts and the classes: its agent level can be planned."""
+        records = None if public.agent_records is None else tuple(int(n) for n in public.agent_records)
+        return dataclasses.replace(
+            self, agent_records=records, num_classes=public.num_classes, pool_size=public.pool_size
+        )
+
     def planned_events(self) -> LevelEvents:
-        """The composed releases before the run (agent level unbounded until nᵢ are known)."""
-        releases = self.release_events(self.head_request(2, np.zeros(0, dtype=np.int64)), None)
+        """The composed releases before the run: exactly what the run charges once nᵢ and C are known.
+
+        Without them (:meth:`with_public` not called) the instance level is still exact
+        (σᵢ/Δᵢ is the multiplier for every agent) and the agent level unbounded.
+        """
+        counts = None if self.agent_records is None else list(self.agent_records)
+        negatives = np.zeros(0, dtype=np.int64)
+        if self.pool_size is not None:
+            negatives = self.split_pool(self.pool_size)[1]
+        request = self.head_request(self.num_classes or 2, negatives)
+        releases = self.release_events(request, counts)
         return LevelEvents(
             agent=compose_releases(releases, "agent"),
             instance=compose_releases(releases, "instance"),
