@@ -8,6 +8,13 @@ from fedvote.data.datasets import Dataset, load_digits
 from fedvote.data.federation import build_federation
 from fedvote.data.partition import PartitionSpec
 
+# Under pytest-xdist (make test: two workers on two cores) each worker computes with one
+# thread, so the workers do not fight over the cores.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    import torch
+
+    torch.set_num_threads(1)
+
 # CI runs the same examples every time (a red CI must be reproducible); locally
 # hypothesis explores new ones.
 settings.register_profile("ci", derandomize=True)

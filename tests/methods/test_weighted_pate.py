@@ -202,3 +202,18 @@ def test_end_to_end_on_digits_with_adversaries():
     assert result.details["scheme"] == "zscore" and result.details["validation_size"] == 40
     assert sum(result.details["accuracy_histogram"]) == pytest.approx(10.0)
     assert result.accuracy > 0.3
+
+
+def test_the_default_validation_set_is_a_fifth_of_the_public_pool_at_most_500(small_federation):
+    """digits' pool holds 270 points: the old fixed 500 refused `fedvote run --method weighted-pate`."""
+    from fedvote.config import RunConfig
+    from fedvote.data.validation import ValidationNeed, provide_validation
+    from fedvote.runner import prepare_public
+
+    pool = len(small_federation.public)
+    prepared = prepare_public(RunConfig(method="weighted-pate"), small_federation)
+    assert len(prepared.validation) == pool // 5 and len(prepared.public) == pool - pool // 5
+    capped = provide_validation(small_federation, ValidationNeed(share=0.9, most=7), seed=0)
+    assert len(capped.validation) == 7
+    explicit = prepare_public(RunConfig(method="weighted-pate", options={"validation_size": 12}), small_federation)
+    assert len(explicit.validation) == 12

@@ -29,12 +29,15 @@ class ValidationNeed:
     """A labelled public validation set a method asks the runner for (it never sees the federation).
 
     ``file``: a labelled public npz file; else ``size`` random points of the public pool
-    (they leave the query pool); ``size`` None with no file: the whole pool, read but
-    never queried (PriFedSync's stop rule).
+    (they leave the query pool); else, with ``share``, that share of the pool (at least 1,
+    at most ``most`` points) — a default chosen from the pool's size, a public quantity;
+    with none of them: the whole pool, read but never queried (PriFedSync's stop rule).
     """
 
     file: str | None = None
     size: int | None = None
+    share: float | None = None
+    most: int | None = None
 
 
 def provide_validation(federation: Federation, need: ValidationNeed | None, seed: int) -> Federation:
@@ -47,9 +50,12 @@ def provide_validation(federation: Federation, need: ValidationNeed | None, seed
     if need.file is not None:
         validation = load_validation_file(need.file, federation.example_shape, federation.num_classes)
         return dataclasses.replace(federation, validation=validation)
-    if need.size is None:
-        return dataclasses.replace(federation, validation=federation.public)
-    return with_validation(federation, need.size, seed)
+    if need.size is not None:
+        return with_validation(federation, need.size, seed)
+    if need.share is not None:
+        size = max(1, int(need.share * len(federation.public)))
+        return with_validation(federation, size if need.most is None else min(size, need.most), seed)
+    return dataclasses.replace(federation, validation=federation.public)
 
 
 def with_validation(federation: Federation, size: int, seed: int) -> Federation:

@@ -50,6 +50,12 @@ if TYPE_CHECKING:
     from fedvote.config import RunConfig
 
 
+# The default validation set: a fifth of the public pool, at most 500 points (the
+# reputation paper's size; on digits' 270-point pool, 54).
+DEFAULT_VALIDATION_SHARE = 0.2
+DEFAULT_VALIDATION_MOST = 500
+
+
 @dataclass(frozen=True)
 class WeightedVotingOptions:
     """The settings of ``--method weighted-pate`` (each is a ``fedvote run`` flag).
@@ -64,8 +70,10 @@ class WeightedVotingOptions:
     max_weight: float = method_option(
         3.0, "Largest vote weight w_max (the paper: 3); the votes' sensitivity is w_max."
     )
-    validation_size: int = method_option(
-        500, "Public-pool points labelled as the validation set (removed from the query pool)."
+    validation_size: int | None = method_option(
+        None,
+        "Public-pool points labelled as the validation set (removed from the query pool); "
+        "default: a fifth of the pool, at most 500.",
     )
     validation_file: str | None = method_option(
         None, "A labelled public npz (x, y) to score teachers on instead of a pool slice."
@@ -93,7 +101,8 @@ class WeightedVotingOptions:
             raise ConfigError("max_weight", f"must be a finite number > 0, got {self.max_weight}")
         if not 0.0 <= self.min_weight <= self.max_weight:
             raise ConfigError("min_weight", f"must lie in [0, {self.max_weight}], got {self.min_weight}")
-        if isinstance(self.validation_size, bool) or self.validation_size < 0:
+        size = self.validation_size
+        if size is not None and (isinstance(size, bool) or size < 0):
             raise ConfigError("validation_size", f"must be an integer >= 0, got {self.validation_size!r}")
         if not self.summary_sigma > 0:
             raise ConfigError("summary_sigma", f"must be > 0, got {self.summary_sigma}")
@@ -176,6 +185,8 @@ class WeightedPate(PateFL):
             return None
         if options.validation_file is not None:
             return ValidationNeed(file=options.validation_file)
+        if options.validation_size is None:  # chosen from the pool's size, a public quantity
+            return ValidationNeed(share=DEFAULT_VALIDATION_SHARE, most=DEFAULT_VALIDATION_MOST)
         if options.validation_size < 1:
             raise ConfigError(
                 "validation_size",
