@@ -6,7 +6,12 @@ BIN := $(VENV)/bin
 # CPU wheel, while an unpinned "torch" would pull several GB of CUDA packages.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test lint bench results install install-dev clean chromium
+.PHONY: demo test test-slow lint bench results install install-dev clean chromium
+
+# The full MNIST/USPS files: ../shared/datasets when it is there (FEDVOTE_DATA overrides).
+export FEDVOTE_DATA ?= $(shell [ -d ../shared/datasets ] && cd ../shared/datasets && pwd)
+# Two workers, one test file each at a time (module fixtures are built once per file).
+PYTEST_PARALLEL ?= -n 2 --dist loadfile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,8 +41,13 @@ chromium:
 		$$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 || \
 		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }; }
 
+# make test: everything but the slow and full-data tests, in under 5 minutes on 2 cores.
 test: install-dev chromium
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not slow and not full_data"
+
+# make test-slow: the rest (Flower dropout runs, long accounting grids, full MNIST/USPS); CI runs both.
+test-slow: install-dev chromium
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "slow or full_data"
 
 lint: install-dev
 	$(BIN)/ruff check src tests

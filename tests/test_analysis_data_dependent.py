@@ -69,6 +69,7 @@ def test_runs_that_release_sums_claim_no_data_dependent_epsilon():
     assert privacy.agent.epsilon == pytest.approx(2.7354, abs=5e-4)  # the headline is untouched
 
 
+@pytest.mark.slow  # make test-slow (CI); the sums case is checked for PATE-FL in make test
 def test_weighted_votes_claim_no_data_dependent_epsilon():
     # Weighted votes with adversarial teachers: the old analysis read the honest one-hot
     # histograms (0.064 reported against 2.735 for the sums actually released).

@@ -34,6 +34,7 @@ def test_compare_rows_and_json(tmp_path):
     assert "dp-fedavg" in table and "∞" in table
 
 
+@pytest.mark.slow  # the compare command end to end: make test-slow (CI); run_comparison is checked in make test
 def test_compare_command_prints_table(tmp_path):
     result = CliRunner().invoke(
         compare_command,
@@ -52,6 +53,7 @@ def test_compare_refuses_unknown_method():
         compare(SMALL, ["nope"], epsilon=1.0, delta=1e-3)
 
 
+@pytest.mark.slow  # the compare command end to end: make test-slow (CI); run_comparison is checked in make test
 def test_compare_command_runs_on_a_recorded_config(tmp_path):
     config_file = tmp_path / "config.json"
     config_file.write_text(json.dumps(SMALL.to_dict()))

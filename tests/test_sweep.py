@@ -112,6 +112,7 @@ def test_write_sweep_files_hold_every_row(tmp_path):
     assert float(rows[0]["accuracy"]) == saved["rows"][0]["accuracy"]
 
 
+@pytest.mark.slow  # the sweep command end to end: make test-slow (CI); test_sweep_every_method runs it in make test
 def test_sweep_command_two_methods(tmp_path):
     result = CliRunner().invoke(
         sweep_command,

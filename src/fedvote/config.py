@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,10 +22,30 @@ from fedvote.data.partition import PartitionSpec
 from fedvote.errors import ConfigError
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import ACCOUNTANTS
+from fedvote.privacy.calibrate import SIGMA_CEILING
 
 # With neither --sigma nor --epsilon, σ is calibrated to this agent-level ε (the
 # operating point of the voting paper's Table 1).
 DEFAULT_EPSILON = 4.0
+
+
+# Seeds: --seed reaches scikit-learn and torch generators, which take 32 bits; --noise-seed
+# only NumPy's SeedSequence, but is recorded and derived (privacy.noise_seeds) as a
+# non-negative int64.
+MAX_SEED = 2**32 - 1
+MAX_NOISE_SEED = 2**63 - 1
+
+
+def _finite(value: float) -> float:
+    """``value``, or NaN (which fails every comparison) when it is infinite."""
+    return value if math.isfinite(value) else math.nan
+
+
+def _check_seed(name: str, value: int | None, largest: int) -> None:
+    if value is None and name == "noise_seed":
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= largest:
+        raise ConfigError(name, f"must be an integer from 0 to {largest}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -93,14 +117,20 @@ class PrivacyConfig:
             )
         if self.budget_epsilon is not None and self.ledger is None:
             raise ConfigError("budget_epsilon", "a budget needs a ledger to keep it: add --ledger PATH")
-        if self.budget_epsilon is not None and not self.budget_epsilon > 0:
-            raise ConfigError("budget_epsilon", f"must be > 0, got {self.budget_epsilon}")
+        if self.budget_epsilon is not None and not _finite(self.budget_epsilon) > 0:
+            raise ConfigError("budget_epsilon", f"must be a finite number > 0, got {self.budget_epsilon}")
         if self.sigma is not None and self.epsilon is not None:
             raise ConfigError("sigma", "give either sigma or epsilon, not both")
-        if self.sigma is not None and not self.sigma >= 0:
-            raise ConfigError("sigma", f"must be >= 0, got {self.sigma}")
-        if self.epsilon is not None and not self.epsilon > 0:
-            raise ConfigError("epsilon", f"must be > 0, got {self.epsilon}")
+        if self.sigma is not None and not _finite(self.sigma) >= 0:
+            raise ConfigError("sigma", f"must be a finite number >= 0, got {self.sigma}")
+        if self.sigma is not None and self.sigma > SIGMA_CEILING:
+            raise ConfigError(
+                "sigma",
+                f"must be at most {SIGMA_CEILING:g} (noise that drowns every release: ε ≈ 0, nothing "
+                f"is learned), got {self.sigma:g}",
+            )
+        if self.epsilon is not None and not _finite(self.epsilon) > 0:
+            raise ConfigError("epsilon", f"must be a finite number > 0, got {self.epsilon}")
         if not 0.0 < self.delta < 1.0:
             raise ConfigError("delta", f"must lie in (0, 1), got {self.delta}")
         if self.accountant not in ACCOUNTANTS:
@@ -110,6 +140,7 @@ class PrivacyConfig:
             )
         if self.min_responders is not None and self.min_responders < 1:
             raise ConfigError("min_responders", f"must be at least 1, got {self.min_responders}")
+        _check_seed("noise_seed", self.noise_seed, MAX_NOISE_SEED)
 
     @property
     def target_epsilon(self) -> float | None:
@@ -193,6 +224,7 @@ class RunConfig:
             )
         if self.queries is not None and self.queries < 1:
             raise ConfigError("queries", f"must be at least 1, got {self.queries}")
+        _check_seed("seed", self.seed, MAX_SEED)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready nested dict (the ``config`` key of result.json)."""
@@ -205,16 +237,25 @@ class RunConfig:
         Older result.json files kept the kNN and gradient settings in sections of their own
         (``knn``, ``gradient``); their given values become options of the same names (the
         gradient ``model`` is ``gradient_model``). An option both there and in ``options``
-        is refused.
+        is refused. A value of the wrong JSON type, a section that is not an object and an
+        unknown field are refused naming the field (``federation.agents must be an integer,
+        got "ten"``), as the ``config`` argument.
         """
-        data = dict(data)
+        data = dict(_section(data, "config"))
         legacy = _legacy_options(data)
-        options = dict(data.pop("options", None) or {})
+        options = dict(_section(data.pop("options", None) or {}, "options"))
         for name in legacy:
             if name in options and options[name] != legacy[name]:
                 raise ConfigError(name, "given twice: in the legacy section and in options")
-        federation = dict(data.pop("federation", {}))
-        partition = PartitionSpec(**federation.pop("partition", {}))
+        federation = dict(_section(data.pop("federation", {}), "federation"))
+        partition_values = _section(federation.pop("partition", {}), "federation.partition")
+        _check_types(PartitionSpec, partition_values, "federation.partition.")
+        _check_types(FederationConfig, federation, "federation.")
+        for name, section_type in _SECTIONS.items():
+            if name in data and name != "federation":
+                _check_types(section_type, _section(data[name], name), f"{name}.")
+        _check_types(cls, data, "")
+        partition = PartitionSpec(**partition_values)
         return cls(
             federation=FederationConfig(partition=partition, **federation),
             privacy=PrivacyConfig(**data.pop("privacy", {})),
@@ -223,6 +264,89 @@ class RunConfig:
             options={**legacy, **options},
             **data,
         )
+
+
+# A config's sections and the dataclass of each (for type checks and "did you mean").
+_SECTIONS: dict[str, type] = {
+    "federation": FederationConfig,
+    "privacy": PrivacyConfig,
+    "teacher": TrainingConfig,
+    "student": TrainingConfig,
+}
+
+
+def _section(value: Any, name: str) -> dict[str, Any]:
+    """``value``, a section of a config, refused by name unless it is a JSON object."""
+    if not isinstance(value, dict):
+        raise ConfigError("config", f"{name} must be an object, got {_shown(value)}")
+    return value
+
+
+def _check_types(cls: type, values: dict[str, Any], prefix: str) -> None:
+    """Refuse, naming the field (``prefix`` + its name), a value of the wrong JSON type for ``cls``.
+
+    Integers pass for floats (JSON does not tell 4 from 4.0); booleans pass for nothing
+    but booleans. A key that is not a field is refused too, with the section that has it.
+    """
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+        if name not in hints:
+            owners = [f"{section}.{name}" for section, kind in _SECTIONS.items() if name in _fields(kind)]
+            hint = f" (did you mean {' or '.join(owners)}?)" if owners and not prefix else ""
+            raise ConfigError("config", f"unknown field {prefix}{name}{hint}")
+        expected = _type_mismatch(value, hints[name])
+        if expected is not None:
+            raise ConfigError("config", f"{prefix}{name} must be {expected}, got {_shown(value)}")
+
+
+def _fields(cls: type) -> set[str]:
+    return {item.name for item in dataclasses.fields(cls)}
+
+
+# The JSON values a field of each type accepts, and how a message names them.
+_JSON_TYPES: dict[type, tuple[type, ...]] = {
+    bool: (bool,),
+    int: (int,),
+    float: (int, float),
+    str: (str,),
+    dict: (dict,),
+}
+_JSON_KINDS: dict[type, str] = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    dict: "an object",
+}
+
+
+def _type_mismatch(value: Any, hint: Any) -> str | None:
+    """What ``value`` should have been for a field annotated ``hint`` (None: it fits, or is not checked)."""
+    union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+    kinds = [typing.get_origin(arg) or arg for arg in (typing.get_args(hint) if union else (hint,))]
+    if value is None:
+        return None if type(None) in kinds else _describe_kinds(kinds)
+    for kind in kinds:
+        if kind is type(None):
+            continue
+        if kind not in _JSON_TYPES:
+            return None  # a type this check does not know: the constructor's to judge
+        if isinstance(value, bool) == (kind is bool) and isinstance(value, _JSON_TYPES[kind]):
+            return None
+    return _describe_kinds(kinds)
+
+
+def _describe_kinds(kinds: list[Any]) -> str:
+    names = [_JSON_KINDS[kind] for kind in kinds if kind in _JSON_KINDS]
+    return " or ".join(names + (["null"] if type(None) in kinds else []))
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def load_run_config(path: str | Path) -> RunConfig:
@@ -237,3 +361,7 @@ def load_run_config(path: str | Path) -> RunConfig:
         return RunConfig.from_dict(data.get("config", data))
     except TypeError as error:
         raise ConfigError("config", f"{path} is not a fedvote config: {error}") from error
+    except ConfigError as error:
+        if error.argument != "config":
+            raise
+        raise ConfigError("config", f"{path}: {error.detail}") from error

@@ -44,6 +44,11 @@ class RichProgress:
 
         self._console = Console(stderr=True)
 
+    @property
+    def on_terminal(self) -> bool:
+        """Whether stderr is a terminal (bars are drawn); else they are not, and commands log plain lines."""
+        return bool(self._console.is_terminal)
+
     @contextmanager
     def step(self, description: str, total: int) -> Iterator[StepBar]:
         """Progress bar for one step, replaced by a check mark when done."""

@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from fedvote.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,14 @@ class RunResult:
         """result.json's text."""
         return json.dumps(self.to_dict(), indent=2, sort_keys=False)
 
+    def save(self, out_dir: str | Path) -> Path:
+        """Write ``out_dir/result.json`` (and ``analysis.npz``), as ``fedvote run --out`` does.
+
+        :func:`write_result`; returns the path of ``result.json``. ``fedvote report out_dir``
+        draws it.
+        """
+        return write_result(self, out_dir)
+
 
 def write_result(result: RunResult, out_dir: str | Path) -> Path:
     """Write ``out_dir/result.json`` atomically (a temporary file renamed into place).
@@ -205,3 +218,87 @@ def write_atomic(path: Path, data: str | bytes) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return target
+
+
+# --- output directories: probed before anything is charged, a fallback after ----------------
+
+
+def check_writable(directory: str | Path, argument: str = "out") -> None:
+    """Refuse (:class:`ConfigError` naming ``argument``) a directory fedvote could not write into.
+
+    Creates ``directory`` (and its missing parents) if needed, creates, writes, flushes and
+    removes a probe file in it, then removes the directories it created: nothing is left
+    behind, whatever the outcome. Commands that write call it before anything is trained
+    or charged, so an unwritable ``--out`` costs no privacy budget.
+    """
+    out = Path(directory)
+    created: list[Path] = []
+    try:
+        try:
+            missing = []
+            for parent in (out, *out.parents):
+                if parent.exists() or parent.is_symlink():
+                    break
+                missing.append(parent)
+            for parent in reversed(missing):
+                parent.mkdir()
+                created.append(parent)
+        except OSError as error:
+            raise ConfigError(argument, f"cannot create {out}: {_reason(error)}") from error
+        if not out.is_dir():
+            raise ConfigError(argument, f"{out} is not a directory")
+        probe = out / f".fedvote-probe-{os.urandom(6).hex()}"
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, b"fedvote probe\n")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+                probe.unlink(missing_ok=True)
+        except OSError as error:
+            raise ConfigError(argument, f"cannot write in {out}: {_reason(error)}") from error
+    finally:
+        for made in reversed(created):
+            try:
+                made.rmdir()
+            except OSError:
+                pass
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error) or type(error).__name__
+
+
+def write_or_fallback(
+    write: Callable[[Path], Path], out_dir: str | Path, near: str | Path | None = None
+) -> tuple[Path, OSError | None]:
+    """``write(out_dir)``, or, if that fails with an OSError, ``write`` into a fallback directory.
+
+    The fallback is a new directory ``fedvote-result-*`` beside ``near`` (the run's
+    ledger, where there is one), else in the system's temporary directory: a result whose
+    releases were charged is never lost to a full disk or a directory that became
+    unwritable. Returns the path written and the error that sent it to the fallback (None
+    when it was written where asked); raises that error if every fallback fails too.
+    """
+    try:
+        return write(Path(out_dir)), None
+    except OSError as error:
+        failure = error
+    places = [Path(near).resolve().parent] if near is not None else []
+    places.append(Path(tempfile.gettempdir()))
+    for place in places:
+        try:
+            fallback = Path(tempfile.mkdtemp(prefix="fedvote-result-", dir=place))
+        except OSError:
+            continue
+        try:
+            return write(fallback), failure
+        except OSError:
+            shutil.rmtree(fallback, ignore_errors=True)
+    raise failure
+
+
+def fallback_message(flag: str, out_dir: str | Path, failure: OSError, path: Path) -> str:
+    """The one line saying where a result went instead of ``out_dir`` (given as ``flag``), and why."""
+    return f"{flag}: cannot write to {out_dir} ({_reason(failure)}); the result was saved to {path} instead"

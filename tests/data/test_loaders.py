@@ -300,13 +300,14 @@ def test_npz_channels_last_and_image_shape(tmp_path):
 def test_bad_npz_archives_are_refused(tmp_path, arrays, expected):
     path = tmp_path / "bad.npz"
     np.savez(path, **arrays)
-    message = _one_line_error(lambda: load_dataset(f"npz:{path}"))
+    message = _one_line_error(lambda: load_dataset(f"npz:{path}"), "dataset")  # the file --dataset names
     assert str(path) in message and expected in message
 
 
 def test_unreadable_or_absent_npz(tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"this is not a zip archive")
-    assert "not a readable .npz" in _one_line_error(lambda: load_dataset(f"npz:{tmp_path / 'junk.npz'}"))
+    junk = f"npz:{tmp_path / 'junk.npz'}"
+    assert "not a readable .npz" in _one_line_error(lambda: load_dataset(junk), "dataset")
     assert "not found" in _one_line_error(lambda: load_dataset(f"npz:{tmp_path / 'nope.npz'}"), "dataset")
 
 
@@ -337,11 +338,12 @@ def test_csv_images_gzipped_with_string_labels(tmp_path):
     ("text", "kwargs", "argument", "expected"),
     [
         ("x,y\n1,2\n", {}, "label_column", "no column 'label'"),
-        ("label,x\n1,abc\n", {}, "data_dir", "numeric"),
-        ("label,x\n1,2,3\n1\n", {}, "data_dir", "numeric"),
-        ("label\n1\n", {}, "data_dir", "no feature column"),
-        ("label,x\n", {}, "data_dir", "no data rows"),
-        ("", {}, "data_dir", "empty"),
+        # the file is the one --dataset csv:PATH names, not one found in --data-dir
+        ("label,x\n1,abc\n", {}, "dataset", "numeric"),
+        ("label,x\n1,2,3\n1\n", {}, "dataset", "numeric"),
+        ("label\n1\n", {}, "dataset", "no feature column"),
+        ("label,x\n", {}, "dataset", "no data rows"),
+        ("", {}, "dataset", "empty"),
     ],
 )
 def test_bad_csv_files_are_refused(tmp_path, text, kwargs, argument, expected):

@@ -118,6 +118,7 @@ def test_accounting_matches_dp_accounting_and_result_keys(small_federation):
     assert transport.communication.rounds == rounds
 
 
+@pytest.mark.slow  # a PLD calibration: make test-slow (CI)
 def test_dp_fedsgd_calibrates_the_replace_one_instance_epsilon():
     """--epsilon targets the replace-one ε: the calibrated z meets it (and is larger than the z
     an add/remove calibration would pick)."""

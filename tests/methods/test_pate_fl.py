@@ -118,6 +118,7 @@ def small_config(**privacy):
     )
 
 
+@pytest.mark.slow  # the contract suite checks determinism of every method in make test
 def test_runs_are_deterministic_under_seed_and_noise_seed():
     first, second = run(small_config(sigma=4.0)), run(small_config(sigma=4.0))
     assert first.accuracy == second.accuracy

@@ -119,6 +119,7 @@ def test_ledger_composes_batches_into_one_self_composition_and_voids():
     assert np.isclose(epsilon_for(PrivacyLedger().event("agent"), 1e-3), 0.0)
 
 
+@pytest.mark.slow  # minutes of PLD work: make test-slow (CI)
 def test_calibration_of_subsampled_events_brackets_from_one_and_never_overshoots():
     """Poisson-subsampled Gaussians (DP-FedAvg): bracketed by doubling/halving from σ = 1,
     never at tiny σ, whose PLD would not fit in memory."""
@@ -132,6 +133,7 @@ def test_calibration_of_subsampled_events_brackets_from_one_and_never_overshoots
     assert epsilon_for(make_event(sigma * 0.99), 1e-3) > 4.0
 
 
+@pytest.mark.slow  # minutes of PLD work: make test-slow (CI)
 def test_pld_of_a_huge_gaussian_mu_uses_the_exact_form_without_exhausting_memory():
     from fedvote.privacy.accountant import PLD_MAX_GAUSSIAN_MU
 

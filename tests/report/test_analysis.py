@@ -37,6 +37,7 @@ def test_voting_run_writes_the_analysis_arrays(voting_run):
     assert np.mean(analysis.pseudo_labels == analysis.true_labels) == pytest.approx(result["label_accuracy"])
 
 
+@pytest.mark.slow  # a 100-round gradient run: make test-slow (CI)
 def test_gradient_run_records_only_the_partition(gradient_run):
     result = json.loads((gradient_run / "result.json").read_text())
     analysis = RunAnalysis.load(gradient_run / "analysis.npz")

@@ -102,6 +102,7 @@ def test_epsilon_curve_ends_at_the_runs_epsilon_and_draws_no_data_dependent_curv
     assert_renders(figure, tmp_path, "epsilon_curve")
 
 
+@pytest.mark.slow  # a 100-round gradient run: make test-slow (CI)
 def test_epsilon_curve_of_a_gradient_run_counts_rounds(gradient_run, tmp_path):
     run = load_run(gradient_run)
     curve = curves.gradient_epsilon_curve(run)

@@ -29,6 +29,7 @@ def sweep_dir(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # a full sweep: make test-slow (CI); the plot's dashed line is checked in make test
 def test_the_non_private_method_runs_once_as_a_reference_row(sweep_dir):
     saved = json.loads((sweep_dir / "sweep.json").read_text())
     assert saved["sweep"]["methods"] == ["pate-fl", "majority-vote"]

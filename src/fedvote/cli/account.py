@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import click
 import numpy as np
 
 from fedvote.errors import ConfigError
-from fedvote.privacy.accountant import ACCOUNTANTS, epsilon_for, gaussian_mu
+from fedvote.privacy.accountant import ACCOUNTANTS, PLDTooLarge, epsilon_for, gaussian_mu
 from fedvote.privacy.events import (
     KNN_BOUNDS,
     LEVELS,
@@ -40,6 +42,10 @@ _QUERIES = click.option("--queries", type=int, required=True, help="Number of qu
 _LEVEL = click.option("--level", type=click.Choice(LEVELS), default="agent", show_default=True)
 
 
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
 def _check_delta(delta: float) -> None:
     if not 0.0 < delta < 1.0:
         raise ConfigError("delta", f"must lie in (0, 1), got {delta}")
@@ -55,6 +61,15 @@ def _check_count(name: str, value: int) -> None:
         raise ConfigError(name, f"must be >= 0, got {value}")
 
 
+@contextmanager
+def _noise_named(flag: str) -> Iterator[None]:
+    """Name ``flag`` (the noise) in a refusal of a release too little noised to account."""
+    try:
+        yield
+    except PLDTooLarge as error:
+        raise ConfigError(flag, error.detail) from error
+
+
 def _emit(payload: dict[str, Any], as_json: bool, text: str) -> None:
     if as_json:
         click.echo(json.dumps(finite_or_none(payload)))
@@ -63,7 +78,8 @@ def _emit(payload: dict[str, Any], as_json: bool, text: str) -> None:
 
 
 def _gaussian_payload(event: Any, delta: float, accountant: str) -> dict[str, Any]:
-    epsilon = epsilon_for(event, delta, accountant)
+    with _noise_named("sigma"):
+        epsilon = epsilon_for(event, delta, accountant)
     payload: dict[str, Any] = {"epsilon": epsilon, "delta": delta, "accountant": accountant}
     try:
         payload["mu"] = gaussian_mu(event)
@@ -166,7 +182,8 @@ def dp_sgd(sampling_rate: float, noise_multiplier: float, steps: int, delta: flo
     _check_count("steps", steps)
     _check_delta(delta)
     event = dp_sgd_event(sampling_rate, noise_multiplier, steps)
-    epsilon = epsilon_for(event, delta, accountant)
+    with _noise_named("noise_multiplier"):
+        epsilon = epsilon_for(event, delta, accountant)
     payload = {"epsilon": epsilon, "delta": delta, "accountant": accountant, "sampling_rate": sampling_rate,
                "noise_multiplier": noise_multiplier, "steps": steps, "adjacency": "add/remove one record"}
     _emit(payload, as_json, f"ε = {epsilon:.4f} at δ = {delta:g} [{accountant}, add/remove one record]")
@@ -199,8 +216,8 @@ def votes(histogram_path: str, sigma: float, delta: float, sensitivity: float, b
     path = Path(histogram_path)
     try:
         histogram = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as error:
-        raise ConfigError("histogram", f"cannot read {path} as a .npy array: {error}") from error
+    except Exception as error:  # noqa: BLE001 - missing, empty (EOFError), zip and format errors alike
+        raise ConfigError("histogram", f"cannot read {path} as a .npy array: {_one_line(error)}") from error
     result = data_dependent_epsilon(histogram, sigma, delta, sensitivity=sensitivity, bound=bound)
     payload = result.to_dict(per_query=per_query)
     payload["accountant"] = f"rdp ({bound}, data-dependent), capped by exact data-independent"
@@ -242,9 +259,10 @@ def gdp_clt(sigma: float, batch_size: int, records: int, local_steps: int, round
         payload["mu_strong"] = strong
         payload["epsilon_strong"] = gdp_epsilon(strong, delta)
     if with_pld:
-        payload["epsilon_pld"] = replace_one_dp_sgd_epsilon(
-            sigma, batch_size / records, local_steps * rounds, delta
-        )
+        with _noise_named("sigma"):
+            payload["epsilon_pld"] = replace_one_dp_sgd_epsilon(
+                sigma, batch_size / records, local_steps * rounds, delta
+            )
     text = f"μ = {mu:.4f} (CLT), ε = {payload['epsilon']:.4f} at δ = {delta:g}"
     if with_pld:
         text += f"; PLD (replace-one, Poisson B/n) ε = {payload['epsilon_pld']:.4f}"

@@ -24,7 +24,15 @@ from fedvote.cli.run_options import run_config_options
 from fedvote.cli.sweep import sweep
 from fedvote.config import RunConfig, load_run_config
 from fedvote.errors import ConfigError, VoteRejected
-from fedvote.results import DIAGNOSTIC_NOTE, PrivacyStatement, RunResult, write_result
+from fedvote.results import (
+    DIAGNOSTIC_NOTE,
+    PrivacyStatement,
+    RunResult,
+    check_writable,
+    fallback_message,
+    write_or_fallback,
+    write_result,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -65,18 +73,47 @@ def run(
         config = _config_from_file(context, config_file, frozenset({"out", "as_json", "with_report"}))
     else:
         (config,) = configs
-    result = run_config(config, progress=RichProgress())
     if out is not None:
-        path = write_result(result, out)
-        click.echo(f"wrote {path}", err=True)
-        if with_report:
-            from fedvote.report import write_report
-
-            click.echo(f"wrote {write_report(out)}", err=True)
+        check_writable(out)  # before anything is trained or charged
+    result = run_config(config, progress=RichProgress())
+    failed: str | None = None
+    if out is not None:
+        failed, unsaved = _save_run(result, out, config.privacy.ledger, with_report)
+        as_json = as_json or unsaved  # nowhere to write it: the result goes to stdout
     if as_json:
         click.echo(result.to_json())
     else:
         click.echo(summary(result))
+    if failed is not None:
+        click.echo(f"fedvote: error: {failed}", err=True)
+        sys.exit(1)
+
+
+def _save_run(result: RunResult, out: str, ledger: str | None, with_report: bool) -> tuple[str | None, bool]:
+    """Write ``out/result.json`` (and report.html); the one-line error if any, and whether it is unsaved.
+
+    A result that cannot be written to ``out`` after all (a full disk) is written beside
+    the ledger or in the temporary directory (:func:`~fedvote.results.write_or_fallback`)
+    and the error says where; if even that fails it is unsaved and goes to stdout: a
+    charged result is never lost.
+    """
+    try:
+        path, failure = write_or_fallback(lambda directory: write_result(result, directory), out, ledger)
+    except OSError as error:
+        reason = error.strerror or error
+        return f"--out: cannot write to {out} ({reason}) nor to a fallback directory; it is on stdout", True
+    if failure is not None:
+        return fallback_message("--out", out, failure, path), False
+    click.echo(f"wrote {path}", err=True)
+    if with_report:
+        from fedvote.report import write_report
+
+        try:
+            click.echo(f"wrote {write_report(out)}", err=True)
+        except OSError as error:
+            reason = error.strerror or error
+            return f"--report: cannot write report.html in {out} ({reason}); {path} was written", False
+    return None, False
 
 
 def _config_from_file(context: click.Context, path: str, allowed: frozenset[str]) -> RunConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from typing import Any
 
 import click
@@ -15,6 +16,7 @@ from fedvote.methods import METHODS, option_names
 from fedvote.methods.gradient import NOISE_PLACEMENTS
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import ACCOUNTANTS
+from fedvote.results import check_writable, fallback_message, write_or_fallback
 
 
 @click.command()
@@ -87,7 +89,7 @@ def compare(
 
     Example: fedvote compare --methods pate-fl,dp-fedavg,dp-fedsgd --epsilon 4 --delta 1e-3
     """
-    from fedvote.compare import format_table, run_comparison
+    from fedvote.compare import format_table, run_comparison, write_comparison
     from fedvote.progress import RichProgress
 
     names = [m.strip() for m in methods.split(",") if m.strip()]
@@ -131,12 +133,29 @@ def compare(
             queries=queries,
             seed=seed,
         )
-    comparison = run_comparison(
-        config, names, epsilon=epsilon, delta=delta, out_dir=out, progress=RichProgress()
-    )
-    rows = comparison.rows
     if out is not None:
-        click.echo(f"wrote {out}/compare.json", err=True)
+        check_writable(out)  # before any row is trained or charged
+    comparison = run_comparison(config, names, epsilon=epsilon, delta=delta, progress=RichProgress())
+    rows = comparison.rows
+    failed: str | None = None
+    if out is not None:  # never lose the charged rows: a fallback directory if out fails now
+        try:
+            path, failure = write_or_fallback(
+                lambda directory: write_comparison(
+                    comparison, config, epsilon=epsilon, delta=delta, out_dir=directory
+                ),
+                out,
+                config.privacy.ledger,
+            )
+        except OSError as error:  # not even a fallback: the rows go to stdout
+            failed = f"--out: cannot write to {out} ({error.strerror or error}) nor to a fallback directory"
+            failed += "; the rows are printed on stdout"
+            as_json = True
+        else:
+            if failure is None:
+                click.echo(f"wrote {path}", err=True)
+            else:
+                failed = fallback_message("--out", out, failure, path)
     if as_json:
         click.echo(json.dumps([row.to_dict() for row in rows], indent=2))
     else:
@@ -146,6 +165,9 @@ def compare(
         )
         click.echo(format_table(rows))
         click.echo(total_line(comparison.total_epsilon, delta, comparison.ledger))
+    if failed is not None:
+        click.echo(f"fedvote: error: {failed}", err=True)
+        sys.exit(1)
 
 
 def with_ledger(config: RunConfig, ledger: str | None, budget_epsilon: float | None) -> RunConfig:

@@ -3,8 +3,9 @@
 Register with ``cli.add_command(data)``. ``fedvote data list`` tries every registered
 dataset in the data directory (``--data-dir``, default ``$FEDVOTE_DATA``) and prints,
 for each, whether it is available, where fedvote looked, and its splits' sizes and
-shapes; ``--json`` prints the same as a JSON object. Missing or corrupt files are
-reported, not raised: the command always exits 0.
+shapes; ``--json`` prints the same as a JSON object. Missing files (``missing``) and
+files present but unreadable (``corrupt: <reason>``) are reported, not raised: the
+command always exits 0.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def list_command(data_dir: str | None, as_json: bool) -> None:
 
 
 def _describe(status: DatasetStatus) -> str:
+    if status.state == "corrupt":  # present but unreadable: say why, not "missing"
+        return f"{status.name:<7} corrupt: {status.error}"
     head = f"{status.name:<7} {'available' if status.available else 'missing':<9}"
     if not status.available:
         looked = " or ".join(status.searched) if status.searched else "nowhere (no data directory)"

@@ -34,6 +34,7 @@ import click
 
 from fedvote.config import RunConfig, load_run_config
 from fedvote.errors import ConfigError
+from fedvote.results import check_writable
 
 FLOWER_MISSING = 'Flower is not installed; install it with: pip install "fedvote[deploy]"'
 DEFAULT_SUPERLINK_PORT = 9093
@@ -63,6 +64,7 @@ def split(config_file: str, out_dir: str) -> None:
     from fedvote.flower.files import write_deployment_files
 
     config = load_run_config(config_file)
+    check_writable(out_dir)  # before the federation is built
     for path in write_deployment_files(config, out_dir):
         click.echo(f"wrote {path}")
 
@@ -71,6 +73,10 @@ def split(config_file: str, out_dir: str) -> None:
 @click.argument("directory", type=click.Path(file_okay=False))
 def app(directory: str) -> None:
     """Write fedvote's Flower App project (a pyproject.toml) into DIRECTORY, for flwr run."""
+    try:
+        check_writable(directory, "directory")
+    except ConfigError as error:
+        raise click.BadParameter(error.detail, param_hint="DIRECTORY") from None
     from fedvote.flower.app import write_app_project
 
     click.echo(f"wrote {write_app_project(directory)}")
@@ -262,6 +268,7 @@ def server(
 ) -> None:
     """Run the config on the agents' nodes: start a SuperLink (or use one), submit, wait, report."""
     # Refuse a bad config, method or clipping range before anything starts.
+    check_writable(out_dir)  # before Flower starts: the agents' releases are charged
     check_plan(load_run_config(config_file), server_file, clip_sigmas, query_batch_size)
     overrides = {
         "config": str(Path(config_file).resolve()),
@@ -304,8 +311,13 @@ def server(
                 ],
                 home,
             )
-    if not result_file.is_file():
-        raise click.ClickException(f"the run wrote no result (flwr run exited with {code}); see the log")
+        if not result_file.is_file():  # inside the block: a failure keeps Flower's home and its log
+            where = (
+                f"the SuperLink's log (with the ServerApp's output) is kept at {home / 'superlink.log'}"
+                if superlink_address is None
+                else f"see flwr run's output above and the log of the SuperLink at {superlink_address}"
+            )
+            raise click.ClickException(f"the run wrote no result (flwr run exited with {code}); {where}")
     click.echo(deployment_summary(json.loads(result_file.read_text())))
     click.echo(f"wrote {result_file}", err=True)
 
@@ -394,6 +406,7 @@ def simulate(
     data_dir: str, out_dir: str, cpus_per_agent: int, clip_sigmas: float, workdir: str | None
 ) -> None:
     """Run the same ServerApp/ClientApp under Flower's simulation engine (needs fedvote[simulation])."""
+    check_writable(out_dir)  # before anything starts: the agents' releases are charged
     try:
         import ray  # noqa: F401
     except ImportError as error:
@@ -427,8 +440,11 @@ def simulate(
                 ],
                 home,
             )
-    if not result_file.is_file():
-        raise click.ClickException(f"the simulation wrote no result (flwr run exited with {code})")
+        if not result_file.is_file():  # inside the block: a failure keeps Flower's home and its log
+            raise click.ClickException(
+                f"the simulation wrote no result (flwr run exited with {code}); the SuperLink's log "
+                f"(with the ServerApp's output) is kept at {home / 'superlink.log'}"
+            )
     click.echo(deployment_summary(json.loads(result_file.read_text())))
     click.echo(f"wrote {result_file}", err=True)
 
@@ -456,17 +472,26 @@ def _flower_executable(name: str) -> str:
 
 @contextmanager
 def _flower_home(workdir: str | None, prefix: str) -> Iterator[Path]:
-    """FLWR_HOME for Flower's processes: ``workdir``, or a temporary directory removed after."""
+    """FLWR_HOME for Flower's processes: ``workdir``, or a temporary directory removed after.
+
+    A temporary directory is kept when the block fails (an error, not an interrupt): the
+    error names the log in it, which must still be there to read.
+    """
     if workdir is not None:
         home = Path(workdir).resolve()
         home.mkdir(parents=True, exist_ok=True)
         yield home
         return
     home = Path(tempfile.mkdtemp(prefix=prefix))
+    failed = False
     try:
         yield home
+    except Exception:  # not an interrupt (KeyboardInterrupt, SystemExit): nothing to read then
+        failed = True
+        raise
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        if not failed:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 def _environment(home: Path) -> dict[str, str]:

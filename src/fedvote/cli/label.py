@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,10 @@ from fedvote.privacy.events import LEVELS, pate_fl_events
 from fedvote.privacy.ledger import PersistentLedger, PrivacyBudgetExceeded, PrivacyLedger
 from fedvote.results import finite_or_none
 from fedvote.transport.capabilities import TeacherVotes
+
+# The exit status of a session that stopped before its last query because the next answer
+# would have exceeded the privacy budget (the answers given are printed and charged).
+EXIT_STOPPED_AT_BUDGET = 3
 
 # Flags that may accompany --config: they change how answers are charged, not the federation.
 _CONFIG_OVERRIDES = frozenset({"sigma", "epsilon", "ledger", "budget_epsilon", "secure_sum", "noise_seed"})
@@ -60,6 +65,10 @@ def label(
     σ is --sigma, or calibrated so that answering every query in the file costs at most
     --epsilon (default 4) at agent level. Each line shows the label and the cumulative ε
     at both levels so far.
+
+    Exit status: 0 when every query was answered; 3 when it stopped early because the next
+    answer would exceed the privacy budget (the answers given are printed and charged); 2
+    on bad input.
 
     Example: fedvote label --agents 20 --epsilon 4 --queries queries.npy
     """
@@ -131,6 +140,7 @@ def label(
             "config": config.to_dict(),
         }
         click.echo(json.dumps(payload, indent=2))
+        _exit_if_stopped(stopped, len(released), count)
         return
     last = released[-1] if released else {"epsilon_agent": 0.0, "epsilon_instance": 0.0}
     click.echo(
@@ -141,6 +151,19 @@ def label(
     )
     if stopped is not None:
         click.echo(f"stopped before query {len(answers)}: {stopped}")
+    _exit_if_stopped(stopped, len(released), count)
+
+
+def _exit_if_stopped(stopped: str | None, answered: int, count: int) -> None:
+    """Exit with :data:`EXIT_STOPPED_AT_BUDGET` (saying so on stderr) if the budget stopped the session."""
+    if stopped is None:
+        return
+    click.echo(
+        f"fedvote: label stopped at the privacy budget after {answered} of {count} answers "
+        f"(exit status {EXIT_STOPPED_AT_BUDGET})",
+        err=True,
+    )
+    sys.exit(EXIT_STOPPED_AT_BUDGET)
 
 
 def _answer(
@@ -228,7 +251,7 @@ def load_queries(path: str | Path, example_shape: tuple[int, ...]) -> np.ndarray
             raise ConfigError("queries", f"{file}: expected a .npy, .npz (array 'x') or .csv file")
     except ConfigError:
         raise
-    except (OSError, ValueError) as error:
+    except Exception as error:  # noqa: BLE001 - empty (EOFError), zip and format errors alike
         raise ConfigError("queries", f"cannot read {file}: {' '.join(str(error).split())}") from error
     features = math.prod(example_shape)
     if not (np.issubdtype(array.dtype, np.number) and array.dtype != np.bool_) or array.ndim < 2:

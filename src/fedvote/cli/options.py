@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from fedvote.config import FederationConfig
 from fedvote.data.datasets import available_datasets
-from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
+from fedvote.data.partition import PARTITION_SCHEMES
 from fedvote.methods.options import OptionSpec, option_specs
+from fedvote.runner import FEDERATION_SETTINGS, federation_config
 
 # Python argument names that differ from their CLI flags.
 _FLAG_NAMES = {
@@ -77,30 +77,20 @@ _FEDERATION_OPTIONS = (
     click.option("--test-fraction", type=float, default=0.15, show_default=True,
                  help="Share held out as the test set, for data without an official test split."),
 )
-_PARTITION_PARAMS = ("partition", "dirichlet_alpha", "classes_per_agent", "shards_per_agent")
-_FEDERATION_PARAMS = (
-    "dataset", "target", "image_size", "label_column", "data_dir", "agents",
-    "public_fraction", "test_fraction",
-)
 
 
 def federation_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add the federation flags to ``command``, which receives them as one ``federation``.
 
     The command's other parameters are untouched; ``federation`` is a
-    :class:`~fedvote.config.FederationConfig` built (and so validated) from the flags.
+    :class:`~fedvote.config.FederationConfig` built (and so validated) from the flags by
+    :func:`fedvote.runner.federation_config`, as :func:`fedvote.run` builds it.
     """
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        partition = PartitionSpec(
-            scheme=kwargs.pop("partition"),
-            alpha=kwargs.pop("dirichlet_alpha"),
-            classes_per_agent=kwargs.pop("classes_per_agent"),
-            shards_per_agent=kwargs.pop("shards_per_agent"),
-        )
-        values = {name: kwargs.pop(name) for name in _FEDERATION_PARAMS}
-        kwargs["federation"] = FederationConfig(partition=partition, **values)
+        values = {setting.name: kwargs.pop(setting.name) for setting in FEDERATION_SETTINGS}
+        kwargs["federation"] = federation_config(values)
         return command(*args, **kwargs)
 
     for option in reversed(_FEDERATION_OPTIONS):

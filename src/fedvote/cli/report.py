@@ -27,10 +27,12 @@ def report(directory: str, no_plot_files: bool) -> None:
     Example: fedvote run --epsilon 4 --out runs/a && fedvote report runs/a
     """
     from fedvote.report import plot_paths, write_report
+    from fedvote.results import check_writable
 
     if not Path(directory).is_dir():
         raise click.BadParameter(f"{directory} is not a directory", param_hint="DIRECTORY")
     try:
+        check_writable(directory, "directory")  # before anything is drawn
         path = write_report(directory, plot_files=not no_plot_files)
     except ConfigError as error:
         if error.argument != "directory":
@@ -74,9 +76,11 @@ def tradeoff(files: tuple[str, ...], out: str, level: str, title: str | None) ->
     """
     from fedvote.report.loaders import tradeoff_points
     from fedvote.report.plots import save_figure, tradeoff_figure
+    from fedvote.results import check_writable
 
     if Path(out).suffix.lower() not in (".png", ".svg"):
         raise ConfigError("out", f"{out}: the file name must end in .png or .svg")
+    check_writable(Path(out).parent)  # before anything is read or drawn
     try:
         points = tradeoff_points(list(files), level=level)
     except ConfigError as error:

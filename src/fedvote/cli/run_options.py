@@ -1,7 +1,8 @@
 """The flags of ``fedvote run`` (and ``fedvote sweep``), turned into RunConfigs.
 
-One list of flags, one function from flags to :class:`~fedvote.config.RunConfig`: the
-commands that run methods share both, and every method's own options
+One list of flags, one function from flags to :class:`~fedvote.config.RunConfig`
+(:func:`fedvote.runner.configs_from_settings`, the path :func:`fedvote.run` takes too):
+the commands that run methods share both, and every method's own options
 (``Method.options_type``: the kNN settings ``--k``, …, the gradient settings ``--rounds``,
 …, and the newer methods' own) are added by :func:`~fedvote.cli.options.method_option_flags`.
 A method option given to a method that does not take it is refused by name.
@@ -16,12 +17,11 @@ from typing import Any
 import click
 
 from fedvote.cli.options import federation_options, method_option_flags
-from fedvote.config import DEFAULT_EPSILON, FederationConfig, PrivacyConfig, RunConfig
-from fedvote.errors import ConfigError
-from fedvote.methods import METHODS, check_method, option_names
-from fedvote.models.training import TrainingConfig
+from fedvote.config import DEFAULT_EPSILON
+from fedvote.methods import METHODS
 from fedvote.models.zoo import MODEL_NAMES
 from fedvote.privacy.accountant import ACCOUNTANTS
+from fedvote.runner import RUN_SETTINGS, configs_from_settings
 
 _RUN_OPTIONS = (
     click.option("--sigma", type=float, default=None,
@@ -87,7 +87,7 @@ def run_config_options(
             flags = {name: omitted[name] if name in omitted else kwargs.pop(name) for name in _RUN_PARAMS}
             federation = kwargs.pop("federation")
             method_flags = kwargs.pop("method_flags")
-            kwargs["configs"] = _configs(names, federation, flags, method_flags)
+            kwargs["configs"] = configs_from_settings(names, federation, flags, method_flags)
             return command(*args, **kwargs)
 
         wrapped = method_option_flags(wrapper)
@@ -111,64 +111,5 @@ def run_config_options(
     return decorate
 
 
-_RUN_PARAMS = (
-    "sigma", "epsilon", "delta", "accountant", "calibrate_level", "queries", "min_responders",
-    "teacher_model", "student_model", "epochs", "student_epochs", "augment_shift",
-    "self_training_rounds", "seed", "noise_seed", "ledger", "budget_epsilon", "secure_sum",
-)
-
-
-def _configs(
-    methods: list[str], federation: FederationConfig, flags: dict[str, Any], method_flags: dict[str, Any]
-) -> list[RunConfig]:
-    """One RunConfig per method; each gets the method options that are its own.
-
-    A method option (``--k``, ``--rounds``, ``--release``, …) that none of the methods takes
-    is refused by name; each config's options are validated by its method
-    (:func:`fedvote.methods.check_method`) before anything is loaded.
-    """
-    if not methods:
-        raise ConfigError("method", "name at least one method")
-    owned = {name: option_names(name) for name in methods}  # refuses an unknown method
-    for option in method_flags:
-        if not any(option in owned[name] for name in methods):
-            raise ConfigError(option, f"is not an option of method {' or '.join(map(repr, methods))}")
-    configs = [
-        _config(name, federation, flags, {k: v for k, v in method_flags.items() if k in owned[name]})
-        for name in methods
-    ]
-    for config in configs:
-        check_method(config)
-    return configs
-
-
-def _config(
-    method: str, federation: FederationConfig, f: dict[str, Any], options: dict[str, Any]
-) -> RunConfig:
-    """The RunConfig the flags describe for ``method``."""
-    return RunConfig(
-        method=method,
-        federation=federation,
-        privacy=PrivacyConfig(
-            sigma=f["sigma"],
-            epsilon=f["epsilon"],
-            delta=f["delta"],
-            accountant=f["accountant"],
-            min_responders=f["min_responders"],
-            noise_seed=f["noise_seed"],
-            ledger=f["ledger"],
-            budget_epsilon=f["budget_epsilon"],
-            calibrate_level=f["calibrate_level"],
-            secure_sum=f["secure_sum"],
-        ),
-        teacher=TrainingConfig(model=f["teacher_model"], epochs=f["epochs"]),
-        student=TrainingConfig(
-            model=f["student_model"],
-            epochs=f["student_epochs"] if f["student_epochs"] is not None else f["epochs"],
-            augment_shift=f["augment_shift"],
-        ),
-        queries=f["queries"],
-        self_training_rounds=f["self_training_rounds"],
-        seed=f["seed"],
-        options=options,
-    )
+# The run flags' Python names: the runner's settings (fedvote.runner.RUN_SETTINGS).
+_RUN_PARAMS = tuple(setting.name for setting in RUN_SETTINGS)

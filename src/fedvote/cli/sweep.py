@@ -10,6 +10,7 @@ import click
 from fedvote.cli.run_options import run_config_options
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
+from fedvote.results import check_writable
 
 
 @click.command()
@@ -20,20 +21,31 @@ from fedvote.errors import ConfigError
 @click.option("--seeds", default=None,
               help="Comma-separated seeds; each gets its own federation and teachers [default: --seed].")
 @click.option("--out", type=click.Path(file_okay=False), required=True,
-              help="Write DIR/sweep.json and DIR/sweep.csv.")
+              help="Write DIR/sweep.json and DIR/sweep.csv, and each point's row to DIR/points/ "
+                   "as it completes.")
+@click.option("--resume", is_flag=True,
+              help="Continue the interrupted sweep in --out DIR: its completed points are kept, neither "
+                   "rerun nor charged again. Refused unless methods, settings, grid and seeds are its own.")
 @click.option("--json", "as_json", is_flag=True, help="Print sweep.json on stdout instead of the table.")
-def sweep(configs: list[RunConfig], grid_text: str, seeds: str | None, out: str, as_json: bool) -> None:
+def sweep(
+    configs: list[RunConfig], grid_text: str, seeds: str | None, out: str, resume: bool, as_json: bool
+) -> None:
     """Run methods over a grid; teachers and clean votes are computed once per seed.
 
     Every point is a release: under --ledger each is charged to it, and a sweep whose
     points together would exceed the stored budget is refused before the first.
+
+    Each point's row is kept in DIR/points/ as soon as it is done; after a Ctrl-C (or any
+    failure) DIR/sweep.json holds the rows so far, and the same command with --resume runs
+    only the remaining points. Progress (points done of all, time left) goes to stderr,
+    as plain lines when stderr is not a terminal.
 
     Example: fedvote sweep --method pate-fl,dp-fedavg --grid "epsilon=1,2,4,8" --out sweep/
     """
     import json
 
     from fedvote.progress import RichProgress
-    from fedvote.sweep import parse_grid, run_sweep, write_sweep
+    from fedvote.sweep import PointDone, SweepStore, parse_grid, run_sweep, write_sweep
 
     grid = parse_grid(grid_text)
     seed_list = _parse_seeds(seeds)
@@ -42,8 +54,25 @@ def sweep(configs: list[RunConfig], grid_text: str, seeds: str | None, out: str,
             "secure_sum",
             "a sweep simulates the vote sums in process; secure aggregation changes none of its figures",
         )
-    result = run_sweep(configs, grid, seeds=seed_list, progress=RichProgress())
     command = "fedvote " + " ".join(shlex.quote(arg) for arg in sys.argv[1:])
+    store = SweepStore.open(out, configs, grid, seed_list, resume=resume, command=command)
+    check_writable(out)  # before anything is trained or charged
+    progress = RichProgress()
+
+    def report(point: PointDone) -> None:
+        if not progress.on_terminal:  # a terminal shows the points' bars, counted, with the ETA
+            click.echo(f"fedvote sweep: {point.line()}", err=True)
+
+    try:
+        result = run_sweep(configs, grid, seeds=seed_list, progress=progress, store=store, on_point=report)
+    except KeyboardInterrupt:
+        if store.done:
+            click.echo(
+                f"fedvote sweep: interrupted with {store.done} of {store.total} points done; their rows are "
+                f"in {store.points_dir} and {out}/sweep.json; the same command with --resume runs the rest",
+                err=True,
+            )
+        raise
     json_path, csv_path = write_sweep(result, out, command=command)
     click.echo(f"wrote {json_path} and {csv_path}", err=True)
     if as_json:

@@ -221,7 +221,13 @@ def _one_line(text: str) -> str:
 
 
 def _file_error(path: Path, problem: str, where: str) -> ConfigError:
-    return ConfigError("data_dir", _one_line(f"{path}: {problem}; {where}"))
+    """A present file that cannot be read as the dataset: --dataset's (npz:PATH, csv:PATH) or --data-dir's."""
+    argument = "dataset" if where in (_NPZ_WHERE, _CSV_WHERE) else "data_dir"
+    return ConfigError(argument, _one_line(f"{path}: {problem}; {where}"))
+
+
+class DatasetMissing(ConfigError):
+    """A registered dataset's file (or the data directory itself) is absent, not corrupt."""
 
 
 def _read_bytes(path: Path, where: str) -> bytes:
@@ -247,7 +253,7 @@ def _search_dirs(root: Path, subdir: str) -> tuple[Path, ...]:
 def _find(root: Path | None, subdir: str, names: Sequence[str], dataset: str, where: str) -> Path:
     """The first of ``names`` found in ``root/subdir`` or ``root``."""
     if root is None:
-        raise ConfigError(
+        raise DatasetMissing(
             "data_dir",
             f"{dataset} reads {names[0]} from a data directory, and none was given "
             f"(use --data-dir DIR or set {DATA_ENV}); {where}",
@@ -259,7 +265,7 @@ def _find(root: Path | None, subdir: str, names: Sequence[str], dataset: str, wh
             if candidate.is_file():
                 return candidate
     looked = " or ".join(str(d) for d in dirs)
-    raise ConfigError("data_dir", f"{dataset}: {names[0]} not found in {looked}; {where}")
+    raise DatasetMissing("data_dir", f"{dataset}: {names[0]} not found in {looked}; {where}")
 
 
 def _gz_variants(base: str) -> tuple[str, ...]:
@@ -772,7 +778,12 @@ def concatenate(first: Dataset, second: Dataset) -> Dataset:
 
 @dataclass(frozen=True)
 class DatasetStatus:
-    """Whether a registered dataset can be loaded, where fedvote looked, and what it holds."""
+    """Whether a registered dataset can be loaded, where fedvote looked, and what it holds.
+
+    ``state`` is ``"available"``, ``"missing"`` (a file, or the data directory, is not
+    there) or ``"corrupt"`` (a file is there but cannot be read as the dataset:
+    ``error`` says why).
+    """
 
     name: str
     available: bool
@@ -780,12 +791,14 @@ class DatasetStatus:
     splits: dict[str, dict[str, Any]]
     error: str | None
     where_to_get: str
+    state: str = "available"
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {
             "name": self.name,
             "available": self.available,
+            "state": self.state,
             "searched": list(self.searched),
             "splits": self.splits,
             "error": self.error,
@@ -796,8 +809,9 @@ class DatasetStatus:
 def dataset_status(name: str, data_dir: str | Path | None = None) -> DatasetStatus:
     """Try to load every official split of the registered dataset ``name`` and describe it.
 
-    Never raises for missing or corrupt files: they make ``available`` False and ``error``
-    the one-line message :func:`load_dataset` would raise.
+    Never raises for missing or corrupt files: they make ``available`` False, ``state``
+    ``"missing"`` or ``"corrupt"`` and ``error`` the one-line message :func:`load_dataset`
+    would raise.
     """
     if name not in _SOURCES:
         choices = ", ".join(available_datasets())
@@ -812,11 +826,13 @@ def dataset_status(name: str, data_dir: str | Path | None = None) -> DatasetStat
         searched = tuple(str(d) for d in _search_dirs(root, source.subdir))
     splits: dict[str, dict[str, Any]] = {}
     error: str | None = None
+    state = "available"
     for split in source.splits:
         try:
             dataset = source.load(root, split)
         except ConfigError as exc:
             error = exc.detail
+            state = "missing" if isinstance(exc, DatasetMissing) else "corrupt"
             break
         label = split if len(source.splits) > 1 else "all"
         splits[label] = {
@@ -832,4 +848,5 @@ def dataset_status(name: str, data_dir: str | Path | None = None) -> DatasetStat
         splits=splits if error is None else {},
         error=error,
         where_to_get=source.where_to_get,
+        state=state,
     )

@@ -158,12 +158,17 @@ server_app = ServerApp()
 
 @server_app.main()
 def _serve(grid: Grid, context: Context) -> None:
-    from fedvote.results import write_result
+    from fedvote.results import fallback_message, write_or_fallback, write_result
 
     settings = ServerSettings.from_run_config(dict(context.run_config))
     result = run_on_flower(settings, grid, context)
-    path = write_result(result, settings.out)
-    _say(f"wrote {path}")
+    # The releases are charged: a result that cannot go to --out goes beside the ledger or to /tmp.
+    ledger = result.config.get("privacy", {}).get("ledger")
+    path, failure = write_or_fallback(lambda directory: write_result(result, directory), settings.out, ledger)
+    if failure is None:
+        _say(f"wrote {path}")
+    else:
+        _say(f"error: {fallback_message('--out', settings.out, failure, path)}")
 
 
 def _say(line: str) -> None:

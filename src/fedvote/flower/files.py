@@ -211,6 +211,10 @@ class _open:
         "agent": {"features", "labels", "public", "agent_id", "seed", "fingerprint"},
         "server": {"public", "test_features", "test_labels", "agent_records", "fingerprint"},
     }
+    _NAMES = {
+        "agent": f"an agent's file ({AGENT_FILE.format(agent_id='<i>')} from fedvote deploy split)",
+        "server": f"the server's file ({SERVER_FILE} from fedvote deploy split)",
+    }
 
     def __init__(self, path: str | Path, role: str) -> None:
         self._path = Path(path)
@@ -222,11 +226,18 @@ class _open:
             raise ConfigError("data", f"no {self._role} file at {self._path}")
         try:
             archive = np.load(self._path, allow_pickle=False)
-        except (OSError, ValueError) as error:
-            raise ConfigError("data", f"cannot read {self._path}: {error}") from error
+        except Exception as error:  # noqa: BLE001 - empty (EOFError), zip and format errors alike
+            raise ConfigError("data", f"cannot read {self._path}: {' '.join(str(error).split())}") from error
         missing = self._KEYS[self._role] - set(archive.files)
         if missing:
+            other = next((role for role, keys in self._KEYS.items() if keys <= set(archive.files)), None)
             archive.close()
+            if other is not None:  # the other role's file: say which one it is and what is wanted
+                raise ConfigError(
+                    "data",
+                    f"{self._path} is no fedvote {self._role} file: it is {self._NAMES[other]}; "
+                    f"give {self._NAMES[self._role]}",
+                )
             raise ConfigError(
                 "data", f"{self._path} is no fedvote {self._role} file (missing {', '.join(sorted(missing))})"
             )

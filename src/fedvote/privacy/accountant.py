@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 
 import numpy as np
 from dp_accounting import dp_event, pld, rdp
+from dp_accounting.pld import privacy_loss_mechanism
 from dp_accounting.privacy_accountant import NeighboringRelation, PrivacyAccountant, UnsupportedEventError
 from scipy import optimize, special
 
@@ -49,14 +51,16 @@ RDP_ORDERS: tuple[float, ...] = tuple(
 PLD_DISCRETIZATION = 1e-4
 
 
-def make_accountant(kind: str) -> PrivacyAccountant:
+def make_accountant(kind: str, discretization: float = PLD_DISCRETIZATION) -> PrivacyAccountant:
     """A fresh accountant of ``kind`` ("pld", "rdp", "exact" or "classic").
+
+    ``discretization`` is the PLD's value discretisation interval (``pld`` only).
 
     Every kind understands :class:`~fedvote.privacy.events.ReplaceOneDpEvent` beside
     dp-accounting's own events (what each makes of it: the classes below).
     """
     if kind == "pld":
-        return MixedRelationPLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
+        return MixedRelationPLDAccountant(value_discretization_interval=discretization)
     if kind == "rdp":
         return MixedRelationRdpAccountant(orders=list(RDP_ORDERS))
     if kind == "exact":
@@ -66,17 +70,40 @@ def make_accountant(kind: str) -> PrivacyAccountant:
     raise ConfigError("accountant", f"unknown accountant {kind!r}; choose from {', '.join(ACCOUNTANTS)}")
 
 
-# Above this μ a pure Gaussian composition's PLD needs a discretised support too large
-# for memory (μ = 1000 exhausted 24 GB); its ε is then far beyond any useful budget and
-# the exact closed form, which PLD approximates from above, is used instead.
-PLD_MAX_GAUSSIAN_MU = 20.0
+# Above this μ a pure Gaussian composition is accounted by the exact closed form, also
+# under ``pld``: for a composition of Gaussians the PLD is that same closed form (they agree
+# to ~1e-9 relative), but its discretised support grows with μ (μ = 20: 1.4 GB and 20 s per
+# evaluation; μ = 1000 exhausted 24 GB), while the closed form costs microseconds.
+PLD_MAX_GAUSSIAN_MU = 5.0
+# Below this μ (noise a million times the sensitivity) too: ε ≈ 0, and dp-accounting's PLD
+# of so wide a Gaussian overflows.
+PLD_MIN_GAUSSIAN_MU = 1e-6
+
+# The most discretisation points a PLD may take (about 1 GB at the peak). An event whose
+# PLD would need more at :data:`PLD_DISCRETIZATION` (a subsampled Gaussian with little
+# noise: its privacy loss spans ~1/z² per step) is discretised more coarsely, which keeps
+# ε an upper bound (the discretisation is pessimistic: ε grows by at most the number of
+# steps times the interval) and memory flat; beyond :data:`PLD_COARSEST_DISCRETIZATION`
+# it is refused (:class:`PLDTooLarge`).
+PLD_MAX_POINTS = 5e6
+PLD_COARSEST_DISCRETIZATION = 0.05
+
+
+class PLDTooLarge(ConfigError):
+    """The PLD of an event would not fit in memory even coarsely: its noise is far too small.
+
+    Its ε is then far beyond any useful budget. ``argument`` is "accountant"; callers that
+    know which flag set the noise re-raise it under that flag.
+    """
 
 
 def epsilon_for(event: dp_event.DpEvent, delta: float, kind: str = "pld") -> float:
     """ε at ``delta`` of ``event`` by accountant ``kind``; ``inf`` for a non-private event.
 
     With ``kind="pld"``, a pure Gaussian composition with μ > :data:`PLD_MAX_GAUSSIAN_MU`
-    is computed by the exact closed form (the value PLD converges to, from above).
+    is computed by the exact closed form (the value its PLD equals), and any other event
+    at a discretisation coarse enough for its PLD to fit in memory
+    (:func:`pld_discretization`; :class:`PLDTooLarge` when none does).
     """
     if not 0.0 < delta < 1.0:
         raise ConfigError("delta", f"must lie in (0, 1), got {delta}")
@@ -84,20 +111,90 @@ def epsilon_for(event: dp_event.DpEvent, delta: float, kind: str = "pld") -> flo
         return math.inf
     if kind == "pld":
         mu = _gaussian_mu_or_none(event)
-        if mu is not None and math.isfinite(mu) and mu > PLD_MAX_GAUSSIAN_MU:
+        if mu is not None and not PLD_MIN_GAUSSIAN_MU <= mu <= PLD_MAX_GAUSSIAN_MU:
             return gaussian_epsilon(mu, delta)
     return float(_composed(event, kind).get_epsilon(delta))
 
 
+def pld_discretization(event: dp_event.DpEvent) -> float:
+    """The PLD discretisation interval for ``event``, coarser where its support would be huge.
+
+    :data:`PLD_DISCRETIZATION`, or coarser so that the estimated support stays under
+    :data:`PLD_MAX_POINTS` (:class:`PLDTooLarge` beyond :data:`PLD_COARSEST_DISCRETIZATION`).
+
+    The estimate (:func:`pld_points`) takes each Gaussian's privacy-loss range from
+    dp-accounting's own tail bounds, without building anything.
+    """
+    points = pld_points(event)
+    if points <= PLD_MAX_POINTS:
+        return PLD_DISCRETIZATION
+    interval = PLD_DISCRETIZATION * points / PLD_MAX_POINTS
+    if not interval <= PLD_COARSEST_DISCRETIZATION:
+        raise PLDTooLarge(
+            "accountant",
+            f"so little noise that the privacy loss cannot be accounted (its PLD would need "
+            f"{'unboundedly many' if math.isinf(points) else f'{points:.2g}'} points): "
+            "ε is far beyond any useful budget; add noise",
+        )
+    return interval
+
+
+def pld_points(event: dp_event.DpEvent, replace_one: bool = False) -> float:
+    """An estimate of the points dp-accounting's PLD of ``event`` takes (0: not estimated).
+
+    At :data:`PLD_DISCRETIZATION`.
+
+    One (Poisson-subsampled) Gaussian step spans its privacy-loss range over the interval;
+    ``count`` self-compositions widen the support by about √count (the composition's
+    spread, after dp-accounting's tail truncation); a composition adds its parts.
+    """
+    if isinstance(event, ReplaceOneDpEvent):
+        return pld_points(event.event, replace_one=True)
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return pld_points(event.event, replace_one) * max(1.0, math.sqrt(event.count))
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return sum(pld_points(e, replace_one) for e in event.events)
+    sampling = 1.0
+    if isinstance(event, dp_event.PoissonSampledDpEvent):
+        sampling, event = event.sampling_probability, event.event
+    if isinstance(event, dp_event.GaussianDpEvent):
+        return _gaussian_pld_points(event.noise_multiplier, sampling, 2.0 if replace_one else 1.0)
+    return 0.0
+
+
+def _gaussian_pld_points(noise_multiplier: float, sampling: float, sensitivity: float) -> float:
+    if noise_multiplier <= 0:
+        return math.inf
+    if sampling <= 0:
+        return 0.0
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            loss = privacy_loss_mechanism.GaussianPrivacyLoss(
+                noise_multiplier, sensitivity=sensitivity, sampling_prob=min(sampling, 1.0)
+            )
+            tail = loss.privacy_loss_tail()
+            span = loss.privacy_loss(tail.lower_x_truncation) - loss.privacy_loss(tail.upper_x_truncation)
+    except (ArithmeticError, ValueError):
+        return math.inf if noise_multiplier < 1.0 else 0.0
+    return float(span) / PLD_DISCRETIZATION if math.isfinite(span) else math.inf
+
+
 def _composed(event: dp_event.DpEvent, kind: str) -> PrivacyAccountant:
     """A fresh ``kind`` accountant with ``event`` composed; a one-line error if it cannot."""
-    accountant = make_accountant(kind)
+    accountant = make_accountant(kind, pld_discretization(event) if kind == "pld" else PLD_DISCRETIZATION)
     try:
-        return accountant.compose(event)
+        with warnings.catch_warnings(), np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return accountant.compose(event)
     except UnsupportedEventError as error:
         found = re.search(r"Error: \[(.*)\] caused by", str(error), flags=re.DOTALL)
         message = found.group(1) if found else str(error)
         raise ConfigError("accountant", f"{kind} cannot account this release: {message}") from error
+    except ArithmeticError as error:  # a noise multiplier so extreme that dp-accounting overflows
+        raise ConfigError(
+            "accountant", f"{kind} cannot account this release (its noise overflows: {error})"
+        ) from error
 
 
 def _has_non_private_part(event: dp_event.DpEvent) -> bool:
@@ -144,7 +241,8 @@ def _mu_squared(event: dp_event.DpEvent, count: int) -> float:
     if isinstance(event, dp_event.GaussianDpEvent):
         if event.noise_multiplier == 0:
             return math.inf
-        return count / event.noise_multiplier**2
+        # (√count / z)², which overflows to inf (never raises) for a tiny z and is 0 for a huge one
+        return (math.sqrt(count) / event.noise_multiplier) * (math.sqrt(count) / event.noise_multiplier)
     if isinstance(event, dp_event.SelfComposedDpEvent):
         return _mu_squared(event.event, count * event.count)
     if isinstance(event, dp_event.ComposedDpEvent):
@@ -158,7 +256,12 @@ def _log_gaussian_delta(mu: float, epsilon: float) -> float:
     """Log δ(ε) for μ-GDP, stable for large μ and ε (Balle & Wang 2018, Theorem 8)."""
     log_a = special.log_ndtr(-epsilon / mu + mu / 2.0)
     log_b = epsilon + special.log_ndtr(-epsilon / mu - mu / 2.0)
-    # δ = a − b with b < a; log δ = log a + log(1 − e^{log b − log a}).
+    # δ = a − b with b < a; log δ = log a + log(1 − e^{log b − log a}). Where a and b agree
+    # to rounding (tiny μ, or both astronomically small) the difference is noise: δ is
+    # bounded by a times the rounding resolution instead (never under-reported).
+    resolution = 4.0 * np.finfo(float).eps * max(abs(log_a), abs(epsilon), abs(log_b - epsilon), 1.0)
+    if not log_b - log_a < -resolution:
+        return float(log_a + math.log(2.0 * resolution))
     return float(log_a + np.log(-np.expm1(log_b - log_a)))
 
 
@@ -171,6 +274,12 @@ def gaussian_delta(mu: float, epsilon: float) -> float:
     return math.exp(_log_gaussian_delta(mu, epsilon))
 
 
+# Above this μ (ε ≈ μ²/2 > 5·10¹¹) the closed form's two terms cancel in floating point;
+# ε is then reported by the classic conversion μ²/2 + μ·√(2·log(1/δ)), an upper bound on it
+# within 1/μ relative (:func:`classic_gaussian_epsilon`).
+GAUSSIAN_CLOSED_FORM_MAX_MU = 1e6
+
+
 def gaussian_epsilon(mu: float, delta: float) -> float:
     """The smallest ε with δ(ε) ≤ ``delta`` for μ-GDP (exact; root of the closed form).
 
@@ -181,6 +290,8 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
         return 0.0
     if math.isinf(mu):
         return math.inf
+    if mu > GAUSSIAN_CLOSED_FORM_MAX_MU:  # the closed form cancels catastrophically: bound it
+        return classic_gaussian_epsilon(mu, delta)
     log_delta = math.log(delta)
 
     def gap(eps: float) -> float:
@@ -192,8 +303,10 @@ def gaussian_epsilon(mu: float, delta: float) -> float:
     while gap(high) > 0:
         high *= 2.0
     root = float(optimize.brentq(gap, 0.0, high, xtol=1e-14, rtol=1e-12))
-    while gap(root) > 0:
-        root = math.nextafter(root, math.inf) + 1e-12 * root
+    step = max(1e-12 * root, 1e-300)
+    while gap(root) > 0:  # ends: gap(high) <= 0, and the step doubles
+        root = min(math.nextafter(root, math.inf) + step, high)
+        step *= 2.0
     return root
 
 

@@ -11,12 +11,27 @@ import math
 from collections.abc import Callable
 
 from dp_accounting import dp_event, gaussian_mechanism, mechanism_calibration
+from dp_accounting.privacy_accountant import NeighboringRelation, PrivacyAccountant
 
 from fedvote.errors import ConfigError
-from fedvote.privacy.accountant import epsilon_for, gaussian_mu, make_accountant
+from fedvote.privacy.accountant import PLDTooLarge, delta_for, epsilon_for, gaussian_mu
 
 # Relative tolerance on σ; the result always satisfies ε(σ) ≤ target.
 SIGMA_RELATIVE_TOLERANCE = 1e-4
+
+# The range calibration searches σ in (σ as the method defines it: the noise std on a vote
+# sum of sensitivity 1, or a noise multiplier; noise per unit of sensitivity either way).
+# Below SIGMA_FLOOR a release is not private in any useful sense (noise a hundredth of one
+# vote: ε in the thousands for a hundred queries), and the numerical accountants' cost
+# grows without bound (a PLD's support spans ~1/σ² per step): a target ε met only there is
+# refused, saying so. Above SIGMA_CEILING the noise drowns every release (ε ≈ 0, nothing
+# is learned); PrivacyConfig refuses a larger --sigma, for which noise arithmetic overflows.
+SIGMA_FLOOR = 1e-2
+SIGMA_CEILING = 1e6
+
+# What the search takes as the ε of a release it cannot account at all (PLDTooLarge: far
+# too little noise); finite, so that Brent's method can interpolate through it.
+_UNACCOUNTABLE = 1e300
 
 
 def calibrate_sigma(
@@ -28,17 +43,25 @@ def calibrate_sigma(
     """Smallest σ (within 0.01 % relative) with ε(make_event(σ)) ≤ ``target_epsilon`` at ``delta``.
 
     Wraps dp-accounting's ``calibrate_dp_mechanism`` (Brent's method with a bisection
-    fallback that guarantees the constraint), searching σ in a bracket found by
-    doubling. The returned σ is checked once more against the target.
+    fallback that guarantees the constraint), searching σ in [:data:`SIGMA_FLOOR`,
+    :data:`SIGMA_CEILING`] in a bracket found from the exact Gaussian form or by doubling.
+    Every ε is :func:`~fedvote.privacy.accountant.epsilon_for`'s, so a release with little
+    noise is never given to a PLD too large for memory. A target met only below the floor
+    (e.g. ε = 10⁴ for a few queries) or only above the ceiling is refused in one line. The
+    returned σ is checked once more against the target.
     """
-    if not target_epsilon > 0:
-        raise ConfigError("epsilon", f"the target must be > 0, got {target_epsilon}")
+    if not (target_epsilon > 0 and math.isfinite(target_epsilon)):
+        raise ConfigError("epsilon", f"the target must be a finite number > 0, got {target_epsilon}")
     if not 0.0 < delta < 1.0:
         raise ConfigError("delta", f"must lie in (0, 1), got {delta}")
-    low, high = _bracket(make_event, target_epsilon, delta, accountant)
+
+    def eps(sigma: float) -> float:
+        return _epsilon(make_event(sigma), delta, accountant)
+
+    low, high = _bracket(make_event, eps, target_epsilon, delta, accountant)
     sigma = float(
         mechanism_calibration.calibrate_dp_mechanism(
-            lambda: make_accountant(accountant),
+            lambda: _EpsilonFor(accountant),
             make_event,
             target_epsilon,
             delta,
@@ -48,69 +71,126 @@ def calibrate_sigma(
     )
     # Calibration returns the *noise* parameter, where ε falls as σ grows; guard the
     # contract explicitly rather than trust the search direction.
-    while epsilon_for(make_event(sigma), delta, accountant) > target_epsilon:
+    while eps(sigma) > target_epsilon:
         sigma *= 1.0 + SIGMA_RELATIVE_TOLERANCE
     return sigma
 
 
+def _epsilon(event: dp_event.DpEvent, delta: float, accountant: str) -> float:
+    """:func:`epsilon_for`, with a release too little noised to account as :data:`_UNACCOUNTABLE`."""
+    try:
+        return min(epsilon_for(event, delta, accountant), _UNACCOUNTABLE)
+    except PLDTooLarge:
+        return _UNACCOUNTABLE
+
+
+class _EpsilonFor(PrivacyAccountant):
+    """:func:`_epsilon` as a dp-accounting accountant, for ``calibrate_dp_mechanism``.
+
+    The search then takes every ε where the rest of fedvote does: a large-μ Gaussian by its
+    closed form, a subsampled one at a PLD discretisation that fits in memory.
+    """
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(NeighboringRelation.ADD_OR_REMOVE_ONE)
+        self._kind = kind
+        self._event: dp_event.DpEvent = dp_event.NoOpDpEvent()
+
+    def _maybe_compose(
+        self, event: dp_event.DpEvent, count: int, do_compose: bool
+    ) -> PrivacyAccountant.CompositionErrorDetails | None:
+        if do_compose:
+            self._event = event if count == 1 else dp_event.SelfComposedDpEvent(event, count)
+        return None
+
+    def get_epsilon(self, target_delta: float) -> float:
+        """ε of the composed event, by :func:`_epsilon`."""
+        return _epsilon(self._event, target_delta, self._kind)
+
+    def get_delta(self, target_epsilon: float) -> float:
+        """δ of the composed event, by :func:`delta_for`."""
+        return delta_for(self._event, target_epsilon, self._kind)
+
+
+def _below_floor(target_epsilon: float, floor_epsilon: float) -> ConfigError:
+    return ConfigError(
+        "epsilon",
+        f"ε = {target_epsilon:g} needs less noise than σ = {SIGMA_FLOOR:g}, below which a run is "
+        f"not private in any useful sense (ε = {floor_epsilon:.4g} there): give a smaller ε, "
+        "or --sigma 0 for a non-private reference",
+    )
+
+
+def _no_noise_reaches(target_epsilon: float) -> ConfigError:
+    return ConfigError(
+        "epsilon",
+        f"ε = {target_epsilon:g} needs more noise than σ = {SIGMA_CEILING:g}, which already drowns "
+        "every release: give a larger ε",
+    )
+
+
 def _bracket(
     make_event: Callable[[float], dp_event.DpEvent],
+    eps: Callable[[float], float],
     target_epsilon: float,
     delta: float,
     accountant: str,
 ) -> tuple[float, float]:
-    """A bracket (low, high) with ε(high) ≤ target < ε(low).
+    """A bracket (low, high) with ε(high) ≤ target < ε(low), inside [SIGMA_FLOOR, SIGMA_CEILING].
 
-    For purely Gaussian events the exact closed form (microseconds) locates σ first and
-    the chosen accountant only confirms a narrow bracket around it. Other events (e.g.
-    Poisson-subsampled Gaussians) are bracketed by doubling and halving from σ = 1 with
-    the chosen accountant, never below σ = 0.01: a subsampled Gaussian's PLD at tiny σ
-    does not fit in memory, and no useful ε lies there.
+    ``eps`` is ε by the chosen accountant. For purely Gaussian events the exact closed
+    form (microseconds) locates σ first and the chosen accountant only confirms a narrow
+    bracket around it. Other events (e.g. Poisson-subsampled Gaussians) are bracketed by
+    doubling and halving from σ = 1 with the chosen accountant. A target met at the floor
+    or missed at the ceiling is refused.
     """
     try:
         gaussian_mu(make_event(1.0))
     except ValueError:
-        return _bracket_by_doubling(make_event, target_epsilon, delta, accountant)
-    low, high = 1e-3, 1.0
-    while epsilon_for(make_event(high), delta, "exact") > target_epsilon:
-        low, high = high, high * 2.0
-        if high > 1e7:
-            raise ConfigError("epsilon", f"no noise up to σ = 1e7 reaches ε = {target_epsilon}")
-    if accountant == "exact":
-        return low, high
-    guess = calibrate_sigma(make_event, target_epsilon, delta, "exact")
-    low, high = guess * 0.98, guess * 1.02
-    while epsilon_for(make_event(high), delta, accountant) > target_epsilon:
+        return _bracket_by_doubling(eps, target_epsilon)
+
+    def exact(sigma: float) -> float:
+        return epsilon_for(make_event(sigma), delta, "exact")
+
+    floor_epsilon = eps(SIGMA_FLOOR)  # cheap: a Gaussian with μ ≥ 100 takes the closed form
+    if floor_epsilon <= target_epsilon:
+        raise _below_floor(target_epsilon, floor_epsilon)
+    if exact(SIGMA_FLOOR) <= target_epsilon:
+        guess = SIGMA_FLOOR  # the chosen accountant is looser: its σ lies above the floor
+    else:
+        try:
+            unreachable = exact(SIGMA_CEILING) > target_epsilon
+        except ConfigError:  # a method whose σ cannot go that high (DP-FedAvg's fixed-point range)
+            unreachable = False
+        if unreachable:
+            raise _no_noise_reaches(target_epsilon)
+        low, high = SIGMA_FLOOR, 1.0
+        while exact(high) > target_epsilon:
+            low, high = high, min(high * 2.0, SIGMA_CEILING)
+        if accountant == "exact":
+            return low, high
+        guess = calibrate_sigma(make_event, target_epsilon, delta, "exact")
+    low, high = max(guess * 0.98, SIGMA_FLOOR), guess * 1.02
+    while eps(high) > target_epsilon:
         low, high = high, high * 1.1
-    while epsilon_for(make_event(low), delta, accountant) <= target_epsilon:
-        low, high = low * 0.9, low
+        if high > SIGMA_CEILING:
+            raise _no_noise_reaches(target_epsilon)
+    while eps(low) <= target_epsilon:  # ends: ε(SIGMA_FLOOR) > target
+        low, high = max(low * 0.9, SIGMA_FLOOR), low
     return low, high
 
 
-_SMALLEST_SIGMA = 1e-2
-
-
-def _bracket_by_doubling(
-    make_event: Callable[[float], dp_event.DpEvent],
-    target_epsilon: float,
-    delta: float,
-    accountant: str,
-) -> tuple[float, float]:
-    def eps(sigma: float) -> float:
-        return epsilon_for(make_event(sigma), delta, accountant)
-
+def _bracket_by_doubling(eps: Callable[[float], float], target_epsilon: float) -> tuple[float, float]:
     high = 1.0
     while eps(high) > target_epsilon:
-        high *= 2.0
-        if high > 1e7:
-            raise ConfigError("epsilon", f"no noise up to σ = 1e7 reaches ε = {target_epsilon}")
+        if high >= SIGMA_CEILING:
+            raise _no_noise_reaches(target_epsilon)
+        high = min(high * 2.0, SIGMA_CEILING)
     low = high / 2.0
-    while eps(low) <= target_epsilon:
-        high, low = low, low / 2.0
-        if low < _SMALLEST_SIGMA:
-            raise ConfigError(
-                "epsilon", f"ε = {target_epsilon} is met with noise below σ = {_SMALLEST_SIGMA}"
-            )
+    while (low_epsilon := eps(low)) <= target_epsilon:
+        if low <= SIGMA_FLOOR:
+            raise _below_floor(target_epsilon, low_epsilon)
+        high, low = low, max(low / 2.0, SIGMA_FLOOR)
     return low, high
 
 

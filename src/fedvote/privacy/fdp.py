@@ -25,12 +25,12 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from dp_accounting import dp_event, pld
-from dp_accounting.privacy_accountant import NeighboringRelation
+from dp_accounting import dp_event
 from scipy import optimize, special
 
 from fedvote.errors import ConfigError
-from fedvote.privacy.accountant import PLD_DISCRETIZATION, gaussian_delta, gaussian_epsilon
+from fedvote.privacy.accountant import epsilon_for, gaussian_delta, gaussian_epsilon
+from fedvote.privacy.events import ReplaceOneDpEvent
 
 
 def gdp_tradeoff(mu: float, alpha: np.ndarray | float) -> np.ndarray:
@@ -152,13 +152,11 @@ def replace_one_poisson_gaussian_epsilon(
         raise ConfigError("steps", f"must be >= 0, got {steps}")
     if steps == 0 or sampling_rate == 0:
         return 0.0
-    accountant = pld.PLDAccountant(
-        neighboring_relation=NeighboringRelation.REPLACE_ONE,
-        value_discretization_interval=PLD_DISCRETIZATION,
-    )
     inner = dp_event.GaussianDpEvent(noise_multiplier)
     event = inner if sampling_rate == 1.0 else dp_event.PoissonSampledDpEvent(sampling_rate, inner)
-    return float(accountant.compose(event, steps).get_epsilon(delta))
+    # dp-accounting's PLD under REPLACE_ONE, through epsilon_for: its discretisation stays in
+    # memory, and a noise multiplier too small to account is refused in one line.
+    return epsilon_for(ReplaceOneDpEvent(dp_event.SelfComposedDpEvent(event, steps)), delta, "pld")
 
 
 def replace_one_dp_sgd_epsilon(sigma: float, sampling_rate: float, steps: int, delta: float) -> float:

@@ -10,7 +10,10 @@
   logged row) changes it. Charges are committed before ``charge``
   returns, so a crash between charge and release over-counts, never under-counts. A
   void (the release provably did not happen) is a new record pointing at the charge;
-  no record is ever updated or deleted (SQLite triggers refuse both).
+  no record is ever updated or deleted (SQLite triggers refuse both). A ledger carries a
+  format marker and version in its SQLite header (:data:`LEDGER_APPLICATION_ID`,
+  :data:`LEDGER_FORMAT_VERSION`); anything else given as a ledger (a text file, another
+  application's database, a newer format) is refused and left byte for byte as it was.
 """
 
 from __future__ import annotations
@@ -197,8 +200,9 @@ class PrivacyBudgetExceeded(ConfigError):
         self.level = level
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
+# The schema, one statement each (run inside one transaction with the format marker).
+_SCHEMA: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     federation TEXT NOT NULL,
     run TEXT NOT NULL,
@@ -209,9 +213,9 @@ CREATE TABLE IF NOT EXISTS records (
     agent_sensitivity REAL,
     instance_sensitivity REAL,
     created REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS records_federation ON records (federation);
-CREATE TABLE IF NOT EXISTS budgets (
+)""",
+    "CREATE INDEX IF NOT EXISTS records_federation ON records (federation)",
+    """CREATE TABLE IF NOT EXISTS budgets (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     federation TEXT NOT NULL,
     epsilon REAL NOT NULL,
@@ -219,16 +223,31 @@ CREATE TABLE IF NOT EXISTS budgets (
     level TEXT NOT NULL,
     accountant TEXT NOT NULL,
     created REAL NOT NULL
-);
-CREATE TRIGGER IF NOT EXISTS records_no_update BEFORE UPDATE ON records
-    BEGIN SELECT RAISE(ABORT, 'the privacy ledger is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS records_no_delete BEFORE DELETE ON records
-    BEGIN SELECT RAISE(ABORT, 'the privacy ledger is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS budgets_no_update BEFORE UPDATE ON budgets
-    BEGIN SELECT RAISE(ABORT, 'the privacy ledger is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS budgets_no_delete BEFORE DELETE ON budgets
-    BEGIN SELECT RAISE(ABORT, 'the privacy ledger is append-only'); END;
-"""
+)""",
+    *(
+        f"CREATE TRIGGER IF NOT EXISTS {table}_no_{action} BEFORE {action.upper()} ON {table} "
+        "BEGIN SELECT RAISE(ABORT, 'the privacy ledger is append-only'); END"
+        for table in ("records", "budgets")
+        for action in ("update", "delete")
+    ),
+)
+
+# The ledger's format marker, in the SQLite header: ``PRAGMA application_id`` (the bytes
+# "FVLG") and ``PRAGMA user_version`` (the format version). A file that is not an SQLite
+# database, another application's database, or a ledger of a newer format is refused and
+# left as it is. A ledger written before the marker existed (fedvote's two tables and
+# nothing else, no application id) is accepted and marked.
+LEDGER_APPLICATION_ID = 0x46564C47  # "FVLG"
+LEDGER_FORMAT_VERSION = 1
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_COLUMNS = {
+    "records": {
+        "id", "federation", "run", "kind", "target", "agent_event", "instance_event",
+        "agent_sensitivity", "instance_sensitivity", "created",
+    },
+    "budgets": {"id", "federation", "epsilon", "delta", "level", "accountant", "created"},
+}  # fmt: skip
+_NOT_A_LEDGER = "give a new file name or an existing fedvote ledger"
 
 
 def connect(path: str | Path, *, must_exist: bool = False) -> sqlite3.Connection:
@@ -236,15 +255,101 @@ def connect(path: str | Path, *, must_exist: bool = False) -> sqlite3.Connection
 
     ``must_exist`` refuses a missing file instead of creating an empty ledger (for
     ``fedvote ledger show``/``verify``/``set-budget``, where a typo must not pass as empty).
+    Anything but a fedvote ledger of this format or older (or a new, empty file) is refused
+    before a byte of it is written (:data:`LEDGER_APPLICATION_ID`): a text file, another
+    application's SQLite database, a ledger of a newer format (its version named).
     """
-    if must_exist and not Path(path).is_file():
+    file = Path(path)
+    if must_exist and not file.is_file():
         raise ConfigError("ledger", f"no ledger at {path}")
+    _check_sqlite_header(file)
     try:
-        db = sqlite3.connect(Path(path), isolation_level=None, timeout=30.0)
-        db.executescript(_SCHEMA)
+        db = sqlite3.connect(file, isolation_level=None, timeout=30.0)
     except sqlite3.Error as error:
         raise ConfigError("ledger", f"cannot open {path}: {error}") from error
+    try:
+        if _ledger_state(db, path) != "marked":  # read only, so far: a foreign file stays as it is
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if _ledger_state(db, path) != "marked":  # another process may have marked it since
+                    for statement in _SCHEMA:
+                        db.execute(statement)
+                    db.execute(f"PRAGMA application_id = {LEDGER_APPLICATION_ID}")
+                    db.execute(f"PRAGMA user_version = {LEDGER_FORMAT_VERSION}")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+    except sqlite3.DatabaseError as error:
+        db.close()
+        raise ConfigError("ledger", f"{path} is not a fedvote ledger ({error}); {_NOT_A_LEDGER}") from error
+    except BaseException:
+        db.close()
+        raise
     return db
+
+
+def _check_sqlite_header(file: Path) -> None:
+    """Refuse, without opening it as a database, a non-empty file that is not SQLite."""
+    try:
+        with file.open("rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise ConfigError("ledger", f"cannot read {file}: {error.strerror or error}") from error
+    if head and head != _SQLITE_MAGIC:
+        raise ConfigError(
+            "ledger", f"{file} is not a fedvote ledger (not an SQLite database); {_NOT_A_LEDGER}"
+        )
+
+
+def _ledger_state(db: sqlite3.Connection, path: str | Path) -> str:
+    """``"marked"`` (a ledger of this format), ``"unmarked"`` (new and empty, or an older fedvote ledger).
+
+    Raises :class:`ConfigError` for anything else; reads only.
+    """
+    application_id = int(db.execute("PRAGMA application_id").fetchone()[0])
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    tables = {
+        str(row[0])
+        for row in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    if application_id == LEDGER_APPLICATION_ID:
+        if version > LEDGER_FORMAT_VERSION:
+            raise ConfigError(
+                "ledger",
+                f"{path} is a fedvote ledger of format version {version}, newer than this fedvote "
+                f"reads (version {LEDGER_FORMAT_VERSION}); upgrade fedvote to use it",
+            )
+        if version < 1 or not set(_COLUMNS) <= tables:
+            raise ConfigError(
+                "ledger",
+                f"{path} carries fedvote's ledger mark but is damaged (format version {version}, "
+                f"tables {', '.join(sorted(tables)) or 'none'})",
+            )
+        return "marked"
+    if application_id != 0:
+        raise ConfigError(
+            "ledger",
+            f"{path} is not a fedvote ledger (an SQLite database of another application, id "
+            f"{application_id:#010x}); it was left as it is; {_NOT_A_LEDGER}",
+        )
+    if not tables and version == 0:
+        return "unmarked"  # new
+    columns = {
+        table: {str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")} for table in _COLUMNS
+    }
+    if version == 0 and tables == set(_COLUMNS) and columns == _COLUMNS:
+        return "unmarked"  # written by a fedvote from before the marker
+    held = f"table(s) {', '.join(sorted(tables))}" if tables else f"user_version {version}"
+    raise ConfigError(
+        "ledger",
+        f"{path} is an SQLite database but not a fedvote ledger (it holds {held}); "
+        f"it was left as it is; {_NOT_A_LEDGER}",
+    )
 
 
 def stored_budgets(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, Budget]:

@@ -79,7 +79,7 @@ def load_run(directory: str | Path) -> RunData:
     if (path / ANALYSIS_FILE).exists():
         try:
             analysis = RunAnalysis.load(path / ANALYSIS_FILE)
-        except (OSError, ValueError) as error:
+        except Exception as error:  # noqa: BLE001 - empty (EOFError), zip and format errors alike
             raise ConfigError("directory", f"{path / ANALYSIS_FILE} is unreadable ({error})") from None
     return RunData(directory=path, result=result, analysis=analysis)
 
