@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 import time
@@ -152,7 +153,7 @@ def test_a_target_that_needs_noise_above_the_ceiling_is_refused():
     def make_event(sigma):
         return pate_fl_events(sigma, 100).agent
 
-    with pytest.raises(ConfigError, match=f"more noise than σ = {SIGMA_CEILING:g}"):
+    with pytest.raises(ConfigError, match=re.escape(f"more noise than σ = {SIGMA_CEILING:g}")):
         calibrate_sigma(make_event, 1e-300, 1e-3, "classic")
 
 
