@@ -22,6 +22,14 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_epsilon_memo():
+    """Each test starts with no remembered ε (a test may patch an accountant's internals)."""
+    from fedvote.privacy.accountant import clear_epsilon_memo
+
+    clear_epsilon_memo()
+
+
 @pytest.fixture(scope="session")
 def digits() -> Dataset:
     return load_digits()

@@ -149,8 +149,10 @@ def test_the_committed_experiment_configs_still_load(path):
 @pytest.mark.parametrize("path", [LEGACY_KNN, LEGACY_GRADIENT], ids=["private-knn-fl", "dp-fedavg"])
 def test_a_legacy_result_reruns_to_the_same_result(path, tmp_path):
     """``fedvote run --config old/result.json`` reruns the recorded run: same σ, ε and accuracy
-    (the run was seeded, noise included)."""
+    (the run was seeded, noise included). σ is calibrated again, so it agrees within the
+    calibration's tolerance (the search changed since these files were written), and ε with it."""
     from fedvote.cli import main
+    from fedvote.privacy.calibrate import SIGMA_RELATIVE_TOLERANCE
 
     with pytest.raises(SystemExit) as exit_info:
         main(["run", "--config", str(path), "--out", str(tmp_path)])
@@ -158,8 +160,9 @@ def test_a_legacy_result_reruns_to_the_same_result(path, tmp_path):
     assert exit_info.value.code == 0
     old = json.loads(path.read_text())
     new = json.loads((tmp_path / "result.json").read_text())
-    assert new["sigma"] == pytest.approx(old["sigma"], rel=1e-9)
+    assert new["sigma"] == pytest.approx(old["sigma"], rel=2 * SIGMA_RELATIVE_TOLERANCE)
     assert new["accuracy"] == pytest.approx(old["accuracy"])
-    for level in ("agent", "instance"):
-        assert new["privacy"][level]["epsilon"] == pytest.approx(old["privacy"][level]["epsilon"], rel=1e-9)
+    for level in ("agent", "instance"):  # ε moves with σ by at most a few times its relative change
+        old_epsilon = old["privacy"][level]["epsilon"]
+        assert new["privacy"][level]["epsilon"] == pytest.approx(old_epsilon, rel=10 * SIGMA_RELATIVE_TOLERANCE)
     assert new["config"]["options"] == load_run_config(path).options

@@ -29,6 +29,8 @@ from fedvote.privacy.calibrate import SIGMA_CEILING
 DEFAULT_EPSILON = 4.0
 
 
+# The largest side --image-size resamples to (the memory the images take is checked too).
+MAX_IMAGE_SIZE = 4096
 # Seeds: --seed reaches scikit-learn and torch generators, which take 32 bits; --noise-seed
 # only NumPy's SeedSequence, but is recorded and derived (privacy.noise_seeds) as a
 # non-negative int64.
@@ -70,10 +72,12 @@ class FederationConfig:
     label_column: str = "label"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.dataset, str) or not any(name.strip() for name in self.dataset.split(",")):
+            raise ConfigError("dataset", f"must name a dataset, got {self.dataset!r}")
         if self.agents < 1:
             raise ConfigError("agents", f"must be at least 1, got {self.agents}")
-        if self.image_size is not None and self.image_size < 1:
-            raise ConfigError("image_size", f"must be at least 1, got {self.image_size}")
+        if self.image_size is not None and not 1 <= self.image_size <= MAX_IMAGE_SIZE:
+            raise ConfigError("image_size", f"must be from 1 to {MAX_IMAGE_SIZE}, got {self.image_size}")
 
 
 @dataclass(frozen=True)
@@ -353,7 +357,7 @@ def load_run_config(path: str | Path) -> RunConfig:
     """The RunConfig stored in ``path``: a result.json (its ``config``) or a bare config."""
     try:
         data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # ValueError: not UTF-8, not JSON
         raise ConfigError("config", f"cannot read {path}: {error}") from error
     if not isinstance(data, dict):
         raise ConfigError("config", f"{path} does not hold a JSON object")

@@ -185,3 +185,56 @@ def test_the_gaussian_closed_form_holds_at_any_mu():
     tiny = pate_fl_events(1e-300, 5).agent  # μ overflows: unbounded, no OverflowError
     assert epsilon_for(tiny, 1e-3) == math.inf
     assert epsilon_for(pate_fl_events(1e300, 5).agent, 1e-3) == 0.0
+
+
+# --- the coarse-to-fine search -------------------------------------------------------------
+
+
+def _sampled_replace_one(sigma: float) -> dp_event.DpEvent:
+    return ReplaceOneDpEvent(dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(0.25, dp_event.GaussianDpEvent(sigma)), 4))
+
+
+@pytest.mark.parametrize(
+    "make_event",
+    [lambda s: pate_fl_events(s, 100).at("agent"), _sampled_replace_one,
+     lambda s: dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(0.05, dp_event.GaussianDpEvent(s)), 100)],
+    ids=["pate-gaussian", "sampled-replace-one", "dp-sgd"],
+)
+@pytest.mark.parametrize("target", [1.0, 4.0])
+def test_the_coarse_to_fine_search_is_the_smallest_sigma_on_the_fine_grid(make_event, target):
+    """The pld search runs on a coarse grid first; its answer must still be the fine grid's:
+    ε(σ) ≤ target and ε(σ·(1 − 2·tolerance)) > target, both by the fine PLD (no memo)."""
+    from fedvote.privacy.accountant import clear_epsilon_memo
+    from fedvote.privacy.calibrate import SIGMA_RELATIVE_TOLERANCE
+
+    sigma = calibrate_sigma(make_event, target, 1e-5, "pld")
+    clear_epsilon_memo()
+    assert epsilon_for(make_event(sigma), 1e-5, "pld") <= target
+    assert epsilon_for(make_event(sigma * (1 - 2 * SIGMA_RELATIVE_TOLERANCE)), 1e-5, "pld") > target
+
+
+def test_a_coarser_grid_never_gives_a_smaller_epsilon():
+    """The property the search relies on: an interval ten times the fine one is pessimistic
+    at least as much (its grid is a subset of the fine one)."""
+    for sigma in (0.6, 1.2, 3.0):
+        event = _sampled_replace_one(sigma)
+        assert epsilon_for(event, 1e-5, "pld", coarsening=10) >= epsilon_for(event, 1e-5, "pld") - 1e-12
+
+
+def test_the_epsilon_memo_answers_the_same_and_keys_on_the_interval(monkeypatch):
+    """A remembered ε equals a fresh computation; a different PLD interval is a different entry."""
+    import fedvote.privacy.accountant as accountant
+
+    event = _sampled_replace_one(1.0)
+    first = epsilon_for(event, 1e-5)
+    built = []
+    real = accountant._composed
+    monkeypatch.setattr(accountant, "_composed", lambda *args: built.append(args) or real(*args))
+    assert epsilon_for(event, 1e-5) == first and built == []  # remembered
+    assert epsilon_for(dp_event.SelfComposedDpEvent(event, 1), 1e-5) == first and built == []  # same release
+    monkeypatch.setattr(accountant, "PLD_MAX_POINTS", pld_points(event) / 3)  # a coarser interval: rebuilt
+    coarser = epsilon_for(event, 1e-5)
+    assert len(built) == 1 and coarser >= first
+    accountant.clear_epsilon_memo()
+    monkeypatch.undo()
+    assert epsilon_for(event, 1e-5) == pytest.approx(first, rel=1e-12)

@@ -225,7 +225,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"fedvote: error: {_one_line(error.format_message())}", err=True)
         sys.exit(error.exit_code)
     except ConfigError as error:
-        click.echo(f"fedvote: error: {flag_for(error.argument)}: {error.detail}", err=True)
+        detail = _escape_line_breaks(error.detail)
+        click.echo(f"fedvote: error: {flag_for(error.argument)}: {detail}", err=True)
         sys.exit(2)
     except VoteRejected as error:  # a malformed vote at an agent's boundary; never summed
         click.echo(f"fedvote: error: {_one_line(str(error))}", err=True)
@@ -234,6 +235,15 @@ def main(argv: list[str] | None = None) -> None:
 
 def _one_line(message: str) -> str:
     return " ".join(message.split())
+
+
+# What str.splitlines() breaks at: a value quoted in an error (a path, a name) may hold one.
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def _escape_line_breaks(message: str) -> str:
+    r"""``message`` on one line: each line break escaped as Python writes it ("a\rb" stays readable)."""
+    return message.translate(_LINE_BREAKS)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import math
 import os
 import struct
 import zlib
@@ -162,6 +163,10 @@ class DatasetSplits:
 # --------------------------------------------------------------------------- resizing
 
 
+# The most memory resampled images may take (float32).
+RESIZE_MAX_BYTES = 2 * 2**30
+
+
 def _check_size(size: Sequence[int], argument: str) -> tuple[int, int]:
     values = tuple(size)
     if len(values) != 2 or not all(isinstance(v, int | np.integer) and v >= 1 for v in values):
@@ -189,6 +194,13 @@ def resize_images(
         mode = "bilinear" if grows else "area"
     if mode not in ("area", "bilinear"):
         raise ConfigError("resize_to", f"unknown resize mode {mode!r}; choose from auto, area, bilinear")
+    needed = features.shape[0] * features.shape[1] * height * width * 4
+    if needed > RESIZE_MAX_BYTES:  # before allocating: --image-size 880 on digits asked for 5.6 GB
+        raise ConfigError(
+            "image_size",
+            f"{features.shape[0]} images of {height}x{width} would take {needed / 2**30:.3g} GiB "
+            f"(at most {RESIZE_MAX_BYTES / 2**30:g} GiB); choose a smaller size",
+        )
     out = np.empty((features.shape[0], features.shape[1], height, width), dtype=np.float32)
     with torch.no_grad():
         for start in range(0, features.shape[0], chunk):
@@ -307,7 +319,7 @@ def parse_idx(data: bytes, path: Path, ndim: int, where: str = "") -> np.ndarray
             path, f"bad magic number 0x{magic:08x}, expected 0x{expected:08x} (IDX, uint8, {ndim}-D)", where
         )
     dims = struct.unpack(f">{ndim}I", data[4:header])
-    size = int(np.prod(dims, dtype=np.int64))
+    size = math.prod(dims)  # Python ints: an int64 product wraps (2³¹·2³¹·2³¹ is 0)
     if len(data) - header != size:
         state = "truncated" if len(data) - header < size else "has trailing bytes"
         raise _file_error(
@@ -580,9 +592,9 @@ def _user_path(raw: str, root: Path | None, kind: str) -> Path:
     if not raw:
         raise ConfigError("dataset", f"{kind}:PATH needs a path, e.g. {kind}:data/my.{kind}")
     path = Path(raw).expanduser()
-    if path.is_file():
+    if _is_file(path):
         return path
-    if not path.is_absolute() and root is not None and (root / path).is_file():
+    if not path.is_absolute() and root is not None and _is_file(root / path):
         return root / path
     where = f" or {root / path}" if not path.is_absolute() and root is not None else ""
     what = _NPZ_WHERE if kind == "npz" else _CSV_WHERE
@@ -658,8 +670,16 @@ def dataset_key(name: str, data_dir: str | Path | None = None) -> str:
     raw = Path(text[len(prefix) :].strip()).expanduser()
     root = resolve_data_dir(data_dir)
     candidates = [raw] if raw.is_absolute() or root is None else [raw, root / raw]
-    found = next((c for c in candidates if c.is_file()), raw)
+    found = next((c for c in candidates if _is_file(c)), raw)
     return prefix + str(found.resolve())
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a path the system cannot even look up (a name too long)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def has_official_test_split(name: str) -> bool:

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 import warnings
@@ -87,6 +88,9 @@ PLD_MIN_GAUSSIAN_MU = 1e-6
 # it is refused (:class:`PLDTooLarge`).
 PLD_MAX_POINTS = 5e6
 PLD_COARSEST_DISCRETIZATION = 0.05
+# dp-accounting self-composes a small (sparse) PLD n times after computing size**n as a
+# Python integer: 10⁷ compositions take seconds, 10⁹ hours. More are refused.
+PLD_MAX_COMPOSITIONS = 10**6
 
 
 class PLDTooLarge(ConfigError):
@@ -97,23 +101,60 @@ class PLDTooLarge(ConfigError):
     """
 
 
-def epsilon_for(event: dp_event.DpEvent, delta: float, kind: str = "pld") -> float:
+def epsilon_for(event: dp_event.DpEvent, delta: float, kind: str = "pld", coarsening: int = 1) -> float:
     """ε at ``delta`` of ``event`` by accountant ``kind``; ``inf`` for a non-private event.
 
     With ``kind="pld"``, a pure Gaussian composition with μ > :data:`PLD_MAX_GAUSSIAN_MU`
     is computed by the exact closed form (the value its PLD equals), and any other event
     at a discretisation coarse enough for its PLD to fit in memory
-    (:func:`pld_discretization`; :class:`PLDTooLarge` when none does).
+    (:func:`pld_discretization`; :class:`PLDTooLarge` when none does). ``coarsening``
+    multiplies that interval by an integer: the coarse grid is a subset of the fine one, so
+    its pessimistic ε is never below the fine ε (calibration searches on it first).
+
+    The answer is a pure function of its arguments and is remembered (the last
+    :data:`EPSILON_MEMO_SIZE`, keyed by the event's full ``repr``): a run asks for the ε of
+    the σ it just calibrated, its report and its ledger check ask again.
     """
     if not 0.0 < delta < 1.0:
         raise ConfigError("delta", f"must lie in (0, 1), got {delta}")
+    if not (isinstance(coarsening, int) and coarsening >= 1):
+        raise ConfigError("coarsening", f"must be an integer >= 1, got {coarsening!r}")
     if _has_non_private_part(event):  # nothing bounds the whole; don't build its PLD first
         return math.inf
+    discretization = None
     if kind == "pld":
         mu = _gaussian_mu_or_none(event)
         if mu is not None and not PLD_MIN_GAUSSIAN_MU <= mu <= PLD_MAX_GAUSSIAN_MU:
             return gaussian_epsilon(mu, delta)
-    return float(_composed(event, kind).get_epsilon(delta))
+        discretization = pld_discretization(event) * coarsening
+    key = (repr(_unwrap_single(event)), float(delta), kind, discretization)
+    if key in _EPSILON_MEMO:
+        _EPSILON_MEMO.move_to_end(key)
+        return _EPSILON_MEMO[key]
+    epsilon = float(_composed(event, kind, discretization).get_epsilon(delta))
+    _EPSILON_MEMO[key] = epsilon
+    if len(_EPSILON_MEMO) > EPSILON_MEMO_SIZE:
+        _EPSILON_MEMO.popitem(last=False)
+    return epsilon
+
+
+# How many answers epsilon_for remembers (least recently used dropped); the key is the
+# event's repr, δ, the accountant and the PLD interval actually used.
+EPSILON_MEMO_SIZE = 512
+_MemoKey = tuple[str, float, str, float | None]
+_EPSILON_MEMO: collections.OrderedDict[_MemoKey, float] = collections.OrderedDict()
+
+
+def clear_epsilon_memo() -> None:
+    """Forget every remembered ε (tests that patch an accountant's internals call it)."""
+    _EPSILON_MEMO.clear()
+
+
+def _unwrap_single(event: dp_event.DpEvent) -> dp_event.DpEvent:
+    """``event`` without self-compositions of count 1 (the same release; one memo entry)."""
+    while isinstance(event, dp_event.SelfComposedDpEvent) and event.count == 1:
+        event = event.event
+    return event
 
 
 def pld_discretization(event: dp_event.DpEvent) -> float:
@@ -125,6 +166,13 @@ def pld_discretization(event: dp_event.DpEvent) -> float:
     The estimate (:func:`pld_points`) takes each Gaussian's privacy-loss range from
     dp-accounting's own tail bounds, without building anything.
     """
+    compositions = _compositions(event)
+    if compositions > PLD_MAX_COMPOSITIONS:
+        raise ConfigError(
+            "accountant",
+            f"the pld accountant composes at most {PLD_MAX_COMPOSITIONS:.0e} releases of one mechanism, "
+            f"this plan has {compositions}" + ("" if _has_replace_one(event) else "; use --accountant rdp"),
+        )
     points = pld_points(event)
     if points <= PLD_MAX_POINTS:
         return PLD_DISCRETIZATION
@@ -137,6 +185,27 @@ def pld_discretization(event: dp_event.DpEvent) -> float:
             "ε is far beyond any useful budget; add noise",
         )
     return interval
+
+
+def _compositions(event: dp_event.DpEvent, count: int = 1) -> int:
+    """The most times ``event`` composes any one mechanism (counts multiply through nesting)."""
+    if isinstance(event, ReplaceOneDpEvent):
+        return _compositions(event.event, count)
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return _compositions(event.event, count * event.count)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return max((_compositions(e, count) for e in event.events), default=0)
+    return count
+
+
+def _has_replace_one(event: dp_event.DpEvent) -> bool:
+    if isinstance(event, ReplaceOneDpEvent):
+        return True
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return _has_replace_one(event.event)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return any(_has_replace_one(e) for e in event.events)
+    return False
 
 
 def pld_points(event: dp_event.DpEvent, replace_one: bool = False) -> float:
@@ -180,9 +249,14 @@ def _gaussian_pld_points(noise_multiplier: float, sampling: float, sensitivity: 
     return float(span) / PLD_DISCRETIZATION if math.isfinite(span) else math.inf
 
 
-def _composed(event: dp_event.DpEvent, kind: str) -> PrivacyAccountant:
-    """A fresh ``kind`` accountant with ``event`` composed; a one-line error if it cannot."""
-    accountant = make_accountant(kind, pld_discretization(event) if kind == "pld" else PLD_DISCRETIZATION)
+def _composed(event: dp_event.DpEvent, kind: str, discretization: float | None = None) -> PrivacyAccountant:
+    """A fresh ``kind`` accountant with ``event`` composed; a one-line error if it cannot.
+
+    ``discretization``: the PLD interval (default :func:`pld_discretization` of the event).
+    """
+    if discretization is None:
+        discretization = pld_discretization(event) if kind == "pld" else PLD_DISCRETIZATION
+    accountant = make_accountant(kind, discretization)
     try:
         with warnings.catch_warnings(), np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)

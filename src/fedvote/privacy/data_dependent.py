@@ -122,7 +122,7 @@ def lemma4_mismatch_probability(histogram: np.ndarray, sigma: float) -> np.ndarr
     _check_sigma(sigma)
     counts = _check_histogram(histogram)
     margins = vote_margins(counts)
-    log_q = math.log(counts.shape[1]) - margins**2 / (8.0 * sigma**2)
+    log_q = math.log(counts.shape[1]) - margins**2 / (8.0 * sigma * sigma)
     return np.asarray(np.exp(np.minimum(log_q, 0.0)))
 
 
@@ -204,9 +204,10 @@ def theorem5_rdp(histogram: np.ndarray, sigma: float, sensitivity: float, orders
     _check_sigma(sigma)
     counts = _check_histogram(histogram)
     orders = np.asarray(orders, dtype=float)
-    rho = sensitivity**2 / (2.0 * sigma**2)
+    ratio = sensitivity / sigma
+    rho = 0.5 * ratio * ratio  # inf, never OverflowError, for a sensitivity far above σ
     margins = vote_margins(counts)
-    log_q = np.minimum(math.log(counts.shape[1]) - margins**2 / (8.0 * sigma**2), 0.0)[:, None]
+    log_q = np.minimum(math.log(counts.shape[1]) - margins**2 / (8.0 * sigma * sigma), 0.0)[:, None]
     lam = orders[None, :]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         log1q = _log1mexp(np.minimum(log_q, -1e-300))
@@ -285,7 +286,8 @@ def data_dependent_epsilon(
         raise ConfigError("bound", f"must be one of {', '.join(BOUNDS)}, got {bound!r}")
     counts = _check_histogram(histogram)
     order_array = np.asarray(orders, dtype=float)
-    rho = sensitivity**2 / (2.0 * sigma**2)
+    ratio = sensitivity / sigma
+    rho = 0.5 * ratio * ratio  # inf, never OverflowError, for a sensitivity far above σ
     queries = counts.shape[0]
 
     total = np.zeros_like(order_array)
@@ -435,8 +437,8 @@ def confident_gnmax_rdp(
     _check_sigma(threshold_sigma)
     _check_sigma(sigma)
     total = np.zeros_like(orders, dtype=float)
-    rho_check = sensitivity**2 / (2.0 * threshold_sigma**2)
-    rho_argmax = sensitivity**2 / (2.0 * sigma**2)
+    rho_check = 0.5 * (sensitivity / threshold_sigma) * (sensitivity / threshold_sigma)
+    rho_argmax = 0.5 * (sensitivity / sigma) * (sensitivity / sigma)
     for start in range(0, counts.shape[0], _CHUNK):
         block = counts[start : start + _CHUNK]
         log_pass, log_fail = threshold_log_probabilities(block, threshold, threshold_sigma)

@@ -260,9 +260,9 @@ def connect(path: str | Path, *, must_exist: bool = False) -> sqlite3.Connection
     application's SQLite database, a ledger of a newer format (its version named).
     """
     file = Path(path)
+    _check_sqlite_header(file)  # first: a path the system cannot look up (a name too long) is one line
     if must_exist and not file.is_file():
         raise ConfigError("ledger", f"no ledger at {path}")
-    _check_sqlite_header(file)
     try:
         db = sqlite3.connect(file, isolation_level=None, timeout=30.0)
     except sqlite3.Error as error:
