@@ -53,3 +53,16 @@ def synthetic_dataset(n: int = 200, num_classes: int = 4, seed: int = 0) -> Data
         labels=labels.astype(np.int64),
         class_names=tuple(str(c) for c in range(num_classes)),
     )
+
+
+# The longest files run first: under `make test`'s two workers the Flower run (mostly
+# waiting on its processes) then overlaps the rest of the suite instead of trailing it.
+RUN_FIRST = ("tests/transport/test_flower_integration.py", "tests/test_fuzz_boundaries.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        path = item.path.as_posix()
+        return next((i for i, suffix in enumerate(RUN_FIRST) if path.endswith(suffix)), len(RUN_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order
