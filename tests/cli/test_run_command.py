@@ -284,7 +284,7 @@ def test_knn_and_gradient_flags_keep_their_names_and_come_from_the_methods_optio
 
 def test_a_bad_knn_or_gradient_value_is_refused_by_its_flag(capsys):
     code, _, err = invoke(["run", "--method", "private-knn-fl", "--k", "0"], capsys)
-    assert code == 2 and err.strip() == "fedvote: error: --k: must be an integer >= 1, got 0"
+    assert code == 2 and err.strip() == "fedvote: error: --k: must be an integer in [1, 2147483647], got 0"
     code, _, err = invoke(["run", "--method", "dp-fedavg", "--sampling-rate", "2"], capsys)
     assert code == 2 and err.strip() == "fedvote: error: --sampling-rate: must be in (0, 1], got 2.0"
 

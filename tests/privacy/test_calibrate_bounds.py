@@ -238,3 +238,26 @@ def test_the_epsilon_memo_answers_the_same_and_keys_on_the_interval(monkeypatch)
     accountant.clear_epsilon_memo()
     monkeypatch.undo()
     assert epsilon_for(event, 1e-5) == pytest.approx(first, rel=1e-12)
+
+
+@pytest.mark.parametrize("epsilon", [5e3 + 1000, 1.896150381621835e155, 1e308])
+def test_one_gaussian_release_with_an_epsilon_beyond_the_sigma_floor_is_refused_by_its_flag(epsilon):
+    """FedAUX's per-head ε went to dp-accounting's search, which returned NaN near 1e155."""
+    from fedvote.privacy.calibrate import analytic_gaussian_sigma
+
+    with pytest.raises(ConfigError, match="epsilon_classes.*not private in any useful sense"):
+        analytic_gaussian_sigma(epsilon, 1e-5, 1.0, "epsilon_classes")
+    with pytest.raises(ConfigError, match="more noise than"):
+        analytic_gaussian_sigma(1e-12, 1e-9, 1.0)  # needs σ ≈ 4e8
+    # inside the range the floor is met: ε at σ = SIGMA_FLOOR is the largest accepted
+    largest = gaussian_epsilon(1 / SIGMA_FLOOR, 1e-5)
+    assert analytic_gaussian_sigma(largest, 1e-5, 1.0) >= SIGMA_FLOOR * (1 - 1e-9)
+
+
+def test_fedaux_epsilon_classes_1e155_is_refused_in_one_line(tmp_path, capsys):
+    code, _, err = invoke(["run", "--method", "fedaux-fdp", *TINY, "--extractor-epochs", "1",
+                        "--distill-epochs", "1", "--local-epochs", "1", "--extractor-dim", "4",
+                        "--out", str(tmp_path / "out"), "--epsilon-classes", "1.896150381621835e+155"], capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and "--epsilon-classes" in err
+    assert not (tmp_path / "out").exists()

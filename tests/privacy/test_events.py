@@ -3,6 +3,7 @@ computed independently here."""
 
 import itertools
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -182,3 +183,14 @@ def test_dp_fedavg_events():
     visible = dp_fedavg_events(q, z, rounds, visible_to_server=50)
     assert gaussian_mu(visible.agent) == pytest.approx(math.sqrt(rounds * 50) / z)
     assert gaussian_mu(visible.instance) == pytest.approx(2.0 * math.sqrt(rounds * 50) / z)
+
+
+def test_a_subnormal_sampling_rate_is_rounded_up_to_a_normal_float():
+    """q = 1e-320 broke dp-accounting's PLD (inf - inf); rounding q up can only raise ε."""
+    from fedvote.privacy.events import poisson_sampled
+
+    event = poisson_sampled(1e-320, dp_event.GaussianDpEvent(4.0))
+    assert event.sampling_probability == sys.float_info.min
+    assert poisson_sampled(1.0, dp_event.GaussianDpEvent(4.0)) == dp_event.GaussianDpEvent(4.0)
+    tiny = epsilon_for(dp_sgd_event(1e-320, 4.0, 5), 1e-3)
+    assert 0.0 <= tiny <= epsilon_for(dp_sgd_event(1e-6, 4.0, 5), 1e-3)

@@ -59,6 +59,20 @@ def test_clt_formula_and_small_sigma():
     assert clt_mu(0.02, 1e-300, 1) == pytest.approx(expected, rel=1e-9)
     assert math.isinf(clt_mu(0.02, 0.5, 1))
     assert clt_mu(1.0, 0.0, 100) == 0.0
+    assert math.isinf(clt_mu(1e-320, 0.04, 4))  # σ⁻² overflowed a float
+
+
+@pytest.mark.parametrize("sigma", [1.0, 1.5, 3.0, 10.0, 1e2, 1e4, 2.6e8, 1e30, 1e200])
+def test_clt_mu_for_large_sigma_matches_80_digit_arithmetic(sigma):
+    """Large σ: the bracket is ≈ 1/(2σ²) and its naive form subtracts numbers near 2 (it
+    raised a math domain error at σ = 2.6e8); checked against mpmath at 80 digits."""
+    import mpmath
+
+    mpmath.mp.dps = 80
+    x = 1 / mpmath.mpf(sigma)
+    bracket = mpmath.e ** (x * x) * mpmath.ncdf(1.5 * x) + 3 * mpmath.ncdf(-0.5 * x) - 2
+    expected = float(mpmath.sqrt(2) * mpmath.mpf(0.04) * mpmath.sqrt(4) * mpmath.sqrt(bracket))
+    assert clt_mu(sigma, 0.04, 4) == pytest.approx(expected, rel=1e-12)
 
 
 def test_tradeoff_function():

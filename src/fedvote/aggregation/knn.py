@@ -35,11 +35,15 @@ _DEFAULT_MEMORY_BUDGET = 256 << 20  # bytes per chunk of the (queries × records
 _BYTES_PER_PAIR = 24  # distance (4) + comparison masks + the float mask of the vote
 
 
+# The largest k accepted: more neighbours than any agent could hold (index arithmetic is int32).
+MAX_K = 2**31 - 1
+
+
 def resolve_k(num_records: int, k: int | None, k_fraction: float) -> int:
     """The k an agent with ``num_records`` records uses: ``k`` if given, else round(f·n), ≥ 1."""
     if k is not None:
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-            raise ConfigError("k", f"must be an integer >= 1, got {k!r}")
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= MAX_K:
+            raise ConfigError("k", f"must be an integer in [1, {MAX_K}], got {k!r}")
         return int(k)
     if not 0.0 < k_fraction <= 1.0:
         raise ConfigError("k_fraction", f"must lie in (0, 1], got {k_fraction}")

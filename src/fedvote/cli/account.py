@@ -38,7 +38,11 @@ _ACCOUNTANT = click.option(
 _DELTA = click.option("--delta", type=float, required=True, help="Target δ.")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 _SIGMA = click.option("--sigma", type=float, required=True, help="Std σ of the total noise on each vote sum.")
-_QUERIES = click.option("--queries", type=int, required=True, help="Number of queries Q answered.")
+# Counts of releases, records, steps, clients: a count beyond 10¹⁸ is a typo, and the float
+# arithmetic of the bounds overflows near 10³⁰⁸; refused in one line naming the flag.
+COUNT = click.IntRange(min=None, max=10**18)
+
+_QUERIES = click.option("--queries", type=COUNT, required=True, help="Number of queries Q answered.")
 _LEVEL = click.option("--level", type=click.Choice(LEVELS), default="agent", show_default=True)
 
 
@@ -96,7 +100,7 @@ def account() -> None:
 @account.command()
 @_SIGMA
 @click.option("--sensitivity", type=float, default=1.0, show_default=True, help="L2 sensitivity s.")
-@click.option("--count", type=int, required=True, help="Number of releases Q.")
+@click.option("--count", type=COUNT, required=True, help="Number of releases Q.")
 @_DELTA
 @_ACCOUNTANT
 @_JSON
@@ -140,7 +144,7 @@ def pate_fl(sigma: float, queries: int, delta: float, level: str, accountant: st
 @account.command("private-knn-fl")
 @_SIGMA
 @_QUERIES
-@click.option("--k", "k", type=int, required=True, help="Neighbours per vote.")
+@click.option("--k", "k", type=COUNT, required=True, help="Neighbours per vote.")
 @_DELTA
 @_LEVEL
 @click.option("--bound", type=click.Choice(KNN_BOUNDS), default="tight", show_default=True,
@@ -168,7 +172,7 @@ def private_knn_fl(
 @account.command("dp-sgd")
 @click.option("--sampling-rate", type=float, required=True, help="Poisson sampling rate q = B/n.")
 @click.option("--noise-multiplier", type=float, required=True, help="z: noise std over the clip norm.")
-@click.option("--steps", type=int, required=True, help="Number of steps T.")
+@click.option("--steps", type=COUNT, required=True, help="Number of steps T.")
 @_DELTA
 @click.option("--accountant", type=click.Choice(("pld", "rdp", "classic")), default="pld", show_default=True)
 @_JSON
@@ -228,11 +232,11 @@ def votes(histogram_path: str, sigma: float, delta: float, sensitivity: float, b
 
 @account.command("gdp-clt")
 @click.option("--sigma", type=float, required=True, help="Noise scale σ of Algorithm 2 (noise N(0, 4C²σ²)).")
-@click.option("--batch-size", type=int, required=True, help="B: batch size.")
-@click.option("--records", type=int, required=True, help="n: records of the client.")
-@click.option("--local-steps", type=int, required=True, help="K: local steps per round.")
-@click.option("--rounds", type=int, required=True, help="R: synchronisation rounds.")
-@click.option("--clients", type=int, default=None, help="m: clients, to report strong federated μ.")
+@click.option("--batch-size", type=COUNT, required=True, help="B: batch size.")
+@click.option("--records", type=COUNT, required=True, help="n: records of the client.")
+@click.option("--local-steps", type=COUNT, required=True, help="K: local steps per round.")
+@click.option("--rounds", type=COUNT, required=True, help="R: synchronisation rounds.")
+@click.option("--clients", type=COUNT, default=None, help="m: clients, to report strong federated μ.")
 @click.option("--delta", type=float, default=1e-5, show_default=True)
 @click.option("--pld/--no-pld", "with_pld", default=True, show_default=True,
               help="Also compute the PLD ε of the same run (replace-one, Poisson rate B/n).")

@@ -190,10 +190,11 @@ def summary(result: RunResult) -> str:
     )
     ledger = result.details.get("ledger")
     if ledger:
-        budget = ledger["budget_epsilon"]
+        budget, spent = ledger["budget_epsilon"], ledger["spent_agent_epsilon"]
+        shown = "unbounded (a non-private release)" if spent is None else f"{spent:.4f}"
         lines.append(
             f"  ledger                federation {ledger['federation']} has spent agent-level "
-            f"ε = {ledger['spent_agent_epsilon']:.4f}" + (f" of {budget:g}" if budget else "")
+            f"ε = {shown}" + (f" of {budget:g}" if budget else "")
         )
     lines.append(f"  time                  {result.timings['total_s']:.1f} s")
     return "\n".join(lines)

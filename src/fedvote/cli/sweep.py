@@ -55,8 +55,8 @@ def sweep(
             "a sweep simulates the vote sums in process; secure aggregation changes none of its figures",
         )
     command = "fedvote " + " ".join(shlex.quote(arg) for arg in sys.argv[1:])
+    check_writable(out)  # before anything is read, trained or charged
     store = SweepStore.open(out, configs, grid, seed_list, resume=resume, command=command)
-    check_writable(out)  # before anything is trained or charged
     progress = RichProgress()
 
     def report(point: PointDone) -> None:

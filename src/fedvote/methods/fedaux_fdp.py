@@ -155,11 +155,11 @@ class FedAuxOptions:
             raise ConfigError("distill_fraction", f"must lie in (0, 1), got {self.distill_fraction}")
 
 
-def noise_multiplier(epsilon: float, delta: float, gaussian: str) -> float:
+def noise_multiplier(epsilon: float, delta: float, gaussian: str, argument: str = "epsilon") -> float:
     """σ/Δ of one Gaussian release that is (ε, δ)-DP: analytic (any ε) or classic (ε < 1)."""
     if gaussian == "classic":
         return classic_gaussian_sigma(epsilon, delta, 1.0)
-    return analytic_gaussian_sigma(epsilon, delta, 1.0)
+    return analytic_gaussian_sigma(epsilon, delta, 1.0, argument)
 
 
 def certainty_weighted_soft_labels(class_probs: np.ndarray, log_scores: np.ndarray) -> np.ndarray:
@@ -356,14 +356,16 @@ class FedAuxFdp(Method):
     def score_multiplier(self) -> float | None:
         """σ/Δ of the scoring heads (None: no scoring head)."""
         epsilon = self.epsilon_scores
-        return None if epsilon is None else noise_multiplier(epsilon, self.head_delta, self.options.gaussian)
+        if epsilon is None:
+            return None
+        return noise_multiplier(epsilon, self.head_delta, self.options.gaussian, "epsilon_scores")
 
     @property
     def class_multiplier(self) -> float | None:
         """σ/Δ of the class heads (None: released without noise)."""
         if not self.class_noised:
             return None
-        return noise_multiplier(self.options.epsilon_classes, self.head_delta, self.options.gaussian)
+        return noise_multiplier(self.options.epsilon_classes, self.head_delta, self.options.gaussian, "epsilon_classes")
 
     def release_events(self, request: HeadRequest, record_counts: list[int] | None) -> list[LevelEvents]:
         """The run's releases (scoring heads, then class heads), each over all agents.

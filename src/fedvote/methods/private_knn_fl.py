@@ -102,10 +102,7 @@ class KnnOptions:
     )
 
     def __post_init__(self) -> None:
-        if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1):
-            raise ConfigError("k", f"must be an integer >= 1, got {self.k!r}")
-        if not 0.0 < self.k_fraction <= 1.0:
-            raise ConfigError("k_fraction", f"must lie in (0, 1], got {self.k_fraction}")
+        resolve_k(1, self.k, self.k_fraction)  # validates k and k_fraction
         if self.features not in FEATURE_KINDS:
             raise ConfigError(
                 "features",

@@ -315,8 +315,13 @@ def _mu_squared(event: dp_event.DpEvent, count: int) -> float:
     if isinstance(event, dp_event.GaussianDpEvent):
         if event.noise_multiplier == 0:
             return math.inf
-        # (√count / z)², which overflows to inf (never raises) for a tiny z and is 0 for a huge one
-        return (math.sqrt(count) / event.noise_multiplier) * (math.sqrt(count) / event.noise_multiplier)
+        # (√count / z)², which overflows to inf (never raises) for a tiny z and is 0 for a huge
+        # one; a count beyond a float's range (e.g. 10⁴⁰⁰ releases) composes to μ = ∞
+        try:
+            root = math.sqrt(count)
+        except OverflowError:
+            root = math.inf
+        return (root / event.noise_multiplier) * (root / event.noise_multiplier)
     if isinstance(event, dp_event.SelfComposedDpEvent):
         return _mu_squared(event.event, count * event.count)
     if isinstance(event, dp_event.ComposedDpEvent):

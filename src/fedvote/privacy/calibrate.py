@@ -15,7 +15,7 @@ from dp_accounting.privacy_accountant import NeighboringRelation, PrivacyAccount
 from scipy import optimize
 
 from fedvote.errors import ConfigError
-from fedvote.privacy.accountant import PLDTooLarge, delta_for, epsilon_for, gaussian_mu
+from fedvote.privacy.accountant import PLDTooLarge, delta_for, epsilon_for, gaussian_epsilon, gaussian_mu
 
 # Relative tolerance on σ; the result always satisfies ε(σ) ≤ target.
 SIGMA_RELATIVE_TOLERANCE = 1e-4
@@ -301,16 +301,35 @@ def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> 
     return math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon
 
 
-def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+def analytic_gaussian_sigma(
+    epsilon: float, delta: float, sensitivity: float, argument: str = "epsilon"
+) -> float:
     """Smallest σ making one Gaussian release (ε, δ)-DP, any ε > 0 (Balle & Wang 2018, Alg. 1).
 
-    dp-accounting's ``get_sigma_gaussian`` for unit sensitivity, scaled by Δ.
+    dp-accounting's ``get_sigma_gaussian`` for unit sensitivity, scaled by Δ. The noise
+    per unit of sensitivity is kept in [:data:`SIGMA_FLOOR`, :data:`SIGMA_CEILING`], as
+    in :func:`calibrate_sigma`: an ε met only outside is refused in one line naming
+    ``argument`` (dp-accounting's search returns NaN for ε near 1e155).
     """
-    if not epsilon > 0:
-        raise ConfigError("epsilon", f"must be > 0, got {epsilon}")
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ConfigError(argument, f"must be a finite number > 0, got {epsilon}")
     if not 0.0 < delta < 1.0:
         raise ConfigError("delta", f"must lie in (0, 1), got {delta}")
     _check_positive("sensitivity", sensitivity)
+    floor_epsilon = gaussian_epsilon(1.0 / SIGMA_FLOOR, delta)
+    if epsilon > floor_epsilon:
+        raise ConfigError(
+            argument,
+            f"ε = {epsilon:g} needs less noise than σ = {SIGMA_FLOOR:g} per unit of sensitivity, "
+            f"below which a release is not private in any useful sense (ε = {floor_epsilon:.4g} "
+            "there): give a smaller ε",
+        )
+    if epsilon < gaussian_epsilon(1.0 / SIGMA_CEILING, delta):
+        raise ConfigError(
+            argument,
+            f"ε = {epsilon:g} needs more noise than σ = {SIGMA_CEILING:g} per unit of sensitivity, "
+            "which already drowns every release: give a larger ε",
+        )
     return float(gaussian_mechanism.get_sigma_gaussian(epsilon, delta)) * sensitivity
 
 

@@ -17,6 +17,7 @@ composed with the rest by :mod:`fedvote.privacy.accountant`).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -316,6 +317,17 @@ def _check_multiplier(name: str, value: float) -> None:
         raise ConfigError(name, f"must be >= 0, got {value}")
 
 
+def poisson_sampled(sampling_rate: float, inner: dp_event.DpEvent) -> dp_event.DpEvent:
+    """``inner`` under Poisson sampling at ``sampling_rate`` in (0, 1] (itself at rate 1).
+
+    A subnormal rate (below 2.2e-308) is rounded up to the smallest normal float, where
+    dp-accounting's arithmetic still holds: ε grows with the rate, so this is sound.
+    """
+    if sampling_rate >= 1.0:
+        return inner
+    return dp_event.PoissonSampledDpEvent(max(sampling_rate, sys.float_info.min), inner)
+
+
 def poisson_gaussian_event(sampling_rate: float, noise_multiplier: float, steps: int) -> dp_event.DpEvent:
     """``steps`` rounds of the Poisson-subsampled Gaussian mechanism (add/remove-one).
 
@@ -331,9 +343,7 @@ def poisson_gaussian_event(sampling_rate: float, noise_multiplier: float, steps:
         return dp_event.NoOpDpEvent()
     if noise_multiplier == 0:
         return dp_event.NonPrivateDpEvent()
-    inner: dp_event.DpEvent = dp_event.GaussianDpEvent(noise_multiplier)
-    if sampling_rate < 1:
-        inner = dp_event.PoissonSampledDpEvent(sampling_rate, inner)
+    inner = poisson_sampled(sampling_rate, dp_event.GaussianDpEvent(noise_multiplier))
     return dp_event.SelfComposedDpEvent(inner, int(steps))
 
 
@@ -484,9 +494,7 @@ def prifedsync_events(sigma: float, sampling_rate: float, local_steps: int, roun
     if not sigma >= 0:
         raise ConfigError("sigma", f"must be >= 0, got {sigma}")
     steps = int(local_steps * rounds)  # a Python int: DpEventBuilder refuses NumPy counts
-    step: dp_event.DpEvent = dp_event.GaussianDpEvent(sigma)
-    if sampling_rate < 1.0:
-        step = dp_event.PoissonSampledDpEvent(sampling_rate, step)
+    step = poisson_sampled(sampling_rate, dp_event.GaussianDpEvent(sigma))
     if steps == 0:
         instance: dp_event.DpEvent = dp_event.NoOpDpEvent()
     elif sigma == 0:

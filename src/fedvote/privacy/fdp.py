@@ -30,7 +30,7 @@ from scipy import optimize, special
 
 from fedvote.errors import ConfigError
 from fedvote.privacy.accountant import epsilon_for, gaussian_delta, gaussian_epsilon
-from fedvote.privacy.events import ReplaceOneDpEvent
+from fedvote.privacy.events import ReplaceOneDpEvent, poisson_sampled
 
 
 def gdp_tradeoff(mu: float, alpha: np.ndarray | float) -> np.ndarray:
@@ -90,6 +90,14 @@ def subsampled_tradeoff(
     return g
 
 
+def _root(count: int) -> float:
+    """√count for a count of any size (∞ beyond a float's range, e.g. 10⁴⁰⁰ clients)."""
+    try:
+        return math.sqrt(count)
+    except OverflowError:
+        return math.inf
+
+
 def clt_mu(sigma: float, sampling_rate: float, steps: int) -> float:
     """Theorem 2's CLT μ for ``steps`` = KR noisy-SGD steps at sampling rate B/n and noise σ.
 
@@ -102,14 +110,44 @@ def clt_mu(sigma: float, sampling_rate: float, steps: int) -> float:
         raise ConfigError("sampling_rate", f"must lie in [0, 1], got {sampling_rate}")
     if steps < 0:
         raise ConfigError("steps", f"must be >= 0, got {steps}")
-    c = sampling_rate * math.sqrt(steps)
+    c = sampling_rate * _root(steps)
     if c == 0:
         return 0.0
-    log_first = sigma**-2 + float(special.log_ndtr(1.5 / sigma))
-    rest = 2.0 - 3.0 * float(special.ndtr(-0.5 / sigma))  # in (0.5, 2): subtracted
-    log_bracket = log_first + math.log(-math.expm1(math.log(rest) - log_first))
+    if sigma < 1e-100:  # log μ ≥ σ⁻²/2 = 5e199: μ = ∞ (σ⁻² itself overflows below 1e-154)
+        return math.inf
+    if sigma >= 1.0:
+        x = 1.0 / sigma
+        log_bracket = 2.0 * math.log(x) + math.log(_theorem2_bracket_over_x_squared(x))
+    else:
+        log_bracket = _theorem2_log_bracket(sigma)
     log_mu = 0.5 * math.log(2.0) + math.log(c) + 0.5 * log_bracket
     return math.exp(log_mu) if log_mu < 709.0 else math.inf
+
+
+def _theorem2_bracket_over_x_squared(x: float) -> float:
+    """(e^{x²}Φ(1.5x) + 3Φ(−0.5x) − 2) / x² at x = 1/σ ≤ 1, free of cancellation.
+
+    The bracket is expm1(x²)·Φ(1.5x) + [erf(1.5y) − 3·erf(0.5y)]/2 with y = x/√2. The
+    erf difference is summed from its Maclaurin series, whose n = 0 terms cancel
+    exactly; dividing by x² keeps σ up to 1e308 representable (the bracket is ≈ x²/2).
+    """
+    y = x / math.sqrt(2.0)
+    leading = (math.expm1(x * x) / (x * x) if x > 1e-8 else 1.0) * float(special.ndtr(1.5 * x))
+    # Σ_{n≥1} (−1)ⁿ y^{2n+1} (1.5^{2n+1} − 3·0.5^{2n+1}) / (n!(2n+1)) · (2/√π) / 2 / x²
+    series, power, factorial = 0.0, y, 1.0  # power = y^{2n−1}
+    for n in range(1, 40):
+        factorial *= n
+        coefficient = 1.5 ** (2 * n + 1) - 3.0 * 0.5 ** (2 * n + 1)
+        series += (-1) ** n * power * coefficient / (factorial * (2 * n + 1))
+        power *= y * y
+    return leading + series / math.sqrt(math.pi) / 2.0
+
+
+def _theorem2_log_bracket(sigma: float) -> float:
+    """log of the same bracket for σ < 1, in log space so that e^{σ⁻²} does not overflow."""
+    log_first = sigma**-2 + float(special.log_ndtr(1.5 / sigma))
+    rest = 2.0 - 3.0 * float(special.ndtr(-0.5 / sigma))  # in (0.5, 2): subtracted
+    return log_first + math.log(-math.expm1(math.log(rest) - log_first))
 
 
 def prifedsync_mu(sigma: float, batch_size: int, records: int, local_steps: int, rounds: int) -> float:
@@ -128,7 +166,7 @@ def federated_mu(mu: float, clients: int, strong: bool) -> float:
     """Weak federated f-DP: μ; strong (against the other m − 1 clients together): √(m−1)·μ."""
     if clients < 1:
         raise ConfigError("clients", f"must be >= 1, got {clients}")
-    return math.sqrt(clients - 1) * mu if strong else mu
+    return _root(clients - 1) * mu if strong else mu
 
 
 def replace_one_poisson_gaussian_epsilon(
@@ -152,8 +190,7 @@ def replace_one_poisson_gaussian_epsilon(
         raise ConfigError("steps", f"must be >= 0, got {steps}")
     if steps == 0 or sampling_rate == 0:
         return 0.0
-    inner = dp_event.GaussianDpEvent(noise_multiplier)
-    event = inner if sampling_rate == 1.0 else dp_event.PoissonSampledDpEvent(sampling_rate, inner)
+    event = poisson_sampled(sampling_rate, dp_event.GaussianDpEvent(noise_multiplier))
     # dp-accounting's PLD under REPLACE_ONE, through epsilon_for: its discretisation stays in
     # memory, and a noise multiplier too small to account is refused in one line.
     return epsilon_for(ReplaceOneDpEvent(dp_event.SelfComposedDpEvent(event, steps)), delta, "pld")
