@@ -312,3 +312,44 @@ def test_prifedsync_stop_rule_reads_no_private_data():
     private_a = a["diagnostics"]["client_accuracy_history"]
     private_b = b["diagnostics"]["client_accuracy_history"]
     assert private_a != private_b
+
+
+def _planned(records: tuple[int, ...], **options):
+    from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
+    from fedvote.data.federation import PublicMetadata
+    from fedvote.runner import plan
+
+    config = RunConfig(
+        method="prifedsync",
+        federation=FederationConfig(agents=len(records)),
+        privacy=PrivacyConfig(epsilon=4.0),
+        options=options,
+    )
+    public = PublicMetadata(pool_size=270, num_agents=len(records), num_classes=10, example_shape=(64,),
+                            agent_records=records)
+    return plan(config, public)
+
+
+def test_small_clients_train_full_batch_by_default_from_their_record_counts_alone():
+    """digits' 50 clients of 25 records: the paper's B = 16 over 7,600 steps learnt nothing (0.11)."""
+    from fedvote.methods.prifedsync import SMALL_CLIENT_RECORDS
+
+    small = _planned((25,) * 49 + (26,))
+    assert (small.batch_size, small.local_steps, small.rounds) == (25, 1, 100)
+    assert (small.sampling_rate, small.model, small.learning_rate) == (1.0, "logistic", 0.1)
+    # the smallest client's rate is 1: its 100 steps compose as plain Gaussians (no sampling)
+    assert small.batch_size / min(small.agent_records) == 1.0
+    # a setting the user gives is kept; the others still follow the clients' size
+    given = _planned((25,) * 50, rounds=40, gradient_model="mlp")
+    assert (given.rounds, given.model, given.batch_size) == (40, "mlp", 25)
+    # clients of the paper's size keep the paper's settings
+    large = _planned((SMALL_CLIENT_RECORDS,) * 10)
+    assert (large.batch_size, large.local_steps, large.rounds, large.model) == (16, 38, 200, "mlp")
+
+
+def test_the_small_client_plan_is_calibrated_to_the_target_at_its_own_settings():
+    from fedvote.privacy.accountant import epsilon_for
+
+    method = _planned((25,) * 50)
+    epsilon = epsilon_for(method.planned_events().instance, method.delta, "pld")
+    assert 3.99 < epsilon <= 4.0

@@ -95,7 +95,7 @@ class DpFedAvgOptions(GradientSettings):
     lr_decay: float | None = gradient_option("lr_decay")
     batch_size: int | None = gradient_option("batch_size")
     noise: str = gradient_option("noise")
-    gradient_model: str = gradient_option("gradient_model")
+    gradient_model: str | None = gradient_option("gradient_model")
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ class DpFedSgdOptions(GradientSettings):
     learning_rate: float | None = gradient_option("learning_rate")
     lr_decay: float | None = gradient_option("lr_decay")
     batch_sampling_rate: float | None = gradient_option("batch_sampling_rate")
-    gradient_model: str = gradient_option("gradient_model")
+    gradient_model: str | None = gradient_option("gradient_model")
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ class FedAvgOptions(GradientSettings):
     learning_rate: float | None = gradient_option("learning_rate")
     lr_decay: float | None = gradient_option("lr_decay")
     batch_size: int | None = gradient_option("batch_size")
-    gradient_model: str = gradient_option("gradient_model")
+    gradient_model: str | None = gradient_option("gradient_model")
 
 
 @dataclass(frozen=True)

@@ -53,16 +53,17 @@ NOISE_PLACEMENTS: tuple[str, ...] = ("distributed", "distributed-unmasked", "ser
 # A method's options dataclass (e.g. :class:`fedvote.methods.fedavg.FedAvgOptions`) names the
 # ones it takes with :func:`gradient_option`; a flag it does not take is refused by name.
 _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
-    "rounds": (None, "Gradient methods: communication rounds T [default: 100; PriFedSync 200].", None),
+    "rounds": (None, "Gradient methods: communication rounds T [default: 100; PriFedSync 200, 100 with small clients].", None),
     "sampling_rate": (
         None,
         "Gradient methods: agent sampling probability q per round [default: 0.05; DP-FedSGD 1; "
-        "PriFedSync 0.5].",
+        "PriFedSync 0.5, 1 with small clients].",
         None,
     ),
     "local_steps": (
         None,
-        "Gradient methods: local (DP-)SGD iterations E per round [default: 20; DP-FedSGD 1; PriFedSync 38].",
+        "Gradient methods: local (DP-)SGD iterations E per round [default: 20; DP-FedSGD 1; PriFedSync 38, "
+        "1 with small clients].",
         None,
     ),
     "clip_norm": (None, "DP-FedAvg update clip S [default: 0.08].", None),
@@ -72,7 +73,7 @@ _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
     "batch_size": (
         None,
         "Local mini-batch size (PriFedSync: the expected size of its Poisson batches) [default: 32; "
-        "PriFedSync 16].",
+        "PriFedSync 16, or the smallest client's records when it holds under 320].",
         None,
     ),
     "batch_sampling_rate": (None, "DP-FedSGD Poisson batch rate q_b [default: 0.25].", None),
@@ -84,7 +85,11 @@ _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
         "server = Alg. 3 (trusted server adds the noise).",
         NOISE_PLACEMENTS,
     ),
-    "gradient_model": ("mlp", "Gradient methods: the global model.", MODEL_NAMES),
+    "gradient_model": (
+        None,
+        "Gradient methods: the global model [default: mlp; PriFedSync with small clients: logistic].",
+        MODEL_NAMES,
+    ),
 }
 GRADIENT_OPTION_NAMES: frozenset[str] = frozenset(_GRADIENT_OPTIONS)
 

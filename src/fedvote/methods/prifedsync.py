@@ -93,6 +93,11 @@ DIAGNOSTIC_NOTE = (
 )
 
 
+# Below this many records in the smallest client (20 × the paper's batch B = 16), PriFedSync
+# trains full-batch by default (:meth:`PriFedSync.with_client_size_defaults`).
+SMALL_CLIENT_RECORDS = 320
+
+
 @dataclass(frozen=True)
 class PriFedSyncOptions(GradientSettings):
     """PriFedSync's settings (``fedvote run --method prifedsync`` flags).
@@ -107,7 +112,7 @@ class PriFedSyncOptions(GradientSettings):
     batch_size: int | None = gradient_option("batch_size")
     per_sample_clip: float | None = gradient_option("per_sample_clip")
     learning_rate: float | None = gradient_option("learning_rate")
-    gradient_model: str = gradient_option("gradient_model")
+    gradient_model: str | None = gradient_option("gradient_model")
     helper: str = method_option(
         "interpolate",
         "PriFedSync helper F_i: identity (one global model) or interpolate (eq. 2.1)",
@@ -261,10 +266,42 @@ class PriFedSync(Method):
         return ValidationNeed(file=options.validation_file, size=options.validation_size)
 
     def with_public(self, public: PublicMetadata) -> PriFedSync:
-        """The method knowing the clients' record counts (Theorem 2's μ_max and the rate B/n_min)."""
+        """The method knowing the clients' record counts (Theorem 2's μ_max and the rate B/n_min).
+
+        Small clients also change the defaults of local training
+        (:meth:`with_client_size_defaults`); record counts are public metadata.
+        """
         if public.agent_records is None:
             return self
-        return self.with_agent_records(np.asarray(public.agent_records))
+        return self.with_agent_records(np.asarray(public.agent_records)).with_client_size_defaults()
+
+    def with_client_size_defaults(self) -> PriFedSync:
+        """Full-batch local training when the smallest client holds fewer than :data:`SMALL_CLIENT_RECORDS`.
+
+        Chosen from the record counts alone (public metadata), never from data or accuracy.
+        Per-record DP-SGD adds noise of std σC to a batch's summed gradients, and σ grows
+        with √(steps) at a fixed ε, so what decides the signal-to-noise ratio of the global
+        model is n·√m / σ₁ (n records per client, m clients, σ₁ the noise of one step) and
+        the model's dimension (the noise's norm grows with √d). With a few dozen records,
+        the paper's B = 16 Poisson batches over K·R = 7,600 steps drown every gradient; one
+        full-batch step per round (B = n_min, so the smallest client's rate is 1 and its
+        steps compose as plain Gaussians), every client every round (each is charged every
+        round anyway), 100 rounds, a logistic model and Adam at 0.1 keep it. A setting the
+        user gave is kept.
+        """
+        smallest = self._min_records()
+        if smallest >= SMALL_CLIENT_RECORDS:
+            return self
+        chosen: dict[str, Any] = {
+            "batch_size": smallest,
+            "local_steps": 1,
+            "rounds": 100,
+            "sampling_rate": 1.0,
+            "model": "logistic",
+            "learning_rate": 0.1,
+        }
+        given = self.options.overrides()
+        return dataclasses.replace(self, **{name: value for name, value in chosen.items() if name not in given})
 
     @property
     def instance_adjacency(self) -> str:
