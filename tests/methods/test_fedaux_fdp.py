@@ -236,7 +236,8 @@ def test_the_plan_from_public_metadata_is_exactly_what_the_run_charges(name, tmp
     from fedvote.runner import execute, plan
     from fedvote.transport.local import LocalTransport
 
-    config = RunConfig(method=name, federation=FederationConfig(dataset="digits", agents=10))
+    config = RunConfig(method=name, federation=FederationConfig(dataset="digits", agents=10),
+                       options={"epsilon_classes": 2.0})  # at 0.5 ten digits clients cannot learn
     federation = make_federation(config)
     method = plan(config, federation.public_metadata())
     ledger = PrivacyLedger()
@@ -248,3 +249,36 @@ def test_the_plan_from_public_metadata_is_exactly_what_the_run_charges(name, tmp
         config, privacy=dataclasses.replace(config.privacy, ledger=str(tmp_path / "l.db"), budget_epsilon=100.0)
     )
     assert run(budgeted).privacy.agent.epsilon < 100.0  # admitted by the budget, and charged
+
+
+@pytest.mark.parametrize("name", ["fedaux-fdp", "fedavg-p", "fedd-p"])
+def test_class_heads_drowned_by_their_noise_are_refused_before_anything_is_fitted(name, monkeypatch, capsys):
+    """digits' defaults (50 clients of 25 records, ε 0.5) returned chance (0.07-0.15): refused in
+    one line from public metadata, with an ε at which the noise no longer exceeds the signal."""
+    import re
+
+    from fedvote.cli import main
+    from fedvote.data.federation import PublicMetadata
+    from fedvote.methods.fedaux_fdp import UNLEARNABLE_NOISE_RATIO
+    from fedvote.runner import plan
+
+    def never(*args, **kwargs):
+        raise AssertionError("fitted or loaded before the refusal")
+
+    monkeypatch.setattr("fedvote.runner.execute", never)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--method", name])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("fedvote: error: --epsilon-classes: ") and "cannot learn" in err
+    needed = float(re.search(r"--epsilon-classes ≥ ([0-9.]+)", err).group(1))
+    # the suggestion is where noise equals the optimistic signal, so it is planned, not refused
+    public = PublicMetadata(pool_size=216, num_agents=50, num_classes=10, example_shape=(64,),
+                            agent_records=(25,) * 50)
+    config = RunConfig(method=name, options={"epsilon_classes": needed * 1.01})
+    assert plan(config, public).options.epsilon_classes == needed * 1.01
+    # the test depends on public quantities only: the same counts, the same answer
+    refused = RunConfig(method=name)
+    with pytest.raises(ConfigError, match="cannot learn"):
+        plan(refused, public)
+    assert UNLEARNABLE_NOISE_RATIO >= 1.0

@@ -72,6 +72,7 @@ from fedvote.models.logistic_heads import (
     head_norm_bound,
     public_head_features,
 )
+from fedvote.privacy.accountant import gaussian_epsilon
 from fedvote.privacy.calibrate import analytic_gaussian_sigma, classic_gaussian_sigma
 from fedvote.privacy.events import LevelEvents, perturbed_head_events
 from fedvote.privacy.ledger import PrivacyLedger, compose_releases
@@ -257,6 +258,12 @@ def distil_head(
     return weight.detach().numpy().astype(np.float64)
 
 
+# A class-head setting is refused when its averaged noise per coefficient exceeds this many
+# times the largest mean coefficient a head can have (FedAuxFdp.check_learnable). On digits
+# (docs/defaults.md): 6.2× returned chance (0.07-0.15), 1.1× learnt 0.64.
+UNLEARNABLE_NOISE_RATIO = 2.0
+
+
 @dataclass(frozen=True)
 class FedAuxFdp(Method):
     """FedAUXfdp (``fedaux-fdp``); the baselines are subclasses that switch the parts below.
@@ -365,7 +372,8 @@ class FedAuxFdp(Method):
         """σ/Δ of the class heads (None: released without noise)."""
         if not self.class_noised:
             return None
-        return noise_multiplier(self.options.epsilon_classes, self.head_delta, self.options.gaussian, "epsilon_classes")
+        options = self.options
+        return noise_multiplier(options.epsilon_classes, self.head_delta, options.gaussian, "epsilon_classes")
 
     def release_events(self, request: HeadRequest, record_counts: list[int] | None) -> list[LevelEvents]:
         """The run's releases (scoring heads, then class heads), each over all agents.
@@ -392,10 +400,56 @@ class FedAuxFdp(Method):
         return releases
 
     def with_public(self, public: PublicMetadata) -> FedAuxFdp:
-        """The method knowing the agents' record counts and the classes: its agent level can be planned."""
+        """The method knowing the agents' record counts and the classes: its agent level can be planned.
+
+        A setting whose class-head noise drowns every head is refused here, before
+        anything is fitted (:meth:`check_learnable`).
+        """
         records = None if public.agent_records is None else tuple(int(n) for n in public.agent_records)
-        return dataclasses.replace(
+        method = dataclasses.replace(
             self, agent_records=records, num_classes=public.num_classes, pool_size=public.pool_size
+        )
+        method.check_learnable()
+        return method
+
+    def check_learnable(self) -> None:
+        """Refuse (naming ``--epsilon-classes``) class heads whose averaged noise exceeds any head's signal.
+
+        From public quantities only (record counts nᵢ, classes C, λ, ε, δ, h₀'s dimension d):
+        agent i adds N(0, σᵢ²) per coefficient with σᵢ = m·c/nᵢ (m the noise multiplier,
+        c = Δᵢ·nᵢ, e.g. 2√2/λ), so the records-weighted average of the N heads carries
+        noise of std m·c·√N / Σnᵢ per coefficient. No head's coefficients can average more
+        than ‖β‖/√(C(d+1)) ≤ √(2 log C/λ)/√(C(d+1)) (:func:`head_norm_bound`). When the
+        noise exceeds even that optimistic signal, no aggregation (FedAVG+P's average,
+        FedD+P's mean, FedAUX's certainty weighting, which averages fewer heads) can learn:
+        the run would return chance after spending its budget. Refused with the smallest
+        ε, and the most clients for the same records, at which the two are equal.
+        """
+        multiplier = self.class_multiplier
+        if multiplier is None or not self.agent_records or self.num_classes is None:
+            return
+        records = self.agent_records
+        total, count = float(sum(records)), len(records)
+        classes, regularization = self.num_classes, self.options.lambda_
+        bound = self.options.head_sensitivity
+        per_record = class_head_sensitivity(classes, regularization, 1, bound)  # c = Δᵢ·nᵢ
+        noise = multiplier * per_record * math.sqrt(count) / total
+        coefficients = classes * (self.options.extractor_dim + 1)
+        signal = head_norm_bound(classes, regularization) / math.sqrt(coefficients)
+        if noise <= UNLEARNABLE_NOISE_RATIO * signal:
+            return
+        # the largest multiplier with noise ≤ signal, and the ε at which one head gets it
+        largest = signal * total / (per_record * math.sqrt(count))
+        needed = gaussian_epsilon(1.0 / largest, self.head_delta)
+        fewest = int(count * (signal / noise) ** 2)  # the same records in fewer clients: noise ∝ √N
+        clients = f"at most {fewest} clients holding the same records, " if fewest >= 2 else ""
+        raise ConfigError(
+            "epsilon_classes",
+            f"{self.name} cannot learn here: at ε = {self.options.epsilon_classes:g} with about "
+            f"{total / count:.0f} records per client, the class heads' output-perturbation noise "
+            f"averaged over {count} clients is {noise:.3g} per coefficient, {noise / signal:.1f}× the "
+            f"largest mean coefficient a head can have, √(2·ln C/λ)/√(C(d+1)) = {signal:.3g}; give "
+            f"--epsilon-classes ≥ {needed:.3g}, or {clients}or a larger --lambda",
         )
 
     def planned_events(self) -> LevelEvents:

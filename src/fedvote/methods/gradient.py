@@ -53,7 +53,11 @@ NOISE_PLACEMENTS: tuple[str, ...] = ("distributed", "distributed-unmasked", "ser
 # A method's options dataclass (e.g. :class:`fedvote.methods.fedavg.FedAvgOptions`) names the
 # ones it takes with :func:`gradient_option`; a flag it does not take is refused by name.
 _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
-    "rounds": (None, "Gradient methods: communication rounds T [default: 100; PriFedSync 200, 100 with small clients].", None),
+    "rounds": (
+        None,
+        "Gradient methods: communication rounds T [default: 100; PriFedSync 200, 100 with small clients].",
+        None,
+    ),
     "sampling_rate": (
         None,
         "Gradient methods: agent sampling probability q per round [default: 0.05; DP-FedSGD 1; "

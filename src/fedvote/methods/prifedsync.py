@@ -301,7 +301,7 @@ class PriFedSync(Method):
             "learning_rate": 0.1,
         }
         given = self.options.overrides()
-        return dataclasses.replace(self, **{name: value for name, value in chosen.items() if name not in given})
+        return dataclasses.replace(self, **{name: chosen[name] for name in chosen if name not in given})
 
     @property
     def instance_adjacency(self) -> str:

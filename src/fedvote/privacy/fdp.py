@@ -144,7 +144,7 @@ def _theorem2_bracket_over_x_squared(x: float) -> float:
 
 
 def _theorem2_log_bracket(sigma: float) -> float:
-    """log of the same bracket for σ < 1, in log space so that e^{σ⁻²} does not overflow."""
+    """The log of the same bracket for σ < 1, in log space so that e^{σ⁻²} does not overflow."""
     log_first = sigma**-2 + float(special.log_ndtr(1.5 / sigma))
     rest = 2.0 - 3.0 * float(special.ndtr(-0.5 / sigma))  # in (0.5, 2): subtracted
     return log_first + math.log(-math.expm1(math.log(rest) - log_first))
