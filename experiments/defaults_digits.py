@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import fedvote
+from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 
 HERE = Path(__file__).resolve().parent
@@ -39,7 +40,12 @@ def measure(method: str) -> dict:
     runs = []
     for seed in SEEDS:
         started = time.perf_counter()
-        result = fedvote.run(method, seed=seed, noise_seed=seed).to_dict()
+        try:
+            result = fedvote.run(method, seed=seed, noise_seed=seed).to_dict()
+        except ConfigError as error:  # refused before training: the same for every seed
+            print(f"[defaults] {method}: refused: {error}", file=sys.stderr, flush=True)
+            reason = str(error).removeprefix(f"{error.argument}: ")
+            return {"method": method, "refused": f"--{error.argument.replace('_', '-')}: {reason}"}
         privacy = result["privacy"]
         runs.append({
             "seed": seed,
@@ -72,6 +78,9 @@ def section(record: dict) -> str:
         return "∞ (not private)" if value is None else f"{value:.3f}"
 
     for row in record["methods"]:
+        if "refused" in row:
+            lines.append(f"| {row['method']} | refused before training | — | — | — | **no** (refused) |")
+            continue
         accuracies = [r["accuracy"] for r in row["runs"]]
         mean, spread = statistics.mean(accuracies), statistics.stdev(accuracies)
         first = row["runs"][0]
@@ -80,10 +89,11 @@ def section(record: dict) -> str:
             f"| {row['method']} | {mean:.3f} ± {spread:.3f} | {eps(first['epsilon_agent'])} | "
             f"{eps(first['epsilon_instance'])} | {seconds:.1f} | {'yes' if mean >= TARGET else '**no**'} |"
         )
-    lines += [
-        "",
-        "How the defaults are chosen (public quantities only) is in docs/defaults.md.",
-    ]
+    refusals = [row for row in record["methods"] if "refused" in row]
+    lines += ["", "How the defaults are chosen (public quantities only) is in docs/defaults.md."]
+    if refusals:
+        lines += ["", "The refusals, as printed (one line each, before anything is trained):", ""]
+        lines += [f"- `{row['method']}`: {row['refused']}" for row in refusals]
     return "\n".join(lines)
 
 
