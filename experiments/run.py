@@ -3,6 +3,7 @@
 Usage (from the repository root, with the datasets of ../shared/datasets):
 
     FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/run.py [NAME ...]
+    .venv/bin/python experiments/run.py --render   # rewrite docs/results.md from the saved results
 
 Each ``experiments/NAME.json`` is a fedvote run config (the ``config`` object of a
 result.json; ``fedvote run --config experiments/NAME.json`` runs one alone). An
@@ -181,7 +182,11 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> None:
-    """Run the named experiments (default: all), then rewrite docs/results.md."""
+    """Run the named experiments (default: all), then rewrite docs/results.md (``--render``: only that)."""
+    if argv == ["--render"]:  # from the saved results, e.g. after one experiment script of its own
+        DOC.write_text(render() + "\n")
+        print(f"wrote {DOC}", file=sys.stderr)
+        return
     known = [*EXPERIMENTS, *COMPARISONS]
     names = argv or known
     unknown = [n for n in names if n not in known]

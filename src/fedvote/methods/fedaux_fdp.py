@@ -442,14 +442,17 @@ class FedAuxFdp(Method):
         largest = signal * total / (per_record * math.sqrt(count))
         needed = gaussian_epsilon(1.0 / largest, self.head_delta)
         fewest = int(count * (signal / noise) ** 2)  # the same records in fewer clients: noise ∝ √N
-        clients = f"at most {fewest} clients holding the same records, " if fewest >= 2 else ""
+        remedies = [f"--epsilon-classes ≥ {needed:.3g}"]
+        if fewest >= 2:
+            remedies.append(f"at most {fewest} clients holding the same records")
+        remedies.append("a larger --lambda")
         raise ConfigError(
             "epsilon_classes",
             f"{self.name} cannot learn here: at ε = {self.options.epsilon_classes:g} with about "
             f"{total / count:.0f} records per client, the class heads' output-perturbation noise "
             f"averaged over {count} clients is {noise:.3g} per coefficient, {noise / signal:.1f}× the "
             f"largest mean coefficient a head can have, √(2·ln C/λ)/√(C(d+1)) = {signal:.3g}; give "
-            f"--epsilon-classes ≥ {needed:.3g}, or {clients}or a larger --lambda",
+            f"{', or '.join(remedies)}",
         )
 
     def planned_events(self) -> LevelEvents:
