@@ -120,7 +120,9 @@ class PriFedSyncOptions(GradientSettings):
     )
     alpha: float = method_option(0.1, "PriFedSync: α of the interpolated helper (1−α)·w⁽ⁱ⁾ + α·w̃_global")
     server_rate: float = method_option(1.0, "PriFedSync: server step η of w̃_global")
-    optimizer: str = method_option("adam", "PriFedSync: local noisy optimizer", choices=OPTIMIZERS)
+    optimizer: str | None = method_option(
+        None, "PriFedSync: local noisy optimizer [default: adam; sgd with small clients]", choices=OPTIMIZERS
+    )
     target_accuracy: float | None = method_option(
         None,
         "PriFedSync: stop at the first round whose released global model reaches this accuracy "
@@ -137,6 +139,11 @@ class PriFedSyncOptions(GradientSettings):
     client_test_size: int = method_option(
         200, "PriFedSync: test records per client for the private-label diagnostics (not released)"
     )
+    center_inputs: bool = method_option(
+        True,
+        "PriFedSync: subtract the public pool's mean from every input (a public constant sent with the "
+        "helper; --no-center-inputs: raw inputs)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -146,7 +153,7 @@ class PriFedSyncOptions(GradientSettings):
             raise ConfigError("alpha", f"must lie in [0, 1], got {self.alpha}")
         if not 0.0 < self.server_rate <= 1.0:
             raise ConfigError("server_rate", f"must lie in (0, 1], got {self.server_rate}")
-        if self.optimizer not in OPTIMIZERS:
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise ConfigError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
             raise ConfigError("target_accuracy", f"must lie in (0, 1], got {self.target_accuracy}")
@@ -209,6 +216,7 @@ class PriFedSync(Method):
     per_sample_clip: float = 1.0
     learning_rate: float = 0.001
     model: str = "mlp"
+    optimizer: str = "adam"
     options: PriFedSyncOptions = field(default_factory=PriFedSyncOptions)
     delta: float = 1e-3
     accountant: str = "pld"
@@ -244,6 +252,9 @@ class PriFedSync(Method):
     ) -> PriFedSync:
         """The method from ``config.options``; Q and t do not apply."""
         options: PriFedSyncOptions = cls.options_from(config)
+        given: dict[str, Any] = options.overrides()
+        if options.optimizer is not None:
+            given["optimizer"] = options.optimizer
         return cls(
             sigma=sigma,
             options=options,
@@ -251,7 +262,7 @@ class PriFedSync(Method):
             accountant=config.privacy.accountant,
             seed=config.seed,
             noise_seed=config.privacy.noise_seed,
-            **options.overrides(),
+            **given,
         )
 
     @classmethod
@@ -286,8 +297,9 @@ class PriFedSync(Method):
         the paper's B = 16 Poisson batches over K·R = 7,600 steps drown every gradient; one
         full-batch step per round (B = n_min, so the smallest client's rate is 1 and its
         steps compose as plain Gaussians), every client every round (each is charged every
-        round anyway), 100 rounds, a logistic model and Adam at 0.1 keep it. A setting the
-        user gave is kept.
+        round anyway), 100 rounds, a logistic model and noisy SGD at 0.3 keep it (Adam's
+        per-coordinate scaling of a noise-dominated gradient is close to its sign, which the
+        server's average no longer denoises). A setting the user gave is kept.
         """
         smallest = self._min_records()
         if smallest >= SMALL_CLIENT_RECORDS:
@@ -298,9 +310,12 @@ class PriFedSync(Method):
             "rounds": 100,
             "sampling_rate": 1.0,
             "model": "logistic",
-            "learning_rate": 0.1,
+            "optimizer": "sgd",
+            "learning_rate": 0.3,
         }
         given = self.options.overrides()
+        if self.options.optimizer is not None:
+            given["optimizer"] = self.options.optimizer
         return dataclasses.replace(self, **{name: chosen[name] for name in chosen if name not in given})
 
     @property
@@ -453,7 +468,7 @@ class PriFedSync(Method):
         generator = torch.Generator().manual_seed(self.seed)
         return build_model(self.model, server.example_shape, server.num_classes, generator=generator)
 
-    def _training(self, sizes: tuple[int, ...]) -> NoisyTraining:
+    def _training(self, sizes: tuple[int, ...], shift: tuple[float, ...] | None) -> NoisyTraining:
         return NoisyTraining(
             layer_sizes=sizes,
             steps=self.local_steps,
@@ -461,8 +476,16 @@ class PriFedSync(Method):
             clip=self.per_sample_clip,
             sigma=self.sigma,
             learning_rate=self.learning_rate,
-            optimizer=self.options.optimizer,
+            optimizer=self.optimizer,
+            input_shift=shift,
         )
+
+    def input_shift(self, server: ServerData) -> tuple[float, ...] | None:
+        """The public pool's mean input (in,), or None (``--no-center-inputs``); it costs no privacy."""
+        if not self.options.center_inputs or len(server.public_features) == 0:
+            return None
+        pool = server.public_features.reshape(len(server.public_features), -1).astype(np.float64)
+        return tuple(float(v) for v in pool.mean(axis=0))
 
     def run(
         self,
@@ -480,10 +503,12 @@ class PriFedSync(Method):
         model = self.initial_model(server)
         sizes = perceptron_layer_sizes(model)
         start = flat_parameters(model)  # (d,) float32
+        shift = self.input_shift(server)
+        released = model if shift is None else ShiftedInput(shift, model)  # what sees the inputs
         records = transport.record_counts()  # (m,)
         method = self.with_agent_records(records)  # refuses B > the smallest client's n
         ledger.charge(method.planned_events())  # every configured round, before any release
-        training = self._training(sizes)
+        training = self._training(sizes, shift)
         rng = client_sampling_generator(self.noise_seed)
         m = transport.num_agents
         local = np.tile(start, (m, 1))  # (m, d): each client's latest private model w̃⁽ⁱ⁾
@@ -501,17 +526,20 @@ class PriFedSync(Method):
                     mean = private.astype(np.float64).mean(axis=0)
                     eta = options.server_rate
                     global_model = ((1.0 - eta) * global_model + eta * mean).astype(np.float32)
-                public = _public_accuracy(model, global_model, validation)
+                load_flat_parameters(model, global_model)
+                public = _public_accuracy(released, validation)
                 history.append({"round": r, "sampled": int(chosen.size), "global": public})
-                diagnostics.append(self._client_diagnostics(r, transport, server, local, global_model, sizes))
+                diagnostics.append(
+                    self._client_diagnostics(r, transport, server, local, global_model, sizes, shift)
+                )
                 bar.advance()
                 if reaches_target(options.target_accuracy, public):
                     reached = r
                     break
         load_flat_parameters(model, global_model)
-        model.eval()
+        released.eval()
         return MethodOutcome(
-            student=model,
+            student=released,
             query_indices=np.zeros(0, dtype=np.int64),
             pseudo_labels=np.zeros(0, dtype=np.int64),
             details=self._details(history, reached, records, sizes, validation, start.shape[0]),
@@ -532,6 +560,7 @@ class PriFedSync(Method):
         local: np.ndarray,
         global_model: np.ndarray,
         sizes: tuple[int, ...],
+        shift: tuple[float, ...] | None,
     ) -> dict[str, Any]:
         """Mean accuracy of the personalised and global models on the clients' own test sets (private).
 
@@ -543,7 +572,7 @@ class PriFedSync(Method):
         everyone = np.arange(local.shape[0])
         per_client = self.options.client_test_size
         personal = transport.client_accuracies(
-            local, everyone, server.test, per_client=per_client, layer_sizes=sizes
+            local, everyone, server.test, per_client=per_client, layer_sizes=sizes, input_shift=shift
         )
         shared = transport.client_accuracies(
             np.broadcast_to(global_model, local.shape),
@@ -551,6 +580,7 @@ class PriFedSync(Method):
             server.test,
             per_client=per_client,
             layer_sizes=sizes,
+            input_shift=shift,
         )
         return {"round": round_index, "personalised": float(personal.mean()), "global": float(shared.mean())}
 
@@ -579,7 +609,7 @@ class PriFedSync(Method):
             "helper": options.helper,
             "alpha": options.alpha,
             "server_rate": options.server_rate,
-            "optimizer": options.optimizer,
+            "optimizer": self.optimizer,
             "sampling_rate": self.sampling_rate,
             "local_steps_per_round": self.local_steps,
             "batch_size": self.batch_size,
@@ -588,19 +618,32 @@ class PriFedSync(Method):
             "noise_std_per_step": self.sigma * self.per_sample_clip,
             "learning_rate": self.learning_rate,
             "layer_sizes": list(sizes),
+            "input_centring": "public pool mean" if self.options.center_inputs else None,
             "mean_sampled_agents": float(np.mean([h["sampled"] for h in history])),
             "model_floats": model_floats,
         }
 
 
-def _public_accuracy(
-    model: torch.nn.Module, params: np.ndarray, validation: LabeledData | None
-) -> float | None:
-    """Accuracy of the released model ``params`` (d,) on the public ``validation`` set (None: none)."""
+def _public_accuracy(model: torch.nn.Module, validation: LabeledData | None) -> float | None:
+    """Accuracy of the released ``model`` on the public ``validation`` set (None: none)."""
     if validation is None:
         return None
-    load_flat_parameters(model, params)
     return float(np.mean(predict_labels(model, validation.features) == validation.labels))
+
+
+class ShiftedInput(torch.nn.Module):
+    """``model`` applied to (x − shift), x flattened: the released global model with its public centring."""
+
+    def __init__(self, shift: tuple[float, ...], model: torch.nn.Module) -> None:
+        super().__init__()
+        self.register_buffer("shift", torch.tensor(shift, dtype=torch.float32))
+        self.model = model
+
+    shift: torch.Tensor
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits (n, C) of ``model`` on x (n, ...) flattened and shifted."""
+        return self.model(x.reshape(x.shape[0], -1) - self.shift)
 
 
 def _check_accountant(kind: str) -> None:

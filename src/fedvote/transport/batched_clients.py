@@ -67,6 +67,8 @@ class BatchedClients:
         self._generator = torch.Generator(device=device).manual_seed(seed)
         self._test_seeds = list(test_seeds)
         self._tests: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._shift_key: tuple[float, ...] | None = None
+        self._shifted_features = self.features
 
     def train(self, helpers: np.ndarray, agent_ids: np.ndarray, training: NoisyTraining) -> np.ndarray:
         """Private models (m, d) of clients ``agent_ids``, each trained from its row of ``helpers``."""
@@ -74,7 +76,7 @@ class BatchedClients:
         start = torch.as_tensor(np.asarray(helpers, dtype=np.float32), device=self.device)  # (m, d)
         trained = noisy_local_training(
             start,
-            self.features,
+            self._shifted(training.input_shift),
             self.labels,
             self.offsets[ids],
             self.counts[ids],
@@ -82,6 +84,15 @@ class BatchedClients:
             self._generator,
         )
         return trained.cpu().numpy()
+
+    def _shifted(self, shift: tuple[float, ...] | None) -> torch.Tensor:
+        """Every record minus the public constant ``shift`` (in,), kept for the next round."""
+        if shift is None:
+            return self.features
+        if self._shift_key != shift:
+            self._shift_key = shift
+            self._shifted_features = self.features - torch.as_tensor(shift, device=self.device)
+        return self._shifted_features
 
     def accuracies(
         self,
@@ -91,9 +102,12 @@ class BatchedClients:
         *,
         per_client: int,
         layer_sizes: tuple[int, ...],
+        input_shift: tuple[float, ...] | None = None,
     ) -> np.ndarray:
         """Accuracy of ``models[j]`` (m, d) on client ``agent_ids[j]``'s own test set, (m,)."""
         x, y = self._test_sets(test, per_client)
+        if input_shift is not None:
+            x = x - torch.as_tensor(input_shift, device=self.device)
         ids = torch.as_tensor(np.asarray(agent_ids, dtype=np.int64), device=self.device)
         params = torch.as_tensor(np.ascontiguousarray(models, dtype=np.float32), device=self.device)
         return stacked_accuracy(params, layer_sizes, x[ids], y[ids]).cpu().numpy()

@@ -260,8 +260,11 @@ class SimulationDiagnostics(Capability):
         *,
         per_client: int,
         layer_sizes: tuple[int, ...],
+        input_shift: tuple[float, ...] | None = None,
     ) -> np.ndarray:
         """Simulation-only diagnostic: ``models[j]``'s accuracy on client ``agent_ids[j]``'s test set.
+
+        ``input_shift`` (in,) is subtracted from the test records, as from the training ones.
 
         A client's test set is ``per_client`` records of ``test`` with the labels it trained
         on (:func:`fedvote.data.client_holdout.client_test_indices`). Not a release: it reads

@@ -551,7 +551,8 @@ class LocalTransport(
         """
         ids = np.asarray(agent_ids, dtype=np.int64).reshape(-1)
         d = int(np.asarray(helpers).shape[1]) if np.asarray(helpers).ndim == 2 else 0
-        self.communication.download_floats += d * ids.shape[0]
+        shift = 0 if training.input_shift is None else len(training.input_shift)  # sent with the helper
+        self.communication.download_floats += (d + shift) * ids.shape[0]
         self.communication.upload_floats += d * ids.shape[0]
         self.communication.rounds += 1
         return self._prifedsync_clients().train(helpers, ids, training)
@@ -564,10 +565,11 @@ class LocalTransport(
         *,
         per_client: int,
         layer_sizes: tuple[int, ...],
+        input_shift: tuple[float, ...] | None = None,
     ) -> np.ndarray:
         """Each model's accuracy on its client's own test set (simulation-only), (m,)."""
         return self._prifedsync_clients().accuracies(
-            models, agent_ids, test, per_client=per_client, layer_sizes=layer_sizes
+            models, agent_ids, test, per_client=per_client, layer_sizes=layer_sizes, input_shift=input_shift
         )
 
     def _prifedsync_clients(self) -> BatchedClients:

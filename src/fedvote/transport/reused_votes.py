@@ -149,10 +149,11 @@ class ReusedVotesTransport(
         *,
         per_client: int,
         layer_sizes: tuple[int, ...],
+        input_shift: tuple[float, ...] | None = None,
     ) -> np.ndarray:
         """The inner transport's per-client accuracies of ``models`` (simulation diagnostic), (m,)."""
         return self._inner.client_accuracies(
-            models, agent_ids, test, per_client=per_client, layer_sizes=layer_sizes
+            models, agent_ids, test, per_client=per_client, layer_sizes=layer_sizes, input_shift=input_shift
         )
 
     # --- Reputation-weighted voting: the teachers are reused; each run fixes the agents'
