@@ -282,3 +282,12 @@ def test_class_heads_drowned_by_their_noise_are_refused_before_anything_is_fitte
     with pytest.raises(ConfigError, match="cannot learn"):
         plan(refused, public)
     assert UNLEARNABLE_NOISE_RATIO >= 1.0
+
+
+def test_an_extractor_dimension_beyond_a_million_is_refused_by_its_flag():
+    """--extractor-dim 10¹⁰⁰ overflowed the learnability check's float maths (found by the fuzz)."""
+    from fedvote.methods.fedaux_fdp import MAX_EXTRACTOR_DIM, FedAuxOptions
+
+    with pytest.raises(ConfigError, match="extractor_dim.*at most"):
+        FedAuxOptions(extractor_dim=10**100)
+    assert FedAuxOptions(extractor_dim=MAX_EXTRACTOR_DIM).extractor_dim == MAX_EXTRACTOR_DIM

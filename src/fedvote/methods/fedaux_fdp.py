@@ -90,6 +90,10 @@ EXTRACTOR_KINDS: tuple[str, ...] = ("autoencoder", "pca", "random", "identity")
 GAUSSIAN_CALIBRATIONS: tuple[str, ...] = ("analytic", "classic")
 
 
+# The largest h₀ output dimension accepted (a million features: beyond any public pool's).
+MAX_EXTRACTOR_DIM = 2**20
+
+
 @dataclass(frozen=True)
 class FedAuxOptions:
     """Settings of FedAUXfdp and its baselines (``fedvote run --method fedaux-fdp ...``)."""
@@ -150,6 +154,9 @@ class FedAuxOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(name, f"must be an integer >= 1, got {value!r}")
+        if self.extractor_dim > MAX_EXTRACTOR_DIM:  # beyond any pool's features; float maths overflows
+            limit = MAX_EXTRACTOR_DIM
+            raise ConfigError("extractor_dim", f"must be at most {limit}, got {self.extractor_dim}")
         if self.feature_clip is not None and not self.feature_clip > 0:
             raise ConfigError("feature_clip", f"must be > 0, got {self.feature_clip}")
         if not 0.0 < self.distill_fraction < 1.0:
