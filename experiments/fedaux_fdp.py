@@ -277,7 +277,16 @@ def render(record: dict[str, Any]) -> list[str]:
         options: dict[str, Any] = {"class_privacy": False} if epsilon is None else {"epsilon_classes": epsilon}
         cells = [find(rows, a, "fedaux-fdp", **options) for a in ALPHAS]
         label = "none" if epsilon is None else f"({epsilon}, 1e-05)"
-        lines.append(f"| fedaux-fdp | {label} | " + " | ".join(map(_cell, cells)) + f" | {_eps(cells[0]['epsilon'])} |")
+        total = "—" if all(c.get("refused") for c in cells) else _eps(cells[0]["epsilon"])
+        lines.append(f"| fedaux-fdp | {label} | " + " | ".join(map(_cell, cells)) + f" | {total} |")
+    refused = [r for r in rows if r.get("refused")]
+    if refused:
+        lines += [
+            "",
+            "'refused (noise)': the class heads' averaged noise is more than twice the largest mean "
+            "coefficient a head can have, so the run is refused before anything is fitted "
+            f"(docs/defaults.md); e.g. `{refused[0]['refused'].replace('epsilon_classes: ', '--epsilon-classes: ', 1)}`",
+        ]
     lines += [
         "",
         "**Figure 2** — accuracy vs λ with and without class-head privacy (ε = 0.01):",
