@@ -342,6 +342,9 @@ def test_small_clients_train_full_batch_by_default_from_their_record_counts_alon
     # a setting the user gives is kept; the others still follow the clients' size
     given = _planned((25,) * 50, rounds=40, gradient_model="mlp", optimizer="adam")
     assert (given.rounds, given.model, given.optimizer, given.batch_size) == (40, "mlp", "adam", 25)
+    # a learning rate the user gives keeps the optimizer it was chosen for
+    stepped = _planned((25,) * 50, learning_rate=0.003)
+    assert (stepped.optimizer, stepped.learning_rate, stepped.batch_size) == ("adam", 0.003, 25)
     # clients of the paper's size keep the paper's settings
     large = _planned((SMALL_CLIENT_RECORDS,) * 10)
     assert (large.batch_size, large.local_steps, large.rounds, large.model, large.optimizer) == (

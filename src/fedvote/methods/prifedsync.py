@@ -314,8 +314,8 @@ class PriFedSync(Method):
             "learning_rate": 0.3,
         }
         given = self.options.overrides()
-        if self.options.optimizer is not None:
-            given["optimizer"] = self.options.optimizer
+        if self.options.optimizer is not None or "learning_rate" in given:
+            given["optimizer"] = self.optimizer  # a step size the user chose is for the optimizer they had
         return dataclasses.replace(self, **{name: chosen[name] for name in chosen if name not in given})
 
     @property
