@@ -145,6 +145,13 @@ class PriFedSyncOptions(GradientSettings):
         "helper; --no-center-inputs: raw inputs)",
     )
 
+    def overrides(self) -> dict[str, Any]:
+        """The gradient settings given (:meth:`GradientSettings.overrides`) and the optimizer, if given."""
+        given = super().overrides()
+        if self.optimizer is not None:
+            given["optimizer"] = self.optimizer
+        return given
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.helper not in HELPERS:
@@ -252,9 +259,6 @@ class PriFedSync(Method):
     ) -> PriFedSync:
         """The method from ``config.options``; Q and t do not apply."""
         options: PriFedSyncOptions = cls.options_from(config)
-        given: dict[str, Any] = options.overrides()
-        if options.optimizer is not None:
-            given["optimizer"] = options.optimizer
         return cls(
             sigma=sigma,
             options=options,
@@ -262,7 +266,7 @@ class PriFedSync(Method):
             accountant=config.privacy.accountant,
             seed=config.seed,
             noise_seed=config.privacy.noise_seed,
-            **given,
+            **options.overrides(),
         )
 
     @classmethod
@@ -314,7 +318,7 @@ class PriFedSync(Method):
             "learning_rate": 0.3,
         }
         given = self.options.overrides()
-        if self.options.optimizer is not None or "learning_rate" in given:
+        if "learning_rate" in given:
             given["optimizer"] = self.optimizer  # a step size the user chose is for the optimizer they had
         return dataclasses.replace(self, **{name: chosen[name] for name in chosen if name not in given})
 
@@ -505,10 +509,10 @@ class PriFedSync(Method):
         start = flat_parameters(model)  # (d,) float32
         shift = self.input_shift(server)
         released = model if shift is None else ShiftedInput(shift, model)  # what sees the inputs
+        training = self._training(sizes, shift)  # validated before the charge
         records = transport.record_counts()  # (m,)
         method = self.with_agent_records(records)  # refuses B > the smallest client's n
         ledger.charge(method.planned_events())  # every configured round, before any release
-        training = self._training(sizes, shift)
         rng = client_sampling_generator(self.noise_seed)
         m = transport.num_agents
         local = np.tile(start, (m, 1))  # (m, d): each client's latest private model w̃⁽ⁱ⁾
@@ -634,12 +638,12 @@ def _public_accuracy(model: torch.nn.Module, validation: LabeledData | None) -> 
 class ShiftedInput(torch.nn.Module):
     """``model`` applied to (x − shift), x flattened: the released global model with its public centring."""
 
+    shift: torch.Tensor  # (in,), a buffer
+
     def __init__(self, shift: tuple[float, ...], model: torch.nn.Module) -> None:
         super().__init__()
         self.register_buffer("shift", torch.tensor(shift, dtype=torch.float32))
         self.model = model
-
-    shift: torch.Tensor
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits (n, C) of ``model`` on x (n, ...) flattened and shifted."""

@@ -307,6 +307,14 @@ def gaussian_mu(event: dp_event.DpEvent) -> float:
     return math.sqrt(_mu_squared(event, 1))
 
 
+def sqrt_count(count: int) -> float:
+    """√count for a count of any size: ∞ beyond a float's range (e.g. 10⁴⁰⁰ releases or clients)."""
+    try:
+        return math.sqrt(count)
+    except OverflowError:
+        return math.inf
+
+
 def _mu_squared(event: dp_event.DpEvent, count: int) -> float:
     if isinstance(event, dp_event.NoOpDpEvent):
         return 0.0
@@ -315,12 +323,8 @@ def _mu_squared(event: dp_event.DpEvent, count: int) -> float:
     if isinstance(event, dp_event.GaussianDpEvent):
         if event.noise_multiplier == 0:
             return math.inf
-        # (√count / z)², which overflows to inf (never raises) for a tiny z and is 0 for a huge
-        # one; a count beyond a float's range (e.g. 10⁴⁰⁰ releases) composes to μ = ∞
-        try:
-            root = math.sqrt(count)
-        except OverflowError:
-            root = math.inf
+        # (√count / z)², which overflows to inf (never raises) for a tiny z and is 0 for a huge one
+        root = sqrt_count(count)
         return (root / event.noise_multiplier) * (root / event.noise_multiplier)
     if isinstance(event, dp_event.SelfComposedDpEvent):
         return _mu_squared(event.event, count * event.count)

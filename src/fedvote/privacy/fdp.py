@@ -29,7 +29,7 @@ from dp_accounting import dp_event
 from scipy import optimize, special
 
 from fedvote.errors import ConfigError
-from fedvote.privacy.accountant import epsilon_for, gaussian_delta, gaussian_epsilon
+from fedvote.privacy.accountant import epsilon_for, gaussian_delta, gaussian_epsilon, sqrt_count
 from fedvote.privacy.events import ReplaceOneDpEvent, poisson_sampled
 
 
@@ -90,14 +90,6 @@ def subsampled_tradeoff(
     return g
 
 
-def _root(count: int) -> float:
-    """√count for a count of any size (∞ beyond a float's range, e.g. 10⁴⁰⁰ clients)."""
-    try:
-        return math.sqrt(count)
-    except OverflowError:
-        return math.inf
-
-
 def clt_mu(sigma: float, sampling_rate: float, steps: int) -> float:
     """Theorem 2's CLT μ for ``steps`` = KR noisy-SGD steps at sampling rate B/n and noise σ.
 
@@ -110,7 +102,7 @@ def clt_mu(sigma: float, sampling_rate: float, steps: int) -> float:
         raise ConfigError("sampling_rate", f"must lie in [0, 1], got {sampling_rate}")
     if steps < 0:
         raise ConfigError("steps", f"must be >= 0, got {steps}")
-    c = sampling_rate * _root(steps)
+    c = sampling_rate * sqrt_count(steps)
     if c == 0:
         return 0.0
     if sigma < 1e-100:  # log μ ≥ σ⁻²/2 = 5e199: μ = ∞ (σ⁻² itself overflows below 1e-154)
@@ -166,7 +158,7 @@ def federated_mu(mu: float, clients: int, strong: bool) -> float:
     """Weak federated f-DP: μ; strong (against the other m − 1 clients together): √(m−1)·μ."""
     if clients < 1:
         raise ConfigError("clients", f"must be >= 1, got {clients}")
-    return _root(clients - 1) * mu if strong else mu
+    return sqrt_count(clients - 1) * mu if strong else mu
 
 
 def replace_one_poisson_gaussian_epsilon(

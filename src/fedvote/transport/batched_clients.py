@@ -66,7 +66,7 @@ class BatchedClients:
         seed = int(stream.generate_state(1, np.uint64)[0] >> 1)
         self._generator = torch.Generator(device=device).manual_seed(seed)
         self._test_seeds = list(test_seeds)
-        self._tests: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._tests: dict[tuple[int, int, tuple[float, ...] | None], tuple[torch.Tensor, torch.Tensor]] = {}
         self._shift_key: tuple[float, ...] | None = None
         self._shifted_features = self.features
 
@@ -105,16 +105,16 @@ class BatchedClients:
         input_shift: tuple[float, ...] | None = None,
     ) -> np.ndarray:
         """Accuracy of ``models[j]`` (m, d) on client ``agent_ids[j]``'s own test set, (m,)."""
-        x, y = self._test_sets(test, per_client)
-        if input_shift is not None:
-            x = x - torch.as_tensor(input_shift, device=self.device)
+        x, y = self._test_sets(test, per_client, input_shift)
         ids = torch.as_tensor(np.asarray(agent_ids, dtype=np.int64), device=self.device)
         params = torch.as_tensor(np.ascontiguousarray(models, dtype=np.float32), device=self.device)
         return stacked_accuracy(params, layer_sizes, x[ids], y[ids]).cpu().numpy()
 
-    def _test_sets(self, test: LabeledData, per_client: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every client's test records, (N, per_client, in) and (N, per_client), built once."""
-        key = (id(test), per_client)
+    def _test_sets(
+        self, test: LabeledData, per_client: int, shift: tuple[float, ...] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every client's test records minus ``shift``: (N, per_client, in), (N, per_client); built once."""
+        key = (id(test), per_client, shift)
         if key not in self._tests:
             rows = [
                 client_test_indices(
@@ -124,6 +124,8 @@ class BatchedClients:
             ]
             index = np.stack(rows)  # (N, per_client)
             flat = test.features.reshape(len(test), -1).astype(np.float32)
+            if shift is not None:
+                flat = flat - np.asarray(shift, dtype=np.float32)
             self._tests[key] = (
                 torch.as_tensor(flat[index], device=self.device),
                 torch.as_tensor(test.labels[index], dtype=torch.int64, device=self.device),
