@@ -159,12 +159,20 @@ def test_dp_fedavg_server_sees_only_the_sum_of_updates(small_federation, monkeyp
             assert len(np.unique(vector & np.uint64(0xFF))) > 200
 
 
-def test_secure_update_sum_is_the_sum_of_every_agents_release(small_federation):
+@pytest.mark.parametrize("centred", [False, True])
+def test_secure_update_sum_is_the_sum_of_every_agents_release(small_federation, centred):
     """The securely summed total equals the plain sum of the agents' releases: the sampled agents'
-    clipped, noised updates plus the others' noise shares (same seeds, fixed-point error only)."""
+    clipped, noised updates plus the others' noise shares (same seeds, fixed-point error only);
+    with the public input shift too."""
+    import dataclasses
+
     method = DpFedAvg(sigma=1.0, model="logistic", local_steps=2)
     n, d = small_federation.num_agents, 650
     training = method.round_training(0, 0.1, 3, n)
+    if centred:
+        shift = DpFedAvg(center_inputs=True).input_shift(small_federation.server_data())
+        assert shift is not None
+        training = dataclasses.replace(training, input_shift=shift)
     theta = np.zeros(d, np.float32)
     chosen = np.array([1, 4, 7])
     total = LocalTransport(small_federation, seed=0, noise_seed=3, secure_sum=True).secure_update_sum(

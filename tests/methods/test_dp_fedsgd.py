@@ -144,3 +144,49 @@ def test_instance_level_needs_the_pld_accountant():
     with pytest.raises(ConfigError) as error:
         DpFedSgd.from_config(config, sigma=1.0, queries=1, min_responders=1)
     assert error.value.argument == "accountant"
+
+
+def _public(records):
+    from fedvote.data.federation import PublicMetadata
+
+    return PublicMetadata(pool_size=10, num_agents=len(records), num_classes=10, example_shape=(1, 8, 8),
+                          agent_records=tuple(records))
+
+
+def test_small_agents_train_a_logistic_model_unless_the_user_gave_one():
+    """The model follows the record counts (public metadata): logistic below SMALL_CLIENT_RECORDS."""
+    from fedvote.methods.prifedsync import SMALL_CLIENT_RECORDS
+
+    default = DpFedSgd.from_config(RunConfig(method="dp-fedsgd", privacy=PrivacyConfig(sigma=1.0)), sigma=1.0,
+                                   queries=1, min_responders=1)
+    assert (default.model, default.model_from_records, default.center_inputs) == ("mlp", True, True)
+    small = default.with_public(_public([25] * 49 + [SMALL_CLIENT_RECORDS - 1]))
+    assert small.model == "logistic"
+    assert small.model_choice() == f"record counts: the smallest agent holds 25 < {SMALL_CLIENT_RECORDS} records"
+    large = default.with_public(_public([SMALL_CLIENT_RECORDS, 600]))
+    assert large.model == "mlp" and ">= 320" in large.model_choice()
+    assert default.with_public(_public([])).model == "mlp"  # no record counts: unchanged
+    given = RunConfig(method="dp-fedsgd", privacy=PrivacyConfig(sigma=1.0), options={"gradient_model": "mlp"})
+    kept = DpFedSgd.from_config(given, sigma=1.0, queries=1, min_responders=1).with_public(_public([25] * 50))
+    assert (kept.model, kept.model_choice()) == ("mlp", "given (--gradient-model)")
+
+
+def test_the_model_rule_and_centring_leave_the_events_unchanged():
+    """ε depends on q_b, z and T·E only: the model chosen from the records and the shift change nothing."""
+    default = DpFedSgd(sigma=1.3)
+    chosen = default.with_public(_public([25] * 50))
+    raw = DpFedSgd(sigma=1.3, center_inputs=False, model_from_records=False)
+    assert chosen.model != default.model
+    assert default.planned_events() == chosen.planned_events() == raw.planned_events()
+
+
+def test_the_runner_plans_the_small_agent_model_and_records_it(small_federation):
+    from fedvote.runner import plan
+
+    config = RunConfig(method="dp-fedsgd", privacy=PrivacyConfig(sigma=1.0), options={"rounds": 2})
+    method = plan(config, small_federation.public_metadata())
+    assert method.model == "logistic"  # digits agents hold a few dozen records
+    outcome = method.run(small_federation.server_data(), LocalTransport(small_federation, noise_seed=0),
+                         PrivacyLedger())
+    assert outcome.details["model"] == "logistic"
+    assert outcome.details["model_choice"].startswith("record counts: the smallest agent holds")

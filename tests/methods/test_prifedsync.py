@@ -364,7 +364,7 @@ def test_inputs_are_centred_by_the_public_pool_mean_in_training_and_in_the_relea
     import torch
 
     from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
-    from fedvote.methods.prifedsync import ShiftedInput
+    from fedvote.models.shifted_input import ShiftedInput
     from fedvote.runner import make_federation, make_method, run
 
     config = RunConfig(method="prifedsync", federation=FederationConfig(agents=10),

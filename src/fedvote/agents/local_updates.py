@@ -21,6 +21,7 @@ from fedvote.models.local_training import (
     load_flat_parameters,
     sgd_steps,
 )
+from fedvote.models.shifted_input import shift_features
 from fedvote.models.zoo import build_model
 
 
@@ -31,17 +32,20 @@ def local_update(agent: Agent, global_params: np.ndarray, training: LocalTrainin
     round asks — Δ clipped to norm S and noised with N(0, noise_std²) from this agent's
     own generator (DP-FedAvg, Algorithm 6). With ``training.dp_sgd`` the local steps are
     DP-SGD through Opacus instead, its Poisson batches and noise also drawn from this
-    agent's privacy randomness (DP-FedSGD). Only the update leaves the agent.
+    agent's privacy randomness (DP-FedSGD). With ``training.input_shift`` (a public
+    constant) the agent trains on its records minus the shift — before anything is
+    clipped, so every bound above is unchanged. Only the update leaves the agent.
     """
     data = agent.private_data
     shape = tuple(data.features.shape[1:])
+    features = shift_features(data.features, training.input_shift)  # (n, ...): the agent's own copy
     model = build_model(training.model, shape, agent.num_classes, generator=torch.Generator().manual_seed(0))
     start = np.asarray(global_params, dtype=np.float32)
     load_flat_parameters(model, start)
     if training.dp_sgd is not None:
         dp_sgd_steps(
             model,
-            data.features,
+            features,
             data.labels,
             steps=training.steps,
             learning_rate=training.learning_rate,
@@ -52,7 +56,7 @@ def local_update(agent: Agent, global_params: np.ndarray, training: LocalTrainin
         order_seed = np.random.SeedSequence([agent.seed, 0x56D0, training.round_index])
         sgd_steps(
             model,
-            data.features,
+            features,
             data.labels,
             steps=training.steps,
             learning_rate=training.learning_rate,

@@ -63,7 +63,13 @@ import numpy as np
 
 from fedvote.aggregation.secure_sum import FixedPoint
 from fedvote.errors import ConfigError
-from fedvote.methods.gradient import NOISE_PLACEMENTS, GradientMethod, GradientSettings, gradient_option
+from fedvote.methods.gradient import (
+    NOISE_PLACEMENTS,
+    GradientMethod,
+    GradientSettings,
+    center_inputs_option,
+    gradient_option,
+)
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents, dp_fedavg_events
 from fedvote.transport import capabilities
@@ -96,6 +102,7 @@ class DpFedAvgOptions(GradientSettings):
     batch_size: int | None = gradient_option("batch_size")
     noise: str = gradient_option("noise")
     gradient_model: str | None = gradient_option("gradient_model")
+    center_inputs: bool | None = center_inputs_option()
 
 
 @dataclass(frozen=True)

@@ -30,25 +30,43 @@ q = 1, q_b = 0.25 (about 6 of a digits agent's 25 records), C = 1, η = 1.
 The paper's per-sample clip S = 0.08 is relative to its AlexNet's gradient scale; here the
 step is η·C, so only the product matters for the signal while the noise-to-signal ratio
 is z/(q_b·n_i); C = 1 with η = 1 was chosen on digits (η = 0.5 and 2 did worse).
+Inputs are centred by the public pool's mean (``--center-inputs``, a public constant,
+:mod:`fedvote.models.shifted_input`). The model follows the record counts (public
+metadata, :meth:`DpFedSgd.with_public`): a logistic model when the smallest agent holds
+fewer than :data:`~fedvote.methods.prifedsync.SMALL_CLIENT_RECORDS` records (the noise's
+norm grows with √d, and a few dozen records cannot outweigh it in an MLP), else the MLP;
+a ``--gradient-model`` the user gives is kept (``docs/defaults.md``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from fedvote.data.federation import PublicMetadata
 from fedvote.errors import ConfigError
-from fedvote.methods.gradient import GradientMethod, GradientSettings, gradient_option, weighted_mean_update
+from fedvote.methods.gradient import (
+    GradientMethod,
+    GradientSettings,
+    center_inputs_option,
+    gradient_option,
+    weighted_mean_update,
+)
+from fedvote.methods.prifedsync import SMALL_CLIENT_RECORDS
 from fedvote.models.local_training import DpSgdSpec, LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents, dp_fedsgd_events
 from fedvote.transport import capabilities
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
-    pass
+    from fedvote.config import RunConfig
+
+# The model for small agents (the smallest holds fewer than SMALL_CLIENT_RECORDS records).
+SMALL_AGENT_MODEL = "logistic"
 
 
 @dataclass(frozen=True)
@@ -63,14 +81,19 @@ class DpFedSgdOptions(GradientSettings):
     lr_decay: float | None = gradient_option("lr_decay")
     batch_sampling_rate: float | None = gradient_option("batch_sampling_rate")
     gradient_model: str | None = gradient_option("gradient_model")
+    center_inputs: bool | None = center_inputs_option()
 
 
 @dataclass(frozen=True)
 class DpFedSgd(GradientMethod):
     """DP-FedSGD with DP-SGD noise multiplier ``sigma`` (z).
 
-    Defaults: T = 100, q = 1, E = 1, q_b = 0.25, C = 1, η = 1 (×0.99 per round).
-    ``sigma`` = 0 runs clipped FedSGD without noise (non-private).
+    Defaults: T = 100, q = 1, E = 1, q_b = 0.25, C = 1, η = 1 (×0.99 per round), inputs
+    centred by the public pool's mean, the MLP — or a logistic model when the smallest
+    agent holds fewer than :data:`SMALL_CLIENT_RECORDS` records (:meth:`with_public`).
+    ``sigma`` = 0 runs clipped FedSGD without noise (non-private). ``model_from_records``
+    says whether :meth:`with_public` may choose the model (False when the user gave one);
+    ``smallest_agent_records`` is what it read.
     """
 
     name = "dp-fedsgd"
@@ -83,7 +106,48 @@ class DpFedSgd(GradientMethod):
     learning_rate: float = 1.0
     batch_sampling_rate: float = 0.25
     per_sample_clip: float = 1.0
+    center_inputs: bool = True
     delta: float = 1e-3
+    model_from_records: bool = True
+    smallest_agent_records: int | None = None
+
+    @classmethod
+    def from_config(
+        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
+    ) -> DpFedSgd:
+        """As :meth:`GradientMethod.from_config`; a ``--gradient-model`` given is never replaced."""
+        method = super().from_config(config, sigma=sigma, queries=queries, min_responders=min_responders)
+        assert isinstance(method, DpFedSgd)
+        given = cls.options_from(config).overrides()
+        return dataclasses.replace(method, model_from_records="model" not in given)
+
+    def with_public(self, public: PublicMetadata) -> DpFedSgd:
+        """The model chosen from the record counts (public metadata) unless the user gave one.
+
+        A logistic model when the smallest agent holds fewer than :data:`SMALL_CLIENT_RECORDS`
+        records, else the configured one (the MLP by default). Nothing else changes: the
+        events depend on q_b, z and T·E only, so ε is the same whichever model is trained.
+        Without record counts (None) the method is unchanged.
+        """
+        if public.agent_records is None or len(public.agent_records) == 0:
+            return self
+        smallest = int(min(public.agent_records))
+        method = dataclasses.replace(self, smallest_agent_records=smallest)
+        if self.model_from_records and smallest < SMALL_CLIENT_RECORDS:
+            method = dataclasses.replace(method, model=SMALL_AGENT_MODEL)
+        return method
+
+    def model_choice(self) -> str:
+        """Why the trained model is the one it is (result.json's ``details.model_choice``)."""
+        if not self.model_from_records:
+            return "given (--gradient-model)"
+        if self.smallest_agent_records is None:
+            return "default (record counts unknown)"
+        relation = "<" if self.smallest_agent_records < SMALL_CLIENT_RECORDS else ">="
+        return (
+            f"record counts: the smallest agent holds {self.smallest_agent_records} {relation} "
+            f"{SMALL_CLIENT_RECORDS} records"
+        )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -137,10 +201,11 @@ class DpFedSgd(GradientMethod):
         return theta + weighted_mean_update(received)
 
     def details(self, transport: Transport) -> dict[str, object]:
-        """The values the accounting used: q_b, z, E·T, C."""
+        """The values the accounting used: q_b, z, E·T, C; the model and why."""
         return {
             "batch_sampling_rate": self.batch_sampling_rate,
             "noise_multiplier": self.sigma,
             "local_steps": self.total_local_steps,
             "per_sample_clip": self.per_sample_clip,
+            "model_choice": self.model_choice(),
         }

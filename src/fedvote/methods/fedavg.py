@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from dp_accounting import dp_event
 
-from fedvote.methods.gradient import GradientMethod, GradientSettings, gradient_option, weighted_mean_update
+from fedvote.methods.gradient import (
+    GradientMethod,
+    GradientSettings,
+    center_inputs_option,
+    gradient_option,
+    weighted_mean_update,
+)
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents
 from fedvote.transport import capabilities
@@ -44,6 +50,7 @@ class FedAvgOptions(GradientSettings):
     lr_decay: float | None = gradient_option("lr_decay")
     batch_size: int | None = gradient_option("batch_size")
     gradient_model: str | None = gradient_option("gradient_model")
+    center_inputs: bool | None = center_inputs_option()
 
 
 @dataclass(frozen=True)

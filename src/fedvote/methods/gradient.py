@@ -31,6 +31,7 @@ from fedvote.models.local_training import (
     flat_parameters,
     load_flat_parameters,
 )
+from fedvote.models.shifted_input import ShiftedInput, public_mean_shift
 from fedvote.models.zoo import MODEL_NAMES, build_model
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
@@ -91,11 +92,28 @@ _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
     ),
     "gradient_model": (
         None,
-        "Gradient methods: the global model [default: mlp; PriFedSync with small clients: logistic].",
+        "Gradient methods: the global model [default: mlp; DP-FedSGD and PriFedSync with small clients: "
+        "logistic].",
         MODEL_NAMES,
     ),
 }
 GRADIENT_OPTION_NAMES: frozenset[str] = frozenset(_GRADIENT_OPTIONS)
+
+# ``--center-inputs/--no-center-inputs``, shared with PriFedSync (which declares its own field,
+# default on, and handles it itself): kept out of :data:`GRADIENT_OPTION_NAMES` so that
+# :meth:`GradientSettings.overrides` never hands it to PriFedSync; the baselines' ``from_config``
+# reads it. The help is the one ``fedvote run --help`` shows (dp-fedavg is the first owner).
+CENTER_INPUTS_HELP = (
+    "Subtract the public pool's mean from every input: a public constant sent down with the model, "
+    "subtracted by every agent before training (before clipping) and applied by the released model; "
+    "it costs no privacy (--no-center-inputs: raw inputs) [default: on for dp-fedsgd and prifedsync, "
+    "off for fedavg and dp-fedavg]"
+)
+
+
+def center_inputs_option() -> Any:
+    """The options-dataclass field of ``--center-inputs`` for a gradient baseline (None: its default)."""
+    return method_option(None, CENTER_INPUTS_HELP)
 
 
 def gradient_option(name: str) -> Any:
@@ -114,6 +132,9 @@ class GradientSettings:
 
     def __post_init__(self) -> None:
         _validate(**self._gradient_values())
+        center = getattr(self, "center_inputs", None)
+        if center is not None and not isinstance(center, bool):
+            raise ConfigError("center_inputs", f"must be true or false, got {center!r}")
 
     def _gradient_values(self) -> dict[str, Any]:
         fields = dataclasses.fields(self)  # type: ignore[arg-type]
@@ -183,6 +204,13 @@ class GradientMethod(Method):
     (:meth:`~fedvote.transport.capabilities.LocalUpdates.local_updates`), and θ moves by
     :meth:`aggregate` (DP-FedAvg's distributed noise sums every agent's release securely
     instead). The local step size is ``learning_rate · lr_decay**t``.
+
+    With ``center_inputs`` every round's :class:`LocalTraining` carries the public pool's mean
+    input (:meth:`input_shift`): each agent subtracts it from its records before training,
+    θ⁰ is initialised as usual, and the released model applies it
+    (:class:`~fedvote.models.shifted_input.ShiftedInput`). A public constant: no event changes.
+    Off by default here (FedAvg, DP-FedAvg: results recorded before it rerun exactly); DP-FedSGD
+    turns it on (``docs/defaults.md``).
     """
 
     calibration_level: ClassVar[str | None] = "agent"
@@ -195,6 +223,7 @@ class GradientMethod(Method):
     lr_decay: float = 0.99
     batch_size: int = 32
     model: str = "mlp"
+    center_inputs: bool = False
     seed: int = 0
     noise_seed: int | None = None
 
@@ -206,7 +235,11 @@ class GradientMethod(Method):
 
         Q and t do not apply; a method with nothing to calibrate (FedAvg) keeps σ = 0.
         """
-        options = cls.options_from(config).overrides()
+        settings = cls.options_from(config)
+        options = settings.overrides()
+        center = getattr(settings, "center_inputs", None)  # not in overrides(): PriFedSync has its own
+        if center is not None:
+            options["center_inputs"] = center
         if cls.calibration_level is not None:
             options["sigma"] = sigma
         fields = {f.name for f in dataclasses.fields(cls)}
@@ -239,6 +272,8 @@ class GradientMethod(Method):
             batch_size=self.batch_size,
             model=self.model,
         )
+        if not isinstance(self.center_inputs, bool):
+            raise ConfigError("center_inputs", f"must be true or false, got {self.center_inputs!r}")
 
     @abstractmethod
     def round_events(self) -> LevelEvents:
@@ -285,6 +320,12 @@ class GradientMethod(Method):
         generator = torch.Generator().manual_seed(self.seed)
         return build_model(self.model, server.example_shape, server.num_classes, generator=generator)
 
+    def input_shift(self, server: ServerData) -> tuple[float, ...] | None:
+        """The public pool's mean input (in,) with ``center_inputs``, else None; it costs no privacy."""
+        if not self.center_inputs:
+            return None
+        return public_mean_shift(server.public_features)
+
     def run(
         self,
         server: ServerData,
@@ -292,10 +333,12 @@ class GradientMethod(Method):
         ledger: PrivacyLedger,
         progress: Progress = NO_PROGRESS,
     ) -> MethodOutcome:
-        """T rounds of sample → local training → aggregate; the last θ is the student."""
+        """T rounds of sample → local training → aggregate; the last θ (after the shift) is the student."""
         self.check_transport(transport)
         model = self.initial_model(server)
         theta = flat_parameters(model)  # (d,) float32
+        shift = self.input_shift(server)  # (in,) public, sent down with θ every round
+        released = model if shift is None else ShiftedInput(shift, model)  # what sees the inputs
         rng = privacy_generator(self.noise_seed, 0x6AD)
         n = transport.num_agents
         sampled_per_round: list[int] = []
@@ -304,13 +347,15 @@ class GradientMethod(Method):
                 chosen = np.flatnonzero(rng.random(n) < self.sampling_rate)  # Poisson sampling
                 ledger.charge(self.round_events())
                 training = self.round_training(t, self.learning_rate_at(t), int(chosen.shape[0]), n)
+                if shift is not None:
+                    training = dataclasses.replace(training, input_shift=shift)
                 theta = self.round_step(theta, chosen, training, transport, rng).astype(np.float32)
                 sampled_per_round.append(int(chosen.shape[0]))
                 bar.advance()
         load_flat_parameters(model, theta)
-        model.eval()
+        released.eval()
         return MethodOutcome(
-            student=model,
+            student=released,
             query_indices=np.zeros(0, dtype=np.int64),
             pseudo_labels=np.zeros(0, dtype=np.int64),
             details={
@@ -322,6 +367,9 @@ class GradientMethod(Method):
                 "local_steps_per_round": self.local_steps,
                 "learning_rate": self.learning_rate,
                 "lr_decay": self.lr_decay,
+                "model": self.model,
+                "center_inputs": self.center_inputs,
+                "input_centring": None if shift is None else "public pool mean",
             },
         )
 

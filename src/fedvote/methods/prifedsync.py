@@ -62,6 +62,7 @@ from fedvote.methods.gradient import GradientSettings, gradient_option, privacy_
 from fedvote.methods.options import method_option
 from fedvote.models.batched_dp_sgd import OPTIMIZERS, NoisyTraining, perceptron_layer_sizes
 from fedvote.models.local_training import flat_parameters, load_flat_parameters
+from fedvote.models.shifted_input import ShiftedInput
 from fedvote.models.training import predict_labels
 from fedvote.models.zoo import MODEL_NAMES, build_model
 from fedvote.privacy.accountant import epsilon_for, make_accountant
@@ -633,21 +634,6 @@ def _public_accuracy(model: torch.nn.Module, validation: LabeledData | None) -> 
     if validation is None:
         return None
     return float(np.mean(predict_labels(model, validation.features) == validation.labels))
-
-
-class ShiftedInput(torch.nn.Module):
-    """``model`` applied to (x − shift), x flattened: the released global model with its public centring."""
-
-    shift: torch.Tensor  # (in,), a buffer
-
-    def __init__(self, shift: tuple[float, ...], model: torch.nn.Module) -> None:
-        super().__init__()
-        self.register_buffer("shift", torch.tensor(shift, dtype=torch.float32))
-        self.model = model
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits (n, C) of ``model`` on x (n, ...) flattened and shifted."""
-        return self.model(x.reshape(x.shape[0], -1) - self.shift)
 
 
 def _check_accountant(kind: str) -> None:

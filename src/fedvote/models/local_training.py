@@ -14,6 +14,7 @@ trains it on its own records and sends back its update Δ = θ' − θ, possibly
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -78,6 +79,11 @@ class LocalTraining:
         (Algorithm 6: σS/√m_t); 0 for none.
     dp_sgd : DpSgdSpec or None
         Train by DP-SGD (Opacus) instead of plain SGD (DP-FedSGD).
+    input_shift : tuple of float or None
+        A public constant (in,) — the public pool's mean input — that the agent subtracts
+        from its flattened records before training (before any clipping); it travels with
+        θ and the released model applies it too
+        (:class:`~fedvote.models.shifted_input.ShiftedInput`). None: raw records.
 
     """
 
@@ -89,6 +95,7 @@ class LocalTraining:
     clip_norm: float | None = None
     noise_std: float = 0.0
     dp_sgd: DpSgdSpec | None = None
+    input_shift: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.model not in MODEL_NAMES:
@@ -105,6 +112,13 @@ class LocalTraining:
             raise ConfigError("noise_std", f"must be >= 0, got {self.noise_std}")
         if self.noise_std > 0 and self.clip_norm is None:
             raise ConfigError("noise_std", "noise on an update needs a clip norm to calibrate against")
+        if self.input_shift is not None and not all(math.isfinite(v) for v in self.input_shift):
+            raise ConfigError("input_shift", "must be finite")
+
+    @property
+    def shift_floats(self) -> int:
+        """Floats the input shift adds to what goes down to an agent (0 without one)."""
+        return 0 if self.input_shift is None else len(self.input_shift)
 
 
 @dataclass(frozen=True, eq=False)

@@ -175,7 +175,9 @@ class LocalUpdates(Capability):
 
         θ (d,) goes down to each of the m listed agents; each trains on its own records as
         ``training`` says and sends back its update (clipped and noised agent-side when
-        ``training`` asks). Counts d·m floats each way and one round, also when m = 0.
+        ``training`` asks), training on its records minus ``training.input_shift`` when the
+        round has one (a public constant sent with θ). Counts d·m floats each way (plus the
+        shift's floats down to each agent) and one round, also when m = 0.
         """
 
 
@@ -193,7 +195,9 @@ class SecureUpdateSum(Capability):
         θ goes to all N agents. An agent in ``agent_ids`` sends its update, clipped and
         noised as ``training`` says; every other agent sends its noise share
         N(0, training.noise_std²) alone. The server learns the total only, not an update
-        nor who took part. Counts N·d floats each way, one round.
+        nor who took part. The input shift, if any, goes down with θ as for
+        :meth:`LocalUpdates.local_updates`. Counts N·d floats each way (plus the shift's
+        floats down to each agent), one round.
         """
 
 

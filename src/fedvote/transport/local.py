@@ -480,11 +480,12 @@ class LocalTransport(
 
         A loop, not the batched ensemble: a round samples few agents (q·N, 2-3 with the
         paper's q = 0.05 and 50 agents), each for a few local steps from the same θ.
+        The input shift, when the round has one, goes down with θ (counted).
         """
         theta = np.asarray(global_params, dtype=np.float32)
         ids = np.asarray(agent_ids, dtype=np.int64).reshape(-1)
         d = theta.shape[0]
-        self.communication.download_floats += d * ids.shape[0]
+        self.communication.download_floats += (d + training.shift_floats) * ids.shape[0]
         self.communication.upload_floats += d * ids.shape[0]
         self.communication.rounds += 1
         updates = np.zeros((ids.shape[0], d), dtype=np.float32)
@@ -512,7 +513,7 @@ class LocalTransport(
         noise). As for votes, the in-process sum stands for secure aggregation; with
         ``secure_sum`` the N vectors really go through
         :func:`~fedvote.aggregation.secure_sum.secure_sum` (pairwise masks, every agent
-        responds). Counts N·d floats each way, one round.
+        responds). Counts N·d floats each way (and the input shift down with θ), one round.
         """
         theta = np.asarray(global_params, dtype=np.float32)
         chosen = {int(i) for i in np.asarray(agent_ids).reshape(-1)}
@@ -520,7 +521,7 @@ class LocalTransport(
         codec = self._secure_codec
         if codec is not None:
             codec.check_smoothing(training.noise_std, n)  # rounding after the noise must be free
-        self.communication.download_floats += d * n
+        self.communication.download_floats += (d + training.shift_floats) * n
         self.communication.upload_floats += d * n
         self.communication.rounds += 1
         threads = torch.get_num_threads()
