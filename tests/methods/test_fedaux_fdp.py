@@ -10,7 +10,7 @@ from dp_accounting import dp_event
 from fedvote.agents.agent import Agent
 from fedvote.agents.private_heads import private_heads
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
-from fedvote.data.federation import LabeledData
+from fedvote.data.federation import LabeledData, PublicMetadata
 from fedvote.data.partition import PartitionSpec, partition_indices
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
@@ -77,14 +77,14 @@ def test_events_take_the_worst_agent_under_parallel_composition():
 
 
 def test_each_head_meets_its_own_epsilon_and_the_paper_sums_them():
-    method = FedAuxFdp(options=FedAuxOptions(epsilon_scores=0.1, epsilon_classes=0.5), delta=2e-5)
+    method = FedAuxFdp(options=FedAuxOptions(epsilon_scores=0.1, epsilon_classes=0.5, lambda_=0.01), delta=2e-5)
     assert method.head_delta == pytest.approx(1e-5)
     score, classes = method.release_events(method.head_request(10, np.arange(1500)), [3000, 2500])
     assert epsilon_for(score.instance, 1e-5, "pld") == pytest.approx(0.1, rel=2e-3)
     assert epsilon_for(classes.instance, 1e-5, "pld") == pytest.approx(0.5, rel=2e-3)
     assert score.instance_sensitivity == pytest.approx(binary_logistic_sensitivity(0.01, 2500 + 1500))
     assert classes.instance_sensitivity == pytest.approx(2 * math.sqrt(2) / (0.01 * 2500))  # the tight Δ
-    paper = FedAuxFdp(options=FedAuxOptions(gaussian="classic"), delta=2e-5)
+    paper = FedAuxFdp(options=FedAuxOptions(gaussian="classic", epsilon_classes=0.5), delta=2e-5)
     assert paper.class_multiplier == pytest.approx(math.sqrt(2 * math.log(1.25e5)) / 0.5)  # Algorithm 1's σ/Δ
     assert noise_multiplier(0.5, 1e-5, "analytic") < paper.class_multiplier
 
@@ -237,7 +237,7 @@ def test_the_plan_from_public_metadata_is_exactly_what_the_run_charges(name, tmp
     from fedvote.transport.local import LocalTransport
 
     config = RunConfig(method=name, federation=FederationConfig(dataset="digits", agents=10),
-                       options={"epsilon_classes": 2.0})  # at 0.5 ten digits clients cannot learn
+                       options={"epsilon_classes": 2.0, "lambda_": 0.01})  # the paper's λ: a small agent ε
     federation = make_federation(config)
     method = plan(config, federation.public_metadata())
     ledger = PrivacyLedger()
@@ -251,15 +251,19 @@ def test_the_plan_from_public_metadata_is_exactly_what_the_run_charges(name, tmp
     assert run(budgeted).privacy.agent.epsilon < 100.0  # admitted by the budget, and charged
 
 
+DIGITS_DEFAULTS = PublicMetadata(pool_size=270, num_agents=50, num_classes=10, example_shape=(64,),
+                                 agent_records=(25,) * 50)
+
+
 @pytest.mark.parametrize("name", ["fedaux-fdp", "fedavg-p", "fedd-p"])
 def test_class_heads_drowned_by_their_noise_are_refused_before_anything_is_fitted(name, monkeypatch, capsys):
-    """digits' defaults (50 clients of 25 records, ε 0.5) returned chance (0.07-0.15): refused in
-    one line from public metadata, with an ε at which the noise no longer exceeds the signal."""
+    """At ε_classes 0.05 even the smallest h₀ (d = 4) leaves digits' 50 clients of 25 records
+    hopeless: refused in one line from public metadata, with an ε at which the noise no longer
+    exceeds the signal."""
     import re
 
     from fedvote.cli import main
-    from fedvote.data.federation import PublicMetadata
-    from fedvote.methods.fedaux_fdp import UNLEARNABLE_NOISE_RATIO
+    from fedvote.methods.fedaux_fdp import EXTRACTOR_DIM_LADDER, UNLEARNABLE_NOISE_RATIO
     from fedvote.runner import plan
 
     def never(*args, **kwargs):
@@ -267,21 +271,122 @@ def test_class_heads_drowned_by_their_noise_are_refused_before_anything_is_fitte
 
     monkeypatch.setattr("fedvote.runner.execute", never)
     with pytest.raises(SystemExit) as exit_info:
-        main(["run", "--method", name])
+        main(["run", "--method", name, "--epsilon-classes", "0.05"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1
     assert err.startswith("fedvote: error: --epsilon-classes: ") and "cannot learn" in err
+    assert f"at d = {EXTRACTOR_DIM_LADDER[-1]}" in err and "--lambda" not in err  # λ = 1/ln C: no help
     needed = float(re.search(r"--epsilon-classes ≥ ([0-9.]+)", err).group(1))
     # the suggestion is where noise equals the optimistic signal, so it is planned, not refused
-    public = PublicMetadata(pool_size=216, num_agents=50, num_classes=10, example_shape=(64,),
-                            agent_records=(25,) * 50)
     config = RunConfig(method=name, options={"epsilon_classes": needed * 1.01})
-    assert plan(config, public).options.epsilon_classes == needed * 1.01
+    assert plan(config, DIGITS_DEFAULTS).options.epsilon_classes == needed * 1.01
     # the test depends on public quantities only: the same counts, the same answer
-    refused = RunConfig(method=name)
+    refused = RunConfig(method=name, options={"epsilon_classes": 0.05})
     with pytest.raises(ConfigError, match="cannot learn"):
-        plan(refused, public)
+        plan(refused, DIGITS_DEFAULTS)
     assert UNLEARNABLE_NOISE_RATIO >= 1.0
+
+
+@pytest.mark.parametrize("name", ["fedaux-fdp", "fedavg-p", "fedd-p"])
+def test_the_papers_settings_stay_refused_on_digits_defaults(name):
+    """The former defaults (λ 0.01, ε_classes 0.5, d 32) returned chance there: still refused, naming λ."""
+    from fedvote.runner import plan
+
+    options = {"epsilon_classes": 0.5, "lambda_": 0.01, "extractor_dim": 32}
+    with pytest.raises(ConfigError, match=r"[67]\.[0-9]× .*at d = 32.*a larger --lambda"):
+        plan(RunConfig(method=name, options=options), DIGITS_DEFAULTS)
+
+
+@pytest.mark.parametrize(("name", "epsilon_classes"), [("fedaux-fdp", 3.9), ("fedavg-p", 4.0), ("fedd-p", 4.0)])
+def test_the_default_budget_is_the_toolkits_epsilon_and_digits_defaults_are_planned(name, epsilon_classes):
+    """No ε given: the total is DEFAULT_EPSILON (fedaux-fdp: less ε_scores 0.1); λ = 1/ln C;
+    digits' 50 clients of 25 records get d = 12 from the auto rule and are not refused."""
+    from fedvote.config import DEFAULT_EPSILON
+    from fedvote.methods.fedaux_fdp import AUTO_DIM_RATIO
+    from fedvote.runner import plan
+
+    method = plan(RunConfig(method=name), DIGITS_DEFAULTS)
+    assert method.class_epsilon == pytest.approx(epsilon_classes)
+    assert sum(s.epsilon for s in method.stated_statements()) == pytest.approx(DEFAULT_EPSILON)
+    assert method.regularization(10) == pytest.approx(1 / math.log(10))
+    assert method.extractor_dim == 12
+    records = DIGITS_DEFAULTS.agent_records
+    assert method.noise_signal_ratio(records, 10, 12) <= AUTO_DIM_RATIO < method.noise_signal_ratio(records, 10, 16)
+
+
+def test_the_given_class_epsilon_leaves_the_default_total_when_the_scores_take_it_all():
+    with pytest.raises(ConfigError, match="--epsilon-classes") as error:
+        FedAuxFdp(options=FedAuxOptions(epsilon_scores=4.0))
+    assert error.value.argument == "epsilon_classes"
+    assert FedAuxFdp(options=FedAuxOptions(epsilon_scores=4.0, epsilon_classes=1.0)).class_epsilon == 1.0
+
+
+def federation_metadata(labels: np.ndarray, records: tuple[int, ...]) -> PublicMetadata:
+    """What the runner hands the method (``Federation.public_metadata``): the labels never enter it."""
+    return PublicMetadata(pool_size=270, num_agents=len(records), num_classes=10, example_shape=(64,),
+                          agent_records=records)
+
+
+@pytest.mark.parametrize("epsilon", [0.3, 1.0, 4.0, 16.0])
+def test_the_auto_dimension_reads_public_quantities_only(epsilon):
+    """Two federations with the same record counts and different private labels get the same d,
+    the largest of the ladder whose ratio meets the threshold (or the smallest)."""
+    from fedvote.methods.fedaux_fdp import AUTO_DIM_RATIO, EXTRACTOR_DIM_LADDER
+    from fedvote.runner import plan
+
+    rng = np.random.default_rng(0)
+    records = tuple(int(n) for n in rng.integers(15, 40, size=30))
+    chosen = []
+    for labels in (rng.integers(0, 10, sum(records)), np.zeros(sum(records), dtype=np.int64)):
+        config = RunConfig(method="fedd-p", options={"epsilon_classes": epsilon})
+        try:
+            chosen.append(plan(config, federation_metadata(labels, records)).extractor_dim)
+        except ConfigError:
+            chosen.append(None)  # refused alike
+    assert chosen[0] == chosen[1]
+    method = FedDP(options=FedAuxOptions(epsilon_classes=epsilon), delta=1e-3)
+    ratios = {d: method.noise_signal_ratio(records, 10, d) for d in EXTRACTOR_DIM_LADDER}
+    meeting = [d for d in EXTRACTOR_DIM_LADDER if ratios[d] <= AUTO_DIM_RATIO]
+    expected = meeting[0] if meeting else EXTRACTOR_DIM_LADDER[-1]
+    assert method.extractor_dim_for(records, 10) == expected
+    assert all(ratios[a] > ratios[b] for a, b in zip(EXTRACTOR_DIM_LADDER, EXTRACTOR_DIM_LADDER[1:], strict=False))
+    if chosen[0] is not None:
+        assert chosen[0] == expected
+
+
+def test_a_given_dimension_is_kept_and_unnoised_heads_get_the_largest():
+    records = (25,) * 50
+    assert FedDP(options=FedAuxOptions(extractor_dim=20)).extractor_dim_for(records, 10) == 20
+    assert FedAuxF().extractor_dim_for(records, 10) == 32
+    assert FedAuxFdp(options=FedAuxOptions(class_privacy=False)).extractor_dim_for(records, 10) == 32
+
+
+def test_the_signal_bound_is_the_smaller_of_the_two_head_norm_bounds():
+    from fedvote.methods.fedaux_fdp import class_head_norm_ceiling
+    from fedvote.models.logistic_heads import head_norm_bound
+
+    for lam in (0.01, 0.1, 1 / math.log(10), 1.0, 10.0):
+        assert class_head_norm_ceiling(10, lam) == pytest.approx(min(head_norm_bound(10, lam), math.sqrt(2) / lam))
+    # λ ≥ 1/ln C: noise and signal both ∝ 1/λ, so the ratio no longer falls with λ
+    ratios = [FedDP(options=FedAuxOptions(lambda_=lam)).noise_signal_ratio((25,) * 50, 10, 12) for lam in (1.0, 10.0)]
+    assert ratios[0] == pytest.approx(ratios[1])
+
+
+def test_run_details_record_the_chosen_dimension_and_how():
+    result = run(RunConfig(
+        method="fedavg-p",
+        federation=FederationConfig(dataset="digits", agents=10, partition=PartitionSpec("iid")),
+        privacy=PrivacyConfig(noise_seed=3),
+    ))
+    fedaux = result.details["fedaux"]
+    choice = fedaux["extractor_dim_choice"]
+    assert choice["rule"] == "auto" and choice["dim"] == fedaux["extractor_dim"]
+    assert choice["noise_signal_ratio"] <= choice["threshold"]
+    assert fedaux["lambda_choice"] == "default: 1/ln C" and fedaux["epsilon_classes"] == 4.0
+    assert fedaux["feature_bias"] == 0.1
+    given = run(small_config("fedavg-p", epsilon_classes=4.0))
+    assert given.details["fedaux"]["extractor_dim_choice"]["rule"] == "given"
+    assert given.details["fedaux"]["extractor_dim"] == 16
 
 
 def test_an_extractor_dimension_beyond_a_million_is_refused_by_its_flag():

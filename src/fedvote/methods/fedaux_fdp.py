@@ -58,6 +58,7 @@ import torch
 from scipy import special
 from torch import nn
 
+from fedvote.config import DEFAULT_EPSILON
 from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
@@ -65,6 +66,7 @@ from fedvote.methods.options import method_option
 from fedvote.models.features import fit_feature_extractor
 from fedvote.models.logistic_heads import (
     CLASS_HEAD_BOUNDS,
+    MULTINOMIAL_GRADIENT_BOUND,
     HeadFeatures,
     HeadRequest,
     ReleasedHeads,
@@ -92,6 +94,18 @@ GAUSSIAN_CALIBRATIONS: tuple[str, ...] = ("analytic", "classic")
 
 # The largest h₀ output dimension accepted (a million features: beyond any public pool's).
 MAX_EXTRACTOR_DIM = 2**20
+# --extractor-dim's default ("auto", FedAuxFdp.extractor_dim_for): the largest d of this
+# ladder whose class-head noise/signal ratio (check_learnable's) is at most
+# AUTO_DIM_RATIO, else the smallest. 0.12 read off digits runs (docs/defaults.md): at the
+# default ε it picks d = 12, which learnt best of the ladder there.
+EXTRACTOR_DIM_LADDER: tuple[int, ...] = (32, 24, 16, 12, 8, 6, 4)
+AUTO_DIM_RATIO = 0.12
+# h̃'s constant bias coordinate b by default (the rest of the unit norm, √(1 − b²), carries
+# h₀'s outputs) and the quantile of the public centred norms h₀'s outputs are divided by
+# (0: the smallest, so every pre-training embedding lands on the unit sphere). The paper
+# reproduction (experiments/fedaux_fdp.json) keeps the former 0.5 and the median (0.5).
+DEFAULT_FEATURE_BIAS = 0.1
+DEFAULT_FEATURE_QUANTILE = 0.0
 
 
 @dataclass(frozen=True)
@@ -101,14 +115,20 @@ class FedAuxOptions:
     epsilon_scores: float | None = method_option(
         None, "ε of each agent's scoring head (default 0.1, the paper's); not for fedd-p/fedavg-p"
     )
-    epsilon_classes: float = method_option(
-        0.5, "ε of each agent's class head (fedd-p, fedavg-p: their whole budget)"
+    epsilon_classes: float | None = method_option(
+        None,
+        f"ε of each agent's class head (fedd-p, fedavg-p: their whole budget); default: the "
+        f"toolkit's ε = {DEFAULT_EPSILON:g} in all (fedaux-fdp: {DEFAULT_EPSILON:g} less "
+        f"--epsilon-scores); the paper's is 0.5",
     )
     class_privacy: bool = method_option(
         True, "perturb the class heads (--no-class-privacy: Table 3's 'None' row of fedaux-fdp)"
     )
-    lambda_: float = method_option(
-        0.01, "λ of both heads' objective, mean loss + λ/2·‖β‖² (eq. 2)", flag="--lambda"
+    lambda_: float | None = method_option(
+        None,
+        "λ of both heads' objective, mean loss + λ/2·‖β‖² (eq. 2); default 1/ln C, where a class "
+        "head's norm bounds √(2·ln C/λ) and √2/λ meet (the paper's is 0.01)",
+        flag="--lambda",
     )
     head_sensitivity: str = method_option(
         "tight",
@@ -124,11 +144,25 @@ class FedAuxOptions:
     extractor: str = method_option(
         "pca", "h₀, fitted without labels on the public pre-training split", choices=EXTRACTOR_KINDS
     )
-    extractor_dim: int = method_option(32, "output dimension of h₀")
+    extractor_dim: int | None = method_option(
+        None,
+        "output dimension d of h₀; default auto: the largest of 32, 24, 16, 12, 8, 6, 4 whose "
+        "class-head noise is at most 0.12× a head's largest mean coefficient (public quantities "
+        "only), else 4",
+    )
     extractor_epochs: int = method_option(30, "training epochs of an autoencoder h₀")
     feature_clip: float | None = method_option(
         None, "public constant B: h₀ outputs are centred, divided by B and clipped to norm 1 "
-        "(default: the median norm on the pre-training split)"
+        "(default: the --feature-quantile of the centred norms on the pre-training split)"
+    )
+    feature_quantile: float = method_option(
+        DEFAULT_FEATURE_QUANTILE,
+        "quantile of the pre-training split's centred h₀ norms that is B when --feature-clip is "
+        "not given (0: the smallest, every embedding on the unit sphere; 0.5: the median, the "
+        "former default)",
+    )
+    feature_bias: float = method_option(
+        DEFAULT_FEATURE_BIAS, "h̃'s constant bias coordinate b in (0, 1); h₀'s outputs get norm ≤ √(1 − b²)"
     )
     distill_fraction: float = method_option(
         0.8, "share of the public pool used for distillation; the rest pre-trains h₀"
@@ -152,13 +186,20 @@ class FedAuxOptions:
             raise ConfigError("extractor", f"must be one of {choices}, got {self.extractor!r}")
         for name in ("extractor_dim", "extractor_epochs", "distill_epochs", "local_epochs"):
             value = getattr(self, name)
+            if name == "extractor_dim" and value is None:  # auto (FedAuxFdp.extractor_dim_for)
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(name, f"must be an integer >= 1, got {value!r}")
-        if self.extractor_dim > MAX_EXTRACTOR_DIM:  # beyond any pool's features; float maths overflows
+        # beyond any pool's features; float maths overflows
+        if self.extractor_dim is not None and self.extractor_dim > MAX_EXTRACTOR_DIM:
             limit = MAX_EXTRACTOR_DIM
             raise ConfigError("extractor_dim", f"must be at most {limit}, got {self.extractor_dim}")
         if self.feature_clip is not None and not self.feature_clip > 0:
             raise ConfigError("feature_clip", f"must be > 0, got {self.feature_clip}")
+        if not 0.0 <= self.feature_quantile <= 1.0:
+            raise ConfigError("feature_quantile", f"must lie in [0, 1], got {self.feature_quantile}")
+        if not 0.0 < self.feature_bias < 1.0:
+            raise ConfigError("feature_bias", f"must lie in (0, 1), got {self.feature_bias}")
         if not 0.0 < self.distill_fraction < 1.0:
             raise ConfigError("distill_fraction", f"must lie in (0, 1), got {self.distill_fraction}")
 
@@ -271,6 +312,22 @@ def distil_head(
 UNLEARNABLE_NOISE_RATIO = 2.0
 
 
+def class_head_norm_ceiling(num_classes: int, regularization: float) -> float:
+    """The largest norm a C-class head's optimum can have: min(√(2·ln C/λ), √2/λ).
+
+    √(2·ln C/λ) is :func:`head_norm_bound` (J(β*) ≤ J(0)); √2/λ follows from stationarity,
+    λβ* = −(1/n) Σ ∇ℓ(β*) with every per-record gradient of norm ≤ √2
+    (:data:`MULTINOMIAL_GRADIENT_BOUND`, docs/privacy.md). Used only to judge learnability;
+    the agent-level sensitivity stays :func:`head_norm_bound`.
+    """
+    return min(head_norm_bound(num_classes, regularization), MULTINOMIAL_GRADIENT_BOUND / regularization)
+
+
+def class_head_signal(num_classes: int, regularization: float, dim: int) -> float:
+    """The largest mean coefficient of a class head, C × (d + 1) coefficients: ceiling/√(C(d+1))."""
+    return class_head_norm_ceiling(num_classes, regularization) / math.sqrt(num_classes * (dim + 1))
+
+
 @dataclass(frozen=True)
 class FedAuxFdp(Method):
     """FedAUXfdp (``fedaux-fdp``); the baselines are subclasses that switch the parts below.
@@ -314,6 +371,12 @@ class FedAuxFdp(Method):
             raise ConfigError(
                 "epsilon_scores",
                 f"{self.name} releases no scoring heads; give its budget as --epsilon-classes",
+            )
+        if self.class_noised and not self.class_epsilon > 0:
+            raise ConfigError(
+                "epsilon_classes",
+                f"--epsilon-scores {self.epsilon_scores:g} leaves nothing of the default total "
+                f"ε = {DEFAULT_EPSILON:g} for the class heads: give --epsilon-classes",
             )
         if self.class_head_kind == "sgd" and not self.options.class_privacy:
             pass  # FedAUX+F's heads are never noised; --no-class-privacy only repeats it
@@ -361,6 +424,76 @@ class FedAuxFdp(Method):
         return DEFAULT_EPSILON_SCORES if value is None else value
 
     @property
+    def class_epsilon(self) -> float:
+        """ε of each class head: ``--epsilon-classes``, else the toolkit's total ε less ε_scores.
+
+        The default total is :data:`fedvote.config.DEFAULT_EPSILON` (the ε every method's
+        defaults target), so fedaux-fdp spends ε_scores + ε_classes = 4 and fedd-p and
+        fedavg-p, which release class heads only, ε_classes = 4. The paper's 0.1 + 0.5 is
+        ``--epsilon-classes 0.5`` (experiments/fedaux_fdp.json).
+        """
+        given = self.options.epsilon_classes
+        if given is not None:
+            return given
+        return DEFAULT_EPSILON - (self.epsilon_scores or 0.0)
+
+    def regularization(self, num_classes: int | None) -> float:
+        """λ of both heads: ``--lambda``, else 1/ln C (C: the classes, public; 2 while unknown).
+
+        A class head's norm is bounded both by √(2·ln C/λ) (J(β*) ≤ J(0)) and by √2/λ
+        (stationarity, per-record gradient ≤ √2); they meet at λ = 1/ln C. Above it the
+        signal bound falls like the noise (both ∝ 1/λ), so a larger λ no longer raises the
+        ratio check_learnable compares, while the agent-level ε keeps growing.
+        """
+        if self.options.lambda_ is not None:
+            return self.options.lambda_
+        return 1.0 / math.log(max(2, num_classes or 2))
+
+    def noise_signal_ratio(self, records: tuple[int, ...], num_classes: int, dim: int) -> float | None:
+        """check_learnable's ratio: the averaged class-head noise per coefficient over a head's largest mean.
+
+        Public quantities only (record counts nᵢ, classes C, λ, ε, δ, h₀'s dimension d):
+        agent i adds N(0, σᵢ²) per coefficient with σᵢ = m·c/nᵢ (m the noise multiplier,
+        c = Δᵢ·nᵢ, e.g. 2√2/λ), so the records-weighted average of the N heads carries
+        noise of std m·c·√N / Σnᵢ per coefficient. No head's coefficients can average more
+        than ‖β‖/√(C(d+1)), with ‖β‖ ≤ min(√(2·ln C/λ), √2/λ) (:func:`class_head_norm_ceiling`).
+        None when the class heads carry no noise.
+        """
+        multiplier = self.class_multiplier
+        if multiplier is None or not records:
+            return None
+        total, count = float(sum(records)), len(records)
+        regularization = self.regularization(num_classes)
+        per_record = class_head_sensitivity(num_classes, regularization, 1, self.options.head_sensitivity)
+        noise = multiplier * per_record * math.sqrt(count) / total
+        return noise / class_head_signal(num_classes, regularization, dim)
+
+    def extractor_dim_for(self, records: tuple[int, ...] | None, num_classes: int | None) -> int:
+        """h₀'s output dimension d: ``--extractor-dim``, else the auto rule from public quantities.
+
+        Auto: the largest d of :data:`EXTRACTOR_DIM_LADDER` whose :meth:`noise_signal_ratio`
+        is at most :data:`AUTO_DIM_RATIO`, else the ladder's smallest (check_learnable then
+        refuses it if even that is hopeless). The signal bound per coefficient falls as
+        1/√(C(d+1)) while the noise per coefficient does not depend on d. Without noised
+        class heads (FedAUX+F, --no-class-privacy) or before the record counts are known:
+        the ladder's largest, 32 (the former default).
+        """
+        if self.options.extractor_dim is not None:
+            return self.options.extractor_dim
+        if not records or num_classes is None or self.class_multiplier is None:
+            return EXTRACTOR_DIM_LADDER[0]
+        for dim in EXTRACTOR_DIM_LADDER:
+            ratio = self.noise_signal_ratio(records, num_classes, dim)
+            if ratio is not None and ratio <= AUTO_DIM_RATIO:
+                return dim
+        return EXTRACTOR_DIM_LADDER[-1]
+
+    @property
+    def extractor_dim(self) -> int:
+        """h₀'s output dimension for the public metadata this method knows (:meth:`with_public`)."""
+        return self.extractor_dim_for(self.agent_records, self.num_classes)
+
+    @property
     def head_delta(self) -> float:
         """δ of each noised head: the run's δ split equally among them (basic composition)."""
         noised = int(self.uses_scores) + int(self.class_noised)
@@ -379,8 +512,7 @@ class FedAuxFdp(Method):
         """σ/Δ of the class heads (None: released without noise)."""
         if not self.class_noised:
             return None
-        options = self.options
-        return noise_multiplier(options.epsilon_classes, self.head_delta, options.gaussian, "epsilon_classes")
+        return noise_multiplier(self.class_epsilon, self.head_delta, self.options.gaussian, "epsilon_classes")
 
     def release_events(self, request: HeadRequest, record_counts: list[int] | None) -> list[LevelEvents]:
         """The run's releases (scoring heads, then class heads), each over all agents.
@@ -422,44 +554,44 @@ class FedAuxFdp(Method):
     def check_learnable(self) -> None:
         """Refuse (naming ``--epsilon-classes``) class heads whose averaged noise exceeds any head's signal.
 
-        From public quantities only (record counts nᵢ, classes C, λ, ε, δ, h₀'s dimension d):
-        agent i adds N(0, σᵢ²) per coefficient with σᵢ = m·c/nᵢ (m the noise multiplier,
-        c = Δᵢ·nᵢ, e.g. 2√2/λ), so the records-weighted average of the N heads carries
-        noise of std m·c·√N / Σnᵢ per coefficient. No head's coefficients can average more
-        than ‖β‖/√(C(d+1)) ≤ √(2 log C/λ)/√(C(d+1)) (:func:`head_norm_bound`). When the
-        noise exceeds even that optimistic signal, no aggregation (FedAVG+P's average,
+        From public quantities only (:meth:`noise_signal_ratio`, at h₀'s dimension
+        :attr:`extractor_dim`). When the averaged noise exceeds even the optimistic signal
+        bound by :data:`UNLEARNABLE_NOISE_RATIO`, no aggregation (FedAVG+P's average,
         FedD+P's mean, FedAUX's certainty weighting, which averages fewer heads) can learn:
         the run would return chance after spending its budget. Refused with the smallest
         ε, and the most clients for the same records, at which the two are equal.
         """
+        records, classes = self.agent_records, self.num_classes
+        if not records or classes is None:
+            return
+        dim = self.extractor_dim
+        ratio = self.noise_signal_ratio(records, classes, dim)
+        if ratio is None or ratio <= UNLEARNABLE_NOISE_RATIO:
+            return
         multiplier = self.class_multiplier
-        if multiplier is None or not self.agent_records or self.num_classes is None:
-            return
-        records = self.agent_records
+        assert multiplier is not None  # a ratio means noised class heads
         total, count = float(sum(records)), len(records)
-        classes, regularization = self.num_classes, self.options.lambda_
-        bound = self.options.head_sensitivity
-        per_record = class_head_sensitivity(classes, regularization, 1, bound)  # c = Δᵢ·nᵢ
-        noise = multiplier * per_record * math.sqrt(count) / total
-        coefficients = classes * (self.options.extractor_dim + 1)
-        signal = head_norm_bound(classes, regularization) / math.sqrt(coefficients)
-        if noise <= UNLEARNABLE_NOISE_RATIO * signal:
-            return
+        regularization = self.regularization(classes)
+        signal = class_head_signal(classes, regularization, dim)
+        noise = ratio * signal
         # the largest multiplier with noise ≤ signal, and the ε at which one head gets it
-        largest = signal * total / (per_record * math.sqrt(count))
+        largest = multiplier / ratio
         needed = gaussian_epsilon(1.0 / largest, self.head_delta)
-        fewest = int(count * (signal / noise) ** 2)  # the same records in fewer clients: noise ∝ √N
+        fewest = int(count / ratio**2)  # the same records in fewer clients: noise ∝ √N
         remedies = [f"--epsilon-classes ≥ {needed:.3g}"]
         if fewest >= 2:
             remedies.append(f"at most {fewest} clients holding the same records")
-        remedies.append("a larger --lambda")
+        if regularization < 1.0 / math.log(classes):  # beyond it a larger λ no longer helps
+            remedies.append("a larger --lambda")
+        if dim > EXTRACTOR_DIM_LADDER[-1]:
+            remedies.append("a smaller --extractor-dim")
         raise ConfigError(
             "epsilon_classes",
-            f"{self.name} cannot learn here: at ε = {self.options.epsilon_classes:g} with about "
+            f"{self.name} cannot learn here: at ε = {self.class_epsilon:g} with about "
             f"{total / count:.0f} records per client, the class heads' output-perturbation noise "
-            f"averaged over {count} clients is {noise:.3g} per coefficient, {noise / signal:.1f}× the "
-            f"largest mean coefficient a head can have, √(2·ln C/λ)/√(C(d+1)) = {signal:.3g}; give "
-            f"{', or '.join(remedies)}",
+            f"averaged over {count} clients is {noise:.3g} per coefficient, {ratio:.1f}× the "
+            f"largest mean coefficient a head can have, min(√(2·ln C/λ), √2/λ)/√(C(d+1)) = "
+            f"{signal:.3g} at d = {dim}; give {', or '.join(remedies)}",
         )
 
     def planned_events(self) -> LevelEvents:
@@ -491,7 +623,7 @@ class FedAuxFdp(Method):
         """
         if not self.class_noised:
             return ()
-        noised = [e for e in (self.epsilon_scores, self.options.epsilon_classes) if e is not None]
+        noised = [e for e in (self.epsilon_scores, self.class_epsilon) if e is not None]
         return (
             PrivacyStatement(
                 name="basic composition ε_scores + ε_classes (paper)",
@@ -514,22 +646,31 @@ class FedAuxFdp(Method):
             raise ConfigError("distill_fraction", f"leaves an empty split of the {pool_size}-point pool")
         return np.sort(order[:cut]), np.sort(order[cut:])
 
-    def fit_features(self, pretraining: np.ndarray) -> HeadFeatures:
-        """h₀ fitted without labels on the public pre-training split, and h̃ from it."""
+    def fit_features(self, pretraining: np.ndarray, dim: int | None = None) -> HeadFeatures:
+        """h₀ fitted without labels on the public pre-training split, and h̃ from it.
+
+        ``dim`` is h₀'s output dimension (default :attr:`extractor_dim`).
+        """
         options = self.options
         extractor = fit_feature_extractor(
             options.extractor,
             pretraining,
-            dim=options.extractor_dim,
+            dim=self.extractor_dim if dim is None else dim,
             seed=self.seed,
             epochs=options.extractor_epochs,
         )
-        return public_head_features(extractor, pretraining, clip=options.feature_clip)
+        return public_head_features(
+            extractor,
+            pretraining,
+            clip=options.feature_clip,
+            bias=options.feature_bias,
+            quantile=options.feature_quantile,
+        )
 
     def head_request(self, num_classes: int, negatives: np.ndarray) -> HeadRequest:
         """What each agent fits and how it perturbs it."""
         return HeadRequest(
-            regularization=self.options.lambda_,
+            regularization=self.regularization(num_classes),
             num_classes=num_classes,
             negative_indices=negatives if self.uses_scores else None,
             score_noise_multiplier=self.score_multiplier,
@@ -567,10 +708,11 @@ class FedAuxFdp(Method):
         """Pre-train h₀, collect the agents' perturbed heads (charged first), build the server model."""
         assert isinstance(transport, PrivateHeads)  # check_capabilities refused any other
         distill, pretrain = self.split_pool(server.public_features.shape[0])
-        with progress.step("pre-training h₀ on the public split", total=1) as bar:
-            features = self.fit_features(server.public_features[pretrain])
-            bar.advance()
         sizes = [int(n) for n in transport.record_counts()]
+        dim = self.extractor_dim_for(tuple(sizes), server.num_classes)  # public: nᵢ and C
+        with progress.step("pre-training h₀ on the public split", total=1) as bar:
+            features = self.fit_features(server.public_features[pretrain], dim)
+            bar.advance()
         negatives = pretrain.shape[0] if self.uses_scores else 0
         request = self.head_request(server.num_classes, pretrain)
         for release in self.release_events(request, sizes):  # charged before any release
@@ -587,9 +729,12 @@ class FedAuxFdp(Method):
             details={
                 "fedaux": {
                     "epsilon_scores": self.epsilon_scores,
-                    "epsilon_classes": self.options.epsilon_classes if self.class_noised else None,
+                    "epsilon_classes": self.class_epsilon if self.class_noised else None,
+                    "epsilon_classes_choice": "given" if self.options.epsilon_classes is not None
+                    else f"default: total ε {DEFAULT_EPSILON:g} less ε_scores",
                     "head_delta": self.head_delta,
-                    "lambda": self.options.lambda_,
+                    "lambda": request.regularization,
+                    "lambda_choice": "given" if self.options.lambda_ is not None else "default: 1/ln C",
                     "gaussian": self.options.gaussian,
                     "score_noise_multiplier": self.score_multiplier,
                     "class_noise_multiplier": self.class_multiplier,
@@ -597,6 +742,8 @@ class FedAuxFdp(Method):
                     "aggregation": self.aggregation,
                     "extractor": features.extractor.kind,
                     "extractor_dim": features.extractor.dim,
+                    "extractor_dim_choice": self.dim_choice(tuple(sizes), server.num_classes, dim),
+                    "feature_bias": features.bias,
                     "feature_clip": features.scale,
                     "distillation_size": int(distill.shape[0]),
                     "pretraining_size": int(pretrain.shape[0]),
@@ -607,6 +754,17 @@ class FedAuxFdp(Method):
             },
             statements=self.stated_statements(),
         )
+
+    def dim_choice(self, records: tuple[int, ...], num_classes: int, dim: int) -> dict[str, object]:
+        """How h₀'s dimension was chosen: given, or the auto rule with its ladder, threshold and ratio."""
+        rule = "given" if self.options.extractor_dim is not None else "auto"
+        return {
+            "rule": rule,
+            "dim": dim,
+            "noise_signal_ratio": self.noise_signal_ratio(records, num_classes, dim),
+            "threshold": AUTO_DIM_RATIO if rule == "auto" else None,
+            "ladder": list(EXTRACTOR_DIM_LADDER) if rule == "auto" else None,
+        }
 
     def class_sensitivity_report(
         self, request: HeadRequest, record_counts: list[int]

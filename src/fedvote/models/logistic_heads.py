@@ -82,17 +82,30 @@ class HeadFeatures:
 
 
 def public_head_features(
-    extractor: FeatureExtractor, public_sample: np.ndarray, *, clip: float | None, bias: float = 0.5
+    extractor: FeatureExtractor,
+    public_sample: np.ndarray,
+    *,
+    clip: float | None,
+    bias: float = 0.5,
+    quantile: float = 0.5,
 ) -> HeadFeatures:
     """:class:`HeadFeatures` whose centre and (when ``clip`` is None) scale come from public data.
 
     ``public_sample`` (P, *shape) is public (the pre-training split); the centre is its
-    mean embedding and the default scale the median norm of its centred embeddings, so
-    about half the records are clipped (direction kept). ``clip`` fixes the scale instead.
+    mean embedding and the default scale the ``quantile`` of the norms of its centred
+    embeddings (0.5: the median, about half the records clipped, direction kept; 0: the
+    smallest positive norm, every public embedding on the unit sphere). ``clip`` fixes the
+    scale instead.
     """
     embedded = extractor.transform(public_sample).astype(np.float64)  # (P, d)
     center = embedded.mean(axis=0)
-    scale = float(np.median(np.linalg.norm(embedded - center, axis=1))) if clip is None else float(clip)
+    if clip is None:
+        norms = np.linalg.norm(embedded - center, axis=1)
+        scale = float(np.quantile(norms, quantile))
+        if not scale > 0 and np.any(norms > 0):  # embeddings at the centre have no direction
+            scale = float(norms[norms > 0].min())
+    else:
+        scale = float(clip)
     return HeadFeatures(extractor=extractor, center=center, scale=scale, bias=bias)
 
 
