@@ -20,6 +20,7 @@ from typing import Any
 
 from fedvote.data.partition import PartitionSpec
 from fedvote.errors import ConfigError
+from fedvote.models.student import check_student_training
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import ACCOUNTANTS
 from fedvote.privacy.calibrate import SIGMA_CEILING
@@ -212,6 +213,7 @@ class RunConfig:
     student: TrainingConfig = field(default_factory=lambda: TrainingConfig(model="auto"))
     queries: int | None = None
     self_training_rounds: int = 2
+    semi_supervised: str = "auto"
     seed: int = 0
     # The method's own settings (the fields of its ``options_type``: kNN, gradient, voting
     # settings, …), validated where the method is resolved (fedvote.methods.check_method).
@@ -226,6 +228,7 @@ class RunConfig:
             raise ConfigError(
                 "self_training_rounds", f"must be >= 0, got {self.self_training_rounds}"
             )
+        check_student_training(self.semi_supervised)
         if self.queries is not None and self.queries < 1:
             raise ConfigError("queries", f"must be at least 1, got {self.queries}")
         _check_seed("seed", self.seed, MAX_SEED)
@@ -238,7 +241,9 @@ class RunConfig:
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
         """Rebuild a config from :meth:`to_dict` output (unknown keys are refused).
 
-        Older result.json files kept the kNN and gradient settings in sections of their own
+        A file without ``semi_supervised`` (written before the consistency students)
+        reruns with the student it had, ``"self-training"``. Older result.json files kept
+        the kNN and gradient settings in sections of their own
         (``knn``, ``gradient``); their given values become options of the same names (the
         gradient ``model`` is ``gradient_model``). An option both there and in ``options``
         is refused. A value of the wrong JSON type, a section that is not an object and an
@@ -246,6 +251,8 @@ class RunConfig:
         got "ten"``), as the ``config`` argument.
         """
         data = dict(_section(data, "config"))
+        # A run recorded before ``semi_supervised`` existed self-trained its student: rerun it so.
+        data.setdefault("semi_supervised", "self-training")
         legacy = _legacy_options(data)
         options = dict(_section(data.pop("options", None) or {}, "options"))
         for name in legacy:

@@ -44,6 +44,7 @@ from fedvote.data.validation import provide_validation
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS, Method, MethodOutcome, check_method, option_names
 from fedvote.methods.options import OptionSpec, option_specs
+from fedvote.models.student import STUDENT_TRAINING
 from fedvote.models.training import TrainingConfig, predict_labels
 from fedvote.models.zoo import MODEL_NAMES
 from fedvote.privacy.accountant import ACCOUNTANTS, PLDTooLarge, epsilon_for, pld_discretization
@@ -628,6 +629,7 @@ RUN_SETTINGS: tuple[Setting, ...] = (
     Setting("student_epochs", int),
     Setting("augment_shift", int, 0),
     Setting("self_training_rounds", int, 2),
+    Setting("semi_supervised", str, "auto", STUDENT_TRAINING),
     Setting("seed", int, 0),
     Setting("noise_seed", int),
     Setting("ledger", str),
@@ -756,6 +758,7 @@ def _config_of(
         ),
         queries=f["queries"],
         self_training_rounds=f["self_training_rounds"],
+        semi_supervised=f["semi_supervised"],
         seed=f["seed"],
         options=options,
     )

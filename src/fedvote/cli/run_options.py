@@ -19,6 +19,7 @@ import click
 from fedvote.cli.options import federation_options, method_option_flags
 from fedvote.config import DEFAULT_EPSILON
 from fedvote.methods import METHODS
+from fedvote.models.student import STUDENT_TRAINING
 from fedvote.models.zoo import MODEL_NAMES
 from fedvote.privacy.accountant import ACCOUNTANTS
 from fedvote.runner import RUN_SETTINGS, configs_from_settings
@@ -46,8 +47,11 @@ _RUN_OPTIONS = (
     click.option("--student-epochs", type=int, default=None, help="Student epochs [default: --epochs]."),
     click.option("--augment-shift", type=int, default=0, show_default=True,
                   help="Student: shift each image batch by up to this many pixels (augmentation)."),
+    click.option("--semi-supervised", type=click.Choice(STUDENT_TRAINING), default="auto", show_default=True,
+                  help="Student: how it learns from the unlabelled public pool. 'auto': fixmatch for images "
+                       "of at least 16x16, else vat; self-training; supervised = the released labels alone."),
     click.option("--self-training-rounds", type=int, default=2, show_default=True,
-                  help="Student: rounds of self-training on the unlabelled public pool."),
+                  help="Student, --semi-supervised self-training: rounds of self-training."),
     click.option("--seed", type=int, default=0, show_default=True,
                   help="Seeds data split, training and query choice (not the privacy noise)."),
     click.option("--noise-seed", type=int, default=None,

@@ -44,6 +44,10 @@ class MajorityVote(Method):
         Queries per voting round.
     self_training_rounds : int
         Rounds of self-training of the student on the rest of the public pool (0: none).
+    semi_supervised : str
+        How the student learns from the rest of the pool
+        (:data:`fedvote.models.student.STUDENT_TRAINING`; ``"auto"``: FixMatch for images of
+        at least 16x16, else VAT).
     seed : int
         Seeds the choice of queries (the same as PATE-FL's under one seed) and the student.
 
@@ -59,6 +63,7 @@ class MajorityVote(Method):
     student: TrainingConfig = TrainingConfig()
     query_batch_size: int = 1000
     self_training_rounds: int = 2
+    semi_supervised: str = "auto"
     seed: int = 0
     sigma: float = 0.0  # no noise, ever (the VotingSettings σ the shared voting steps read)
     student_min_margin: float = 0.0  # every labelled query teaches the student
@@ -86,6 +91,7 @@ class MajorityVote(Method):
             teacher=config.teacher,
             student=config.student,
             self_training_rounds=config.self_training_rounds,
+            semi_supervised=config.semi_supervised,
             seed=config.seed,
         )
 

@@ -111,6 +111,10 @@ class PateFL(Method):
         Queries per voting round (one round = one message each way per agent).
     self_training_rounds : int
         Rounds of self-training of the student on the rest of the public pool (0: none).
+    semi_supervised : str
+        How the student learns from the rest of the pool
+        (:data:`fedvote.models.student.STUDENT_TRAINING`; ``"auto"``: FixMatch for images of
+        at least 16x16, else VAT).
     student_min_margin : float
         The student learns only from queries whose *noisy* top-two gap is at least this
         many σ (post-processing of the released sums; the rest join the unlabelled pool).
@@ -132,6 +136,7 @@ class PateFL(Method):
     student: TrainingConfig = TrainingConfig()
     query_batch_size: int = 1000
     self_training_rounds: int = 2
+    semi_supervised: str = "auto"
     student_min_margin: float = 0.5
     seed: int = 0
     release_options: PateFLOptions = PateFLOptions()
@@ -151,6 +156,7 @@ class PateFL(Method):
             teacher=config.teacher,
             student=config.student,
             self_training_rounds=config.self_training_rounds,
+            semi_supervised=config.semi_supervised,
             seed=config.seed,
             release_options=cls.options_from(config),
         )

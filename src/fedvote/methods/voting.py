@@ -167,6 +167,7 @@ def student_from_votes(
     config: TrainingConfig,
     seed: int,
     self_training_rounds: int,
+    semi_supervised: str = "auto",
     progress: Progress = NO_PROGRESS,
 ) -> tuple[nn.Module, int]:
     """Train the student on the confident released queries; returns it and how many it used.
@@ -183,6 +184,7 @@ def student_from_votes(
         config=config,
         seed=seed,
         self_training_rounds=self_training_rounds,
+        semi_supervised=semi_supervised,
         progress=progress,
     )
     return student, int(confident.sum())
@@ -196,11 +198,13 @@ def student_from_labels(
     config: TrainingConfig,
     seed: int,
     self_training_rounds: int,
+    semi_supervised: str = "auto",
     progress: Progress = NO_PROGRESS,
 ) -> nn.Module:
     """Train the student on ``labels`` (L,) of the pool points ``query_indices`` (L,).
 
-    Every other pool point is the unlabelled set of self-training.
+    Every other pool point is the student's unlabelled set (``semi_supervised``:
+    :data:`fedvote.models.student.STUDENT_TRAINING`).
     """
     pool_size = server.public_features.shape[0]
     unlabeled = np.setdiff1d(np.arange(pool_size), query_indices)
@@ -213,6 +217,7 @@ def student_from_labels(
             seed=seed,
             unlabeled=server.public_features[unlabeled],
             self_training_rounds=self_training_rounds,
+            semi_supervised=semi_supervised,
         )
         bar.advance()
     return student
@@ -278,6 +283,9 @@ class VotingSettings(Protocol):
     def self_training_rounds(self) -> int: ...  # noqa: D102
 
     @property
+    def semi_supervised(self) -> str: ...  # noqa: D102
+
+    @property
     def student_min_margin(self) -> float: ...  # noqa: D102
 
     @property
@@ -326,6 +334,7 @@ def label_and_teach(
         config=settings.student,
         seed=settings.seed,
         self_training_rounds=settings.self_training_rounds,
+        semi_supervised=settings.semi_supervised,
         progress=progress,
     )
     return MethodOutcome(
@@ -388,6 +397,7 @@ def label_and_teach_confident(
         config=settings.student,
         seed=settings.seed,
         self_training_rounds=settings.self_training_rounds,
+        semi_supervised=settings.semi_supervised,
         progress=progress,
     )
     return MethodOutcome(

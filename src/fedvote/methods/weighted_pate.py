@@ -147,7 +147,7 @@ class WeightedPate(PateFL):
         Std of the total noise on each weighted vote sum (σ); 0 runs the non-private
         reference (the accuracy summary keeps its own noise).
     queries, min_responders, teacher, student, query_batch_size, self_training_rounds,
-    student_min_margin, seed
+    semi_supervised, student_min_margin, seed
         As :class:`fedvote.methods.pate_fl.PateFL`.
     options : WeightedVotingOptions
         Scheme, weight range, validation set, accuracy summary and simulated bad teachers.
@@ -174,6 +174,7 @@ class WeightedPate(PateFL):
             teacher=config.teacher,
             student=config.student,
             self_training_rounds=config.self_training_rounds,
+            semi_supervised=config.semi_supervised,
             seed=config.seed,
         )
 

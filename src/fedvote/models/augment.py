@@ -1,0 +1,92 @@
+"""Image augmentations written with torch alone, for the semi-supervised student.
+
+FixMatch (Sohn et al. 2020) asks two views of every unlabelled image: a *weak* one
+(a small random translation) whose confident prediction becomes a pseudo-label, and a
+*strong* one (random affine warp, contrast and brightness, cutout) the model must map
+to the same label. Digits must keep their identity, so nothing flips. Every draw comes
+from the caller's ``torch.Generator``: a run is reproducible from its seed.
+
+All functions take and return float batches (B, C, H, W).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.nn import functional
+
+
+def is_image_batch(x: torch.Tensor) -> bool:
+    """Whether ``x`` is (B, C, H, W) with both sides at least 8: what these augmentations need."""
+    return x.dim() == 4 and min(x.shape[2:]) >= 8
+
+
+def _warp(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """``x`` (B, C, H, W) resampled through the affine maps ``theta`` (B, 2, 3); zeros outside."""
+    grid = functional.affine_grid(theta, list(x.shape), align_corners=False)  # (B, H, W, 2)
+    return functional.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def _uniform(low: float, high: float, size: int, generator: torch.Generator) -> torch.Tensor:
+    """``size`` draws from U[low, high)."""
+    return low + (high - low) * torch.rand(size, generator=generator)
+
+
+def weak_augment(x: torch.Tensor, generator: torch.Generator, *, max_shift: float = 0.125) -> torch.Tensor:
+    """Each image translated by its own random offset of up to ``max_shift`` of its side."""
+    batch = x.shape[0]
+    theta = torch.zeros(batch, 2, 3)
+    theta[:, 0, 0] = theta[:, 1, 1] = 1.0
+    # affine_grid works in [-1, 1]: a shift of s sides is 2s there.
+    theta[:, :, 2] = 2 * max_shift * (2 * torch.rand(batch, 2, generator=generator) - 1)
+    return _warp(x, theta)
+
+
+def strong_augment(
+    x: torch.Tensor,
+    generator: torch.Generator,
+    *,
+    max_rotation_degrees: float = 25.0,
+    scale: tuple[float, float] = (0.8, 1.2),
+    max_shear: float = 0.3,
+    max_shift: float = 0.15,
+    cutout: float = 0.4,
+) -> torch.Tensor:
+    """A random affine warp, contrast/brightness change and a cutout square per image.
+
+    The warp composes rotation (±``max_rotation_degrees``), isotropic scale in
+    ``scale``, shear (±``max_shear``) and translation (±``max_shift`` of the side);
+    contrast is scaled by U[0.5, 1.5] around the image's mean and brightness moved by
+    U[−0.2, 0.2] of its range; a square of side up to ``cutout`` of the image is zeroed
+    at a random place (FixMatch's Cutout, smaller than its half-image for small digits).
+    """
+    batch, _, height, width = x.shape
+    angle = _uniform(-1, 1, batch, generator) * math.radians(max_rotation_degrees)
+    zoom = _uniform(*scale, batch, generator)
+    shear = _uniform(-max_shear, max_shear, batch, generator)
+    cos, sin = torch.cos(angle) / zoom, torch.sin(angle) / zoom
+    theta = torch.zeros(batch, 2, 3)
+    theta[:, 0, 0], theta[:, 0, 1] = cos, -sin + shear * cos
+    theta[:, 1, 0], theta[:, 1, 1] = sin, cos + shear * sin
+    theta[:, :, 2] = 2 * max_shift * (2 * torch.rand(batch, 2, generator=generator) - 1)
+    out = _warp(x, theta)
+
+    mean = out.mean(dim=(1, 2, 3), keepdim=True)  # (B, 1, 1, 1)
+    span = (x.amax(dim=(1, 2, 3), keepdim=True) - x.amin(dim=(1, 2, 3), keepdim=True)).clamp_min(1e-6)
+    contrast = _uniform(0.5, 1.5, batch, generator).view(batch, 1, 1, 1)
+    brightness = _uniform(-0.2, 0.2, batch, generator).view(batch, 1, 1, 1) * span
+    out = (out - mean) * contrast + mean + brightness
+
+    side = (_uniform(0.0, cutout, batch, generator) * min(height, width)).round().long()  # (B,)
+    top = (torch.rand(batch, generator=generator) * height).long()
+    left = (torch.rand(batch, generator=generator) * width).long()
+    rows = torch.arange(height).view(1, height, 1)
+    cols = torch.arange(width).view(1, 1, width)
+    half = (side // 2).view(batch, 1, 1)
+    hole = (
+        ((rows - top.view(batch, 1, 1)).abs() <= half)
+        & ((cols - left.view(batch, 1, 1)).abs() <= half)
+        & (side.view(batch, 1, 1) > 0)
+    )  # (B, H, W)
+    return out.masked_fill(hole.unsqueeze(1), 0.0)
