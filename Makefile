@@ -66,6 +66,7 @@ bench: install-dev
 # Paper reproductions and every method on its defaults: writes experiments/results/* and docs/results.md.
 results: install-dev
 	$(BIN)/python experiments/defaults_digits.py
+	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/student_choice.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/run.py
 
 clean:
