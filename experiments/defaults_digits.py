@@ -11,7 +11,6 @@ Usage (repository root): ``.venv/bin/python experiments/defaults_digits.py [METH
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -22,17 +21,11 @@ from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+from run import machine, save_results  # noqa: E402  (experiments/run.py)
+
 SEEDS = (0, 1, 2)
 TARGET = 0.75  # the accuracy issue's bar for a method on its defaults
-
-
-def machine() -> str:
-    """Where it ran (the same line as experiments/run.py's)."""
-    sys.path.insert(0, str(HERE))
-    from run import machine as run_machine
-
-    return run_machine()
 
 
 def measure(method: str) -> dict:
@@ -109,10 +102,7 @@ def main(argv: list[str]) -> None:
         "date": time.strftime("%Y-%m-%d"),
         "methods": [measure(method) for method in methods],
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "defaults_digits.json").write_text(json.dumps(record, indent=2) + "\n")
-    (RESULTS / "defaults_digits.section.md").write_text(section(record) + "\n")
-    print(f"wrote {RESULTS / 'defaults_digits.section.md'}", file=sys.stderr)
+    save_results("defaults_digits", record, section(record))
 
 
 if __name__ == "__main__":

@@ -67,6 +67,18 @@ COMPARISONS = {
 }
 
 
+def save_results(name: str, record: dict, section: str | None = None) -> None:
+    """``results/NAME.json`` from ``record`` and, when given, the docs/results.md section ``NAME.section.md``.
+
+    :func:`render` places every ``*.section.md`` in docs/results.md.
+    """
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
+    if section is not None:
+        (RESULTS / f"{name}.section.md").write_text(section + "\n")
+        print(f"wrote {RESULTS / f'{name}.section.md'}", file=sys.stderr)
+
+
 def run_comparison(name: str) -> dict:
     """Run the comparison ``name`` and save its rows."""
     title, config_name, methods, epsilon, delta = COMPARISONS[name]
@@ -80,8 +92,7 @@ def run_comparison(name: str) -> dict:
         "table": format_table(rows),
         "rows": [row.to_dict() for row in rows],
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
+    save_results(name, record)
     return record
 
 
@@ -97,8 +108,7 @@ def run_experiment(name: str) -> dict:
         )
         print(f"[{name}] non-private reference (σ = 0) ...", file=sys.stderr, flush=True)
         record["reference"] = run(reference).to_dict()
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
+    save_results(name, record)
     return record
 
 

@@ -14,7 +14,6 @@ Usage (repository root): ``FEDVOTE_DATA=../shared/datasets .venv/bin/python expe
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -24,7 +23,9 @@ from typing import Any
 import fedvote
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+from run import machine, save_results  # noqa: E402  (experiments/run.py)
+
 STUDENTS = ("self-training", "fixmatch", "vat")
 SETTINGS: dict[str, dict[str, Any]] = {
     "digits": {"dataset": "digits", "seeds": (0, 1, 2)},
@@ -38,14 +39,6 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "seeds": (0,),
     },
 }
-
-
-def machine() -> str:
-    """Where it ran (the same line as experiments/run.py's)."""
-    sys.path.insert(0, str(HERE))
-    from run import machine as run_machine
-
-    return run_machine()
 
 
 def measure(data: str) -> list[dict[str, Any]]:
@@ -112,10 +105,7 @@ def main(argv: list[str]) -> None:
         "date": time.strftime("%Y-%m-%d"),
         "rows": [row for data in datas for row in measure(data)],
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "student_choice.json").write_text(json.dumps(record, indent=2) + "\n")
-    (RESULTS / "student_choice.section.md").write_text(section(record) + "\n")
-    print(f"wrote {RESULTS / 'student_choice.section.md'}", file=sys.stderr)
+    save_results("student_choice", record, section(record))
 
 
 if __name__ == "__main__":
