@@ -30,6 +30,12 @@ def _fresh_epsilon_memo():
     clear_epsilon_memo()
 
 
+@pytest.fixture(autouse=True)
+def _extractor_cache_in_tmp(tmp_path_factory, monkeypatch):
+    """Learned extractors are cached under this session's temporary directory, never in ~/.cache."""
+    monkeypatch.setenv("FEDVOTE_CACHE", str(tmp_path_factory.getbasetemp() / "extractor-cache"))
+
+
 @pytest.fixture(scope="session")
 def digits() -> Dataset:
     return load_digits()

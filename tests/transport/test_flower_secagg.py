@@ -155,7 +155,7 @@ def test_transport_refuses_a_federation_secagg_cannot_serve():
 # --- what travels and what is stored -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["pca", "random", "autoencoder"])
+@pytest.mark.parametrize("kind", ["pca", "random", "autoencoder", "contrastive"])
 def test_phi_travels_as_an_exported_program_and_computes_the_same_features(digits, kind):
     pool = digits.features[:300]
     extractor = fit_feature_extractor(kind, pool, dim=12, seed=0, normalize=True, epochs=1)

@@ -5,7 +5,8 @@ One communication round (the paper's Figure 1, with Section 4's modification):
 1. the server splits its public auxiliary pool into a distillation set (80 %) and a
    pre-training set (20 %), and fits the feature extractor h₀ on the pre-training set
    only, without labels (:mod:`fedvote.models.features`; PCA by default, an autoencoder
-   with ``--extractor autoencoder`` — the paper uses contrastive learning). h₀ and a
+   with ``--extractor autoencoder``, or the paper's choice, contrastive learning — SimCLR
+   on a small CNN — with ``--extractor contrastive`` for images). h₀ and a
    public normalisation make h̃ with ‖h̃(x)‖ ≤ 1 for every x
    (:class:`~fedvote.models.logistic_heads.HeadFeatures`);
 2. every agent fits a **scoring head**, binary L2-regularised logistic regression of
@@ -63,7 +64,7 @@ from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.options import method_option
-from fedvote.models.features import fit_feature_extractor
+from fedvote.models.features import check_extractor_input, fit_feature_extractor
 from fedvote.models.logistic_heads import (
     CLASS_HEAD_BOUNDS,
     MULTINOMIAL_GRADIENT_BOUND,
@@ -88,7 +89,7 @@ if TYPE_CHECKING:
 
 # The paper's score budget (Section 5): (ε = 0.1, δ = 1e-5).
 DEFAULT_EPSILON_SCORES = 0.1
-EXTRACTOR_KINDS: tuple[str, ...] = ("autoencoder", "pca", "random", "identity")
+EXTRACTOR_KINDS: tuple[str, ...] = ("autoencoder", "contrastive", "pca", "random", "identity")
 GAUSSIAN_CALIBRATIONS: tuple[str, ...] = ("analytic", "classic")
 
 
@@ -150,7 +151,7 @@ class FedAuxOptions:
         "class-head noise is at most 0.12× a head's largest mean coefficient (public quantities "
         "only), else 4",
     )
-    extractor_epochs: int = method_option(30, "training epochs of an autoencoder h₀")
+    extractor_epochs: int = method_option(30, "training epochs of a learned h₀ (autoencoder, contrastive)")
     feature_clip: float | None = method_option(
         None, "public constant B: h₀ outputs are centred, divided by B and clipped to norm 1 "
         "(default: the --feature-quantile of the centred norms on the pre-training split)"
@@ -340,6 +341,10 @@ class FedAuxFdp(Method):
         The run's total δ, split equally between the noised heads (basic composition).
     seed : int
         Seeds the pool split, h₀ and the student (not the privacy noise).
+    extractor_cache : bool
+        Keep a learned h₀ (autoencoder, contrastive) in the extractor disk cache
+        (:mod:`fedvote.models.extractor_cache`) and reuse it for the same pre-training split
+        and settings. h₀ is a function of public data only, so this changes no analysis.
 
     """
 
@@ -356,6 +361,7 @@ class FedAuxFdp(Method):
     options: FedAuxOptions = field(default_factory=FedAuxOptions)
     delta: float = 1e-5
     seed: int = 0
+    extractor_cache: bool = True
     # Public metadata (:meth:`with_public`): the agents' record counts nᵢ, the classes C and
     # the pool size (its pre-training split gives the scoring heads' negatives), which fix
     # every agent's σᵢ and head-norm bound, so the agent level can be planned.
@@ -652,12 +658,14 @@ class FedAuxFdp(Method):
         ``dim`` is h₀'s output dimension (default :attr:`extractor_dim`).
         """
         options = self.options
+        check_extractor_input(options.extractor, pretraining.shape[1:], argument="extractor")
         extractor = fit_feature_extractor(
             options.extractor,
             pretraining,
             dim=self.extractor_dim if dim is None else dim,
             seed=self.seed,
             epochs=options.extractor_epochs,
+            cache=self.extractor_cache,
         )
         return public_head_features(
             extractor,

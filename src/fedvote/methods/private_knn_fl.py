@@ -37,7 +37,12 @@ from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.options import method_option
 from fedvote.methods.voting import check_voting_run, check_voting_settings, label_and_teach
-from fedvote.models.features import FEATURE_KINDS, FeatureExtractor, fit_feature_extractor
+from fedvote.models.features import (
+    FEATURE_KINDS,
+    FeatureExtractor,
+    check_extractor_input,
+    fit_feature_extractor,
+)
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import (
@@ -68,7 +73,7 @@ class KnnOptions:
     ``k`` neighbours per agent, or (when ``k`` is None) ``round(k_fraction · n_i)`` of each
     agent's n_i records, at least 1 (the voting paper uses 5 %). ``features`` is the public
     feature extractor φ (:data:`fedvote.models.features.FEATURE_KINDS`), fitted on the
-    public pool only, with ``feature_dim`` outputs (pca, random, autoencoder);
+    public pool only, with ``feature_dim`` outputs (pca, random, autoencoder, contrastive);
     ``feature_module`` is the TorchScript file for ``features="module"``; ``normalize``
     scales φ's outputs to unit norm. ``bound`` is the instance-level sensitivity used for
     accounting: ``"tight"`` (√2/k_min) or the paper's ``"paper"`` (√(2/k_min)).
@@ -86,7 +91,7 @@ class KnnOptions:
         choices=FEATURE_KINDS,
     )
     feature_dim: int = method_option(
-        50, "Private-kNN-FL: outputs of the feature extractor (pca, random, autoencoder)."
+        50, "Private-kNN-FL: outputs of the feature extractor (pca, random, autoencoder, contrastive)."
     )
     feature_module: str | None = method_option(
         None, "Private-kNN-FL: TorchScript (or torch.export .pt2) file for --features module."
@@ -139,7 +144,7 @@ class PrivateKnnFL(Method):
     features : str
         The public feature extractor φ (:data:`fedvote.models.features.FEATURE_KINDS`).
     feature_dim : int
-        Output dimension of φ for ``pca``, ``random`` and ``autoencoder``.
+        Output dimension of φ for ``pca``, ``random``, ``autoencoder`` and ``contrastive``.
     feature_module : torch.nn.Module or path or None
         The extractor (or its TorchScript file) for ``features="module"``.
     normalize : bool
@@ -147,6 +152,10 @@ class PrivateKnnFL(Method):
     bound : str
         Instance-level sensitivity used for accounting: ``"tight"`` (√2/k_min, default)
         or ``"paper"`` (√(2/k_min), Theorem 3 as stated).
+    feature_cache : bool
+        Keep a learned φ (``autoencoder``, ``contrastive``) in the extractor disk cache
+        (``$FEDVOTE_CACHE``, else ``~/.cache/fedvote/extractors``) and reuse it for the same
+        public pool and settings (default True). Not a CLI flag.
     agent_records : tuple of int or None
         Each agent's record count, when known before the run (public metadata). Only
         :meth:`planned_events` uses it, to plan the instance level with a fractional k;
@@ -173,6 +182,7 @@ class PrivateKnnFL(Method):
     feature_module: nn.Module | str | Path | None = None
     normalize: bool = False
     bound: str = "tight"
+    feature_cache: bool = True
     agent_records: tuple[int, ...] | None = None
     student: TrainingConfig = TrainingConfig()
     query_batch_size: int = 1000
@@ -257,7 +267,13 @@ class PrivateKnnFL(Method):
         return private_knn_fl_events(self.sigma, self.queries, self.planned_k_min(), self.bound)
 
     def fit_features(self, server: ServerData) -> FeatureExtractor:
-        """φ fitted on the server's public pool only (the one input it receives)."""
+        """φ fitted on the server's public pool only (the one input it receives).
+
+        A learned φ (autoencoder, contrastive) is kept in the extractor disk cache when
+        ``feature_cache`` (:mod:`fedvote.models.extractor_cache`): a function of the public
+        pool alone, so storing and reusing it changes no privacy analysis.
+        """
+        check_extractor_input(self.features, server.public_features.shape[1:], argument="features")
         return fit_feature_extractor(
             self.features,
             server.public_features,
@@ -265,6 +281,7 @@ class PrivateKnnFL(Method):
             seed=self.seed,
             normalize=self.normalize,
             module=self.feature_module,
+            cache=self.feature_cache,
         )
 
     def run(
