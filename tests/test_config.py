@@ -166,3 +166,14 @@ def test_a_legacy_result_reruns_to_the_same_result(path, tmp_path):
         old_epsilon = old["privacy"][level]["epsilon"]
         assert new["privacy"][level]["epsilon"] == pytest.approx(old_epsilon, rel=10 * SIGMA_RELATIVE_TOLERANCE)
     assert new["config"]["options"] == load_run_config(path).options
+
+
+def test_framing_defaults_to_auto_and_a_legacy_result_reruns_unframed():
+    """A result.json written before ``framing`` resampled its domains plainly; it reruns so."""
+    assert FederationConfig().framing == "auto"
+    legacy = json.loads(LEGACY_KNN.read_text())["config"]
+    assert "framing" not in legacy["federation"]
+    assert load_run_config(LEGACY_KNN).federation.framing == "none"
+    with pytest.raises(ConfigError) as error:
+        FederationConfig(framing="centred")
+    assert error.value.argument == "framing"

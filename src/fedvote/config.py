@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedvote.data.framing import FRAMINGS
 from fedvote.data.partition import PartitionSpec
 from fedvote.errors import ConfigError
 from fedvote.models.student import check_student_training
@@ -60,6 +61,8 @@ class FederationConfig:
     ``public_fraction`` (default by scenario, see :func:`fedvote.runner.make_federation`)
     and ``test_fraction`` size the pool and the test set; agents split the rest by
     ``partition``. ``image_size`` resamples all images to a square of that side.
+    ``framing`` frames digit images as MNIST's are (:mod:`fedvote.data.framing`):
+    ``auto`` when a target's grey images differ in size from the sources'.
     """
 
     dataset: str = "digits"
@@ -71,6 +74,7 @@ class FederationConfig:
     target: str | None = None
     image_size: int | None = None
     label_column: str = "label"
+    framing: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str) or not any(name.strip() for name in self.dataset.split(",")):
@@ -79,6 +83,8 @@ class FederationConfig:
             raise ConfigError("agents", f"must be at least 1, got {self.agents}")
         if self.image_size is not None and not 1 <= self.image_size <= MAX_IMAGE_SIZE:
             raise ConfigError("image_size", f"must be from 1 to {MAX_IMAGE_SIZE}, got {self.image_size}")
+        if self.framing not in FRAMINGS:
+            raise ConfigError("framing", f"must be one of {', '.join(FRAMINGS)}, got {self.framing!r}")
 
 
 @dataclass(frozen=True)
@@ -259,6 +265,8 @@ class RunConfig:
             if name in options and options[name] != legacy[name]:
                 raise ConfigError(name, "given twice: in the legacy section and in options")
         federation = dict(_section(data.pop("federation", {}), "federation"))
+        # A run recorded before ``framing`` existed resampled its domains plainly: rerun it so.
+        federation.setdefault("framing", "none")
         partition_values = _section(federation.pop("partition", {}), "federation.partition")
         _check_types(PartitionSpec, partition_values, "federation.partition.")
         _check_types(FederationConfig, federation, "federation.")

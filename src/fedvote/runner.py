@@ -39,6 +39,7 @@ from fedvote.data.federation import (
     build_federation,
     check_distinct_datasets,
 )
+from fedvote.data.framing import FRAMINGS
 from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
 from fedvote.data.validation import provide_validation
 from fedvote.errors import ConfigError
@@ -133,6 +134,7 @@ def make_federation(config: RunConfig) -> Federation:
         public_fraction=fed.public_fraction if fed.public_fraction is not None else 1.0,
         test_fraction=None if target.test is not None else fed.test_fraction,
         image_size=image_size,
+        framing=fed.framing,
         seed=config.seed,
     )
 
@@ -438,6 +440,8 @@ def federation_fingerprint(config: RunConfig) -> str:
         "image_size": fed.image_size,
         "seed": config.seed,
     }
+    if fed.framing != "auto":  # fingerprints of configs made before --framing stay as they were
+        identity["framing"] = fed.framing
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     return f"{fed.dataset}-{fed.agents}-{digest}"
 
@@ -602,6 +606,7 @@ FEDERATION_SETTINGS: tuple[Setting, ...] = (
     Setting("dataset", str, "digits"),
     Setting("target", str),
     Setting("image_size", int),
+    Setting("framing", str, "auto", FRAMINGS),
     Setting("label_column", str, "label"),
     Setting("data_dir", str),
     Setting("agents", int, 50),

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from fedvote.data.datasets import available_datasets
+from fedvote.data.framing import FRAMINGS
 from fedvote.data.partition import PARTITION_SCHEMES
 from fedvote.methods.options import OptionSpec, option_specs
 from fedvote.runner import FEDERATION_SETTINGS, federation_config
@@ -57,6 +58,10 @@ _FEDERATION_OPTIONS = (
     click.option("--image-size", type=int, default=None,
                  help="Resample all images to this square side (domains must share a shape) "
                       "[default: the target's]."),
+    click.option("--framing", type=click.Choice(FRAMINGS), default="auto", show_default=True,
+                 help="mnist: frame every digit image as MNIST's are (ink in a 20/28 box, centred by "
+                      "its centre of mass); auto: so when a --target's grey images differ in size "
+                      "from the sources'; none: plain resampling."),
     click.option("--label-column", default="label", show_default=True,
                  help="Label column of a csv: dataset."),
     click.option("--data-dir", envvar="FEDVOTE_DATA", type=click.Path(file_okay=False), default=None,

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from fedvote.data.datasets import Dataset, dataset_key, load_splits
+from fedvote.data.framing import frame_digits, resolve_framing
 from fedvote.data.partition import PartitionSpec, partition_indices
 from fedvote.errors import ConfigError
 
@@ -202,8 +203,14 @@ def build_federation(
 MIXING_MODES: tuple[str, ...] = ("by_source", "mixed")
 
 
-def _common_shape(datasets: Sequence[Dataset], image_size: tuple[int, int] | None) -> tuple[int, ...]:
-    """The example shape every part is brought to: (C, *image_size) for images."""
+def _common_shape(
+    datasets: Sequence[Dataset], image_size: tuple[int, int] | None, framing: str = "none"
+) -> tuple[int, ...]:
+    """The example shape every part is brought to: (C, *image_size) for images.
+
+    Without ``image_size``: the target's (first) size, or with MNIST framing the largest
+    side among the domains (framing downsamples nothing then).
+    """
     shapes = {d.example_shape for d in datasets}
     if not all(d.is_image for d in datasets):
         if image_size is not None:
@@ -225,14 +232,21 @@ def _common_shape(datasets: Sequence[Dataset], image_size: tuple[int, int] | Non
             raise ConfigError(
                 "image_size", f"must be two positive integers (height, width), got {image_size!r}"
             )
+    elif framing == "mnist":
+        side = max(max(d.example_shape[1:]) for d in datasets)
+        size = (side, side)
     else:
         size = datasets[0].example_shape[1:]  # the target comes first
     return (channels.pop(), int(size[0]), int(size[1]))
 
 
-def _take(dataset: Dataset, indices: np.ndarray, shape: tuple[int, ...]) -> LabeledData:
-    """The records at ``indices``, resampled to ``shape`` when their images differ."""
+def _take(
+    dataset: Dataset, indices: np.ndarray, shape: tuple[int, ...], framing: str = "none"
+) -> LabeledData:
+    """The records at ``indices``: framed as MNIST is, or resampled to ``shape`` when their images differ."""
     part = dataset.subset(indices)
+    if framing == "mnist":
+        return LabeledData(frame_digits(part.features, (shape[1], shape[2])), part.labels)
     if part.example_shape != shape:
         part = part.resized((shape[1], shape[2]))
     return LabeledData(part.features, part.labels)
@@ -308,6 +322,7 @@ def build_domain_federation(
     test_fraction: float | None = None,
     records_per_agent: int | None = None,
     image_size: tuple[int, int] | None = None,
+    framing: str = "none",
     agent_public_access: bool = True,
     seed: int = 0,
 ) -> Federation:
@@ -346,7 +361,12 @@ def build_domain_federation(
         sources for ``mixed``), drawn at random; default all.
     image_size : (int, int), optional
         The common image (height, width) everything is resampled to; default the
-        target's. Records are resized only when their shape differs.
+        target's (the largest domain's with MNIST framing). Records are resized only when
+        their shape differs.
+    framing : {"none", "mnist", "auto"}
+        ``mnist``: every record (pool, test set, agents') is framed as MNIST's digits
+        are (:func:`fedvote.data.framing.frame_digits`, a per-record public map);
+        ``auto``: so when the domains are grey images of different sizes.
     agent_public_access : bool
         Recorded on the federation: whether agents may read the unlabeled public pool.
     seed : int
@@ -394,7 +414,8 @@ def build_domain_federation(
     if num_agents < 1:
         raise ConfigError("num_agents", f"must be at least 1, got {num_agents}")
     partition = partition if partition is not None else PartitionSpec()
-    shape = _common_shape([target, *sources], image_size)
+    framing = resolve_framing(framing, [d.example_shape for d in [target, *sources]])
+    shape = _common_shape([target, *sources], image_size, framing)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xD0A]))
 
     # The target: test set (official, or held out) and the public pool.
@@ -412,8 +433,8 @@ def build_domain_federation(
             f"the target {target.name} ({len(target)} records) gives {num_public} public and {num_test} "
             f"test records; each needs at least one",
         )
-    public = _take(target, np.sort(rest[:num_public]), shape)
-    test = _take(target_test if target_test is not None else target, np.sort(test_idx), shape)
+    public = _take(target, np.sort(rest[:num_public]), shape, framing)
+    test = _take(target_test if target_test is not None else target, np.sort(test_idx), shape, framing)
 
     # The sources: each agent's private records.
     def chosen(size: int, agents: int, what: str) -> np.ndarray:
@@ -435,7 +456,7 @@ def build_domain_federation(
         for source, count in zip(sources, counts, strict=True):
             pool = chosen(len(source), count, source.name)
             for part in partition_indices(source.labels[pool], count, partition, rng):
-                agents.append(_take(source, pool[part], shape))
+                agents.append(_take(source, pool[part], shape, framing))
                 domains.append(source.name)
     else:
         offsets = np.cumsum([0] + [len(s) for s in sources])
@@ -445,7 +466,7 @@ def build_domain_federation(
             members = pool[part]
             which = np.searchsorted(offsets, members, side="right") - 1
             pieces = [
-                _take(source, members[which == i] - offsets[i], shape)
+                _take(source, members[which == i] - offsets[i], shape, framing)
                 for i, source in enumerate(sources)
                 if np.any(which == i)
             ]
