@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fedvote.errors import ConfigError
-from fedvote.models.semi_supervised import train_consistency
+from fedvote.models.semi_supervised import ConsistencySettings, train_consistency
 from fedvote.models.student import resolve_student_training, train_student
 from fedvote.models.training import TrainingConfig, predict_labels
 from fedvote.models.zoo import build_model
@@ -65,6 +65,23 @@ def test_consistency_training_is_reproducible_and_returns_an_eval_model(method: 
     for a, b in zip(first.parameters(), again.parameters(), strict=True):
         assert torch.equal(a, b)
     assert any(not torch.equal(a, b) for a, b in zip(first.parameters(), other.parameters(), strict=True))
+
+
+@pytest.mark.parametrize(("epochs", "max_steps", "expected"), [(3, 100, 3 * 5), (50, 7, 7)])
+def test_steps_are_epochs_over_the_pool_up_to_the_cap(monkeypatch, epochs, max_steps, expected) -> None:
+    # 8 labelled + 32 unlabelled points, batch 8: an epoch is ⌈40 / 8⌉ = 5 steps.
+    images, labels = _tiny_images(40, seed=2)
+    steps = []
+    original = torch.optim.Adam.step
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, *a, **k: (steps.append(1), original(self, *a, **k))[1])
+    generator = torch.Generator().manual_seed(0)
+    model = build_model("cnn", (1, 8, 8), 2, generator=generator)
+    config = TrainingConfig(model="cnn", epochs=epochs, batch_size=8)
+    train_consistency(
+        model, images[:8], labels[:8], images[8:], config, generator, method="vat",
+        settings=ConsistencySettings(max_steps=max_steps),
+    )
+    assert len(steps) == expected
 
 
 def test_fixmatch_refuses_inputs_that_are_not_images() -> None:

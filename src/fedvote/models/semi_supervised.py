@@ -53,6 +53,10 @@ class ConsistencySettings:
         the same value suits pixels in [0, 1] and standardised features).
     ema_decay : float
         Decay of the weights' moving average that is returned.
+    max_steps : int
+        At most this many steps in all, whatever the epochs: an epoch grows with the pool,
+        and 40 epochs over USPS's 7,291-point pool (9,760 steps) took 16 minutes on 2
+        cores. 4,000 leaves MNIST's 3,000-point pool at its 40 epochs (3,760 steps).
 
     """
 
@@ -61,6 +65,7 @@ class ConsistencySettings:
     threshold: float = 0.95
     vat_radius: float = 0.25
     ema_decay: float = 0.99
+    max_steps: int = 4000
 
 
 class _EndlessBatches:
@@ -116,8 +121,8 @@ def train_consistency(
 ) -> nn.Module:
     """Train ``model`` by FixMatch or VAT on labelled (L, *shape) and unlabelled (U, *shape) points.
 
-    ``config.epochs`` counts passes of B-sized steps over the pool (⌈(L + U) / B⌉ steps each);
-    returns the weights' moving average, in eval mode.
+    ``config.epochs`` counts passes of B-sized steps over the pool (⌈(L + U) / B⌉ steps each),
+    up to ``settings.max_steps`` steps in all; returns the weights' moving average, in eval mode.
     """
     if method not in SEMI_SUPERVISED_METHODS:
         raise ValueError(f"unknown semi-supervised method {method!r}")
@@ -131,7 +136,7 @@ def train_consistency(
     unlabeled_batch = settings.unlabeled_ratio * batch
     # An epoch: as many steps as B-sized batches cover the whole pool (L + U points).
     steps_per_epoch = math.ceil((x_labeled.shape[0] + x_unlabeled.shape[0]) / config.batch_size)
-    total_steps = config.epochs * steps_per_epoch
+    total_steps = min(config.epochs * steps_per_epoch, settings.max_steps)
     pool_norm = float(x_unlabeled.reshape(x_unlabeled.shape[0], -1).pow(2).sum(1).mean().sqrt())
     radius = settings.vat_radius * pool_norm
 
