@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from fedvote import __version__
-from fedvote.analysis import collect_analysis, with_data_dependent_epsilon
+from fedvote.analysis import collect_analysis, diagnostic_test_sample, with_data_dependent_epsilon
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.data.datasets import DATA_ENV, has_official_test_split, load_dataset, load_splits
 from fedvote.data.federation import (
@@ -322,8 +322,11 @@ def measure(
 
     ``federation`` is the simulated federation (None on a server that never holds the
     agents' data): only then are simulation diagnostics computed, after the method has
-    finished, so none of its decisions can depend on them. ``public_labels`` are the pool's
-    true labels where the server has them without a federation (a Flower test deployment).
+    finished, so none of its decisions can depend on them; the teachers' accuracies are on a
+    seeded sample of at most :data:`~fedvote.analysis.DIAGNOSTIC_TEST_SAMPLE` test points
+    (``diagnostics["teacher_accuracy_test_points"]``), the student's on the whole test set.
+    ``public_labels`` are the pool's true labels where the server has them without a
+    federation (a Flower test deployment).
     The privacy report is the ledger's, then the method's typed statements
     (:func:`with_statements`), then the transport's own account of what it released
     (:meth:`~fedvote.transport.base.Transport.stated_privacy`).
@@ -339,9 +342,15 @@ def measure(
         label_accuracy = float(np.mean(outcome.pseudo_labels == public_labels[outcome.query_indices]))
     diagnostics: dict[str, Any] = dict(outcome.diagnostics)
     teacher_accuracies: np.ndarray | None = None  # (N,)
+    teacher_test_points: int | None = None
     if federation is not None and outcome.query_indices.size and isinstance(transport, SimulationDiagnostics):
-        teacher_accuracies = transport.teacher_accuracies(test)
+        # On a seeded sample of at most DIAGNOSTIC_TEST_SAMPLE test points, stated beside
+        # the figure (the student's accuracy above is on the whole test set).
+        sample = diagnostic_test_sample(test, config.seed)
+        teacher_accuracies = transport.teacher_accuracies(sample)
+        teacher_test_points = len(sample)
         diagnostics["teacher_accuracy"] = float(np.mean(teacher_accuracies))
+        diagnostics["teacher_accuracy_test_points"] = teacher_test_points
     level = calibration_level(config, method)
     privacy = privacy_report(
         config,
@@ -352,7 +361,7 @@ def measure(
     )
     analysis = None
     if federation is not None:
-        analysis = collect_analysis(federation, transport, outcome, teacher_accuracies)
+        analysis = collect_analysis(federation, transport, outcome, teacher_accuracies, teacher_test_points)
         privacy = with_data_dependent_epsilon(privacy, ledger, analysis, float(method.sigma))
     privacy = with_statements(privacy, outcome.statements)
     privacy, transport_details = transport.stated_privacy(privacy)

@@ -225,3 +225,30 @@ def test_private_diagnostics_are_drawn_apart_and_labelled(voting_run):
     assert "plot-epsilon_curve" in released
     assert "mean teacher accuracy" not in released
     assert 'id="diagnostics"' in diagnostics  # the scalar diagnostics of result.json, apart too
+
+
+def _teacher_caption(folder: Path) -> str:
+    text = write_report(folder, plot_files=False).read_text(encoding="utf-8")
+    panel = text[text.index('id="plot-teachers"'):]
+    return panel[: panel.index("</figcaption>")]
+
+
+def test_the_teacher_caption_states_the_test_points_the_accuracies_read(voting_run, tmp_path):
+    # digits' test set is below the diagnostic sample: all of it, the count keyed to result.json
+    caption = _teacher_caption(voting_run)
+    assert "on all" in caption and 'data-key="diagnostics.teacher_accuracy_test_points"' in caption
+    # a run whose result.json states a sample smaller than its test set says so
+    sampled = tmp_path / "sampled"
+    shutil.copytree(voting_run, sampled)
+    result = json.loads((sampled / "result.json").read_text())
+    result["diagnostics"]["teacher_accuracy_test_points"] = result["test_size"] - 10
+    (sampled / "result.json").write_text(json.dumps(result))
+    caption = _teacher_caption(sampled)
+    assert "seeded uniform sample of" in caption and "not the whole test set" in caption
+    assert 'data-key="test_size"' in caption
+    assert_every_number_comes_from(sampled / "report.html", sampled / "result.json", RUN_HEADLINE)
+    # a result.json written before the sample (whole test set) names no count
+    del result["diagnostics"]["teacher_accuracy_test_points"]
+    (sampled / "result.json").write_text(json.dumps(result))
+    caption = _teacher_caption(sampled)
+    assert "on the test set" in caption and "teacher_accuracy_test_points" not in caption

@@ -148,6 +148,13 @@ def test_teacher_accuracy_and_partition_plots_render(synthetic, tmp_path):
     assert_renders(figure, tmp_path, "partition")
 
 
+def test_teacher_accuracy_plot_names_the_test_points_it_read(synthetic):
+    figure = plots.teacher_accuracy_figure(synthetic["teacher_accuracies"], test_points=1000)
+    assert figure.axes[0].get_ylabel() == "accuracy on 1000 test points"
+    assert figure.axes[1].get_xlabel() == "teacher accuracy on 1000 test points"
+    assert plots.teacher_accuracy_figure(synthetic["teacher_accuracies"]).axes[0].get_ylabel() == "test accuracy"
+
+
 def test_plots_refuse_bad_input_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match="must end in .png or .svg"):
         plots.save_figure(plots.teacher_accuracy_figure(np.array([0.5, 0.6])), tmp_path / "x.pdf")

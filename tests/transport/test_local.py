@@ -2,10 +2,14 @@
 
 import numpy as np
 import pytest
+import torch
 
+from fedvote.agents.agent import Agent
+from fedvote.analysis import diagnostic_test_indices, diagnostic_test_sample
 from fedvote.data.federation import build_federation
 from fedvote.data.partition import PartitionSpec
 from fedvote.models.training import TrainingConfig
+from fedvote.transport.base import agent_training_seeds
 from fedvote.transport.local import LocalTransport
 
 CONFIG = TrainingConfig(model="mlp", epochs=3, batch_size=16)
@@ -78,6 +82,50 @@ def test_teacher_accuracies_agree(trained_pair, skewed_federation):
     accuracies = batched.teacher_accuracies(skewed_federation.test)
     assert accuracies.shape == (8,)
     np.testing.assert_allclose(accuracies, looped.teacher_accuracies(skewed_federation.test), atol=1e-9)
+    # On the CPU both loop over the agents' teachers; the ensemble's one batched forward
+    # (what an accelerator uses) gives the same accuracies.
+    test = skewed_federation.test
+    predictions = batched._ensemble.predict(test.features).numpy()  # (N, T)
+    np.testing.assert_allclose(accuracies, np.mean(predictions == test.labels[None, :], axis=1), atol=1e-9)
+
+
+def _direct_accuracies(federation, seed, indices):
+    """Reference: each agent's teacher trained alone, its argmax read off the logits on ``indices``."""
+    seeds = agent_training_seeds(seed, federation.num_agents)
+    x = torch.as_tensor(federation.test.features[indices], dtype=torch.float32)
+    y = torch.as_tensor(federation.test.labels[indices])
+    accuracies = []
+    for i, data in enumerate(federation.agents):
+        agent = Agent(agent_id=i, data=data, public_features=federation.public.features,
+                      num_classes=federation.num_classes, noise_rng=np.random.default_rng(0), seed=seeds[i])
+        agent.train_teacher(CONFIG)
+        with torch.no_grad():
+            accuracies.append((agent.teacher.eval()(x).argmax(dim=1) == y).double().mean().item())
+    return np.array(accuracies)
+
+
+def test_teacher_accuracies_on_the_diagnostic_sample_equal_a_direct_computation(trained_pair, skewed_federation):
+    # A sample smaller than the test set (digits' is below DIAGNOSTIC_TEST_SAMPLE, so a smaller limit).
+    test = skewed_federation.test
+    indices = diagnostic_test_indices(len(test), seed=5, limit=100)
+    sample = diagnostic_test_sample(test, seed=5, limit=100)
+    assert len(sample) == 100 < len(test)
+    np.testing.assert_array_equal(sample.labels, test.labels[indices])
+    reference = _direct_accuracies(skewed_federation, 5, indices)
+    for transport in trained_pair:
+        np.testing.assert_allclose(transport.teacher_accuracies(sample), reference, atol=1e-9)
+
+
+def test_teacher_accuracies_draw_no_noise_and_send_nothing(skewed_federation):
+    config = TrainingConfig(model="logistic", epochs=1, batch_size=64)
+    transports = [LocalTransport(skewed_federation, seed=5, noise_seed=4) for _ in range(2)]
+    for transport in transports:
+        transport.train_teachers(config)
+    transports[0].teacher_accuracies(diagnostic_test_sample(skewed_federation.test, seed=5, limit=50))
+    queries = np.arange(20)
+    sums = [transport.vote_sum(queries, 3.0, min_responders=8).sums for transport in transports]
+    np.testing.assert_array_equal(sums[0], sums[1])  # the same noise drawn afterwards
+    assert transports[0].communication.as_dict() == transports[1].communication.as_dict()
 
 
 def test_too_few_responders_release_nothing(trained_pair):

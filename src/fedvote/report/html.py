@@ -399,7 +399,7 @@ def _run_panels(run: RunData) -> list[Panel]:
 
     # (d) teacher accuracies
     teacher_caption = (
-        "Each agent's teacher accuracy on the test set, sorted, and their distribution "
+        f"Each agent's teacher accuracy {_teacher_test_points(result)}, sorted, and their distribution "
         "(<cite>reputation-weighted PATE, Figures 2–3</cite>): a simulation diagnostic."
     )
     if not voting:
@@ -424,7 +424,12 @@ def _run_panels(run: RunData) -> list[Panel]:
         )
     else:
         label = "kNN classifier accuracy across agents" if result["method"] == "private-knn-fl" else None
-        figure = plots.teacher_accuracy_figure(analysis.teacher_accuracies, *(label,) if label else ())
+        points = analysis.teacher_accuracy_test_points
+        figure = plots.teacher_accuracy_figure(
+            analysis.teacher_accuracies,
+            *(label,) if label else (),
+            test_points=None if points is None else int(points),
+        )
         panels.append(Panel("teachers", "Teacher accuracy", teacher_caption, figure, diagnostic=True))
 
     # (e) the partition
@@ -445,6 +450,28 @@ def _run_panels(run: RunData) -> list[Panel]:
             )
         )
     return panels
+
+
+def _teacher_test_points(result: dict[str, Any]) -> str:
+    """Which test points the teacher accuracies read, each number tagged with its JSON key.
+
+    A seeded sample of at most :data:`~fedvote.analysis.DIAGNOSTIC_TEST_SAMPLE` (result.json's
+    ``diagnostics.teacher_accuracy_test_points``); a run written before the sample has no such
+    key and used the whole test set.
+    """
+    points = (result.get("diagnostics") or {}).get("teacher_accuracy_test_points")
+    total = result.get("test_size")
+    if points is None:
+        return "on the test set"
+    shown = _value("diagnostics.teacher_accuracy_test_points", points)
+    if total is None:
+        return f"on a sample of {shown} test points"
+    if points >= total:
+        return f"on all {shown} test points"
+    return (
+        f"on a seeded uniform sample of {shown} of the {_value('test_size', total)} test points, "
+        "not the whole test set (the student's accuracy is on the whole test set)"
+    )
 
 
 # --- a sweep and a comparison ---------------------------------------------------------------

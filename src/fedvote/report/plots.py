@@ -260,8 +260,15 @@ def margins_figure(data: MarginData) -> Figure:
 # --- (d) teacher accuracies ----------------------------------------------------------------
 
 
-def teacher_accuracy_figure(accuracies: np.ndarray, title: str = "Teacher accuracy across agents") -> Figure:
-    """Top: each agent's teacher accuracy, sorted; bottom: their distribution, with the mean."""
+def teacher_accuracy_figure(
+    accuracies: np.ndarray, title: str = "Teacher accuracy across agents", *, test_points: int | None = None
+) -> Figure:
+    """Top: each agent's teacher accuracy, sorted; bottom: their distribution, with the mean.
+
+    ``test_points``: how many test points the accuracies are on (the runner's diagnostic
+    sample, :data:`~fedvote.analysis.DIAGNOSTIC_TEST_SAMPLE` at most), shown in the axis
+    labels; None (a run written before the sample) says only "test accuracy".
+    """
     values = np.asarray(accuracies, dtype=float)
     if values.ndim != 1 or values.size == 0:
         raise ConfigError("teacher_accuracies", f"must be a non-empty vector, got shape {values.shape}")
@@ -271,14 +278,15 @@ def teacher_accuracy_figure(accuracies: np.ndarray, title: str = "Teacher accura
         left.bar(np.arange(values.size), values[order], width=1.0 if values.size > 40 else 0.8, color="C0")
         left.axhline(float(values.mean()), color="C3", linestyle="--", label=f"mean {values.mean():.3f}")
         left.set_xlabel("agents, sorted by teacher accuracy")
-        left.set_ylabel("test accuracy")
+        measured = "test accuracy" if test_points is None else f"accuracy on {test_points} test points"
+        left.set_ylabel(measured)
         left.set_ylim(0, 1)
         left.set_title(title)
         left.legend(loc="upper left", fontsize=8)
         bins = np.linspace(max(0.0, values.min() - 0.05), min(1.0, values.max() + 0.05) + 1e-9, 16)
         right.hist(values, bins=bins, color="C0", edgecolor="white")
         right.axvline(float(values.mean()), color="C3", linestyle="--")
-        right.set_xlabel("teacher test accuracy")
+        right.set_xlabel(f"teacher {measured}")
         right.set_ylabel("agents")
         right.set_title("Distribution")
     return figure

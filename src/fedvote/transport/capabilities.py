@@ -245,7 +245,13 @@ class SimulationDiagnostics(Capability):
 
     @abstractmethod
     def teacher_accuracies(self, test: LabeledData) -> np.ndarray:
-        """Simulation-only diagnostic: each teacher's test accuracy, (N,). Not a release."""
+        """Simulation-only diagnostic: each teacher's accuracy on ``test``, (N,). Not a release.
+
+        The runner passes a seeded sample of at most
+        :data:`~fedvote.analysis.DIAGNOSTIC_TEST_SAMPLE` test points
+        (:func:`~fedvote.analysis.diagnostic_test_sample`); with n = 1000 each accuracy has
+        standard error ≤ 0.016 as an estimate of the whole test set's.
+        """
 
     @abstractmethod
     def clean_vote_histograms(self, query_indices: np.ndarray) -> np.ndarray:

@@ -132,7 +132,11 @@ class ReusedVotesTransport(
         return np.stack([self._clean[int(q)] for q in queries])
 
     def teacher_accuracies(self, test: LabeledData) -> np.ndarray:
-        """Each teacher's test accuracy (N,), computed once."""
+        """Each teacher's accuracy on ``test`` (N,), computed once.
+
+        Once per teachers: a sweep's runs share one seed, so the runner passes each of them
+        the same diagnostic sample of the test set.
+        """
         if self._accuracies is None:
             self._accuracies = self._inner.teacher_accuracies(test)
         return self._accuracies.copy()
