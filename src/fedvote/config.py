@@ -21,10 +21,8 @@ from typing import Any
 from fedvote.data.framing import FRAMINGS
 from fedvote.data.partition import PartitionSpec
 from fedvote.errors import ConfigError
-from fedvote.models.student import check_student_training
-from fedvote.models.training import TrainingConfig
-from fedvote.privacy.accountant import ACCOUNTANTS
-from fedvote.privacy.calibrate import SIGMA_CEILING
+from fedvote.models.config import TrainingConfig, check_student_training
+from fedvote.privacy.config import ACCOUNTANTS, SIGMA_CEILING
 
 # With neither --sigma nor --epsilon, σ is calibrated to this agent-level ε (the
 # operating point of the voting paper's Table 1).

@@ -23,31 +23,18 @@ max_i √2/k_i = √2/k_min. Accounting must use the smallest k any agent uses.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
+from fedvote.aggregation.voting import MAX_K, resolve_k
 from fedvote.errors import ConfigError
+
+__all__ = ["MAX_K", "KnnIndex", "knn_votes", "knn_votes_by_agent", "resolve_k"]
 
 _DEFAULT_MEMORY_BUDGET = 256 << 20  # bytes per chunk of the (queries × records) work
 _BYTES_PER_PAIR = 24  # distance (4) + comparison masks + the float mask of the vote
-
-
-# The largest k accepted: more neighbours than any agent could hold (index arithmetic is int32).
-MAX_K = 2**31 - 1
-
-
-def resolve_k(num_records: int, k: int | None, k_fraction: float) -> int:
-    """The k an agent with ``num_records`` records uses: ``k`` if given, else round(f·n), ≥ 1."""
-    if k is not None:
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= MAX_K:
-            raise ConfigError("k", f"must be an integer in [1, {MAX_K}], got {k!r}")
-        return int(k)
-    if not 0.0 < k_fraction <= 1.0:
-        raise ConfigError("k_fraction", f"must lie in (0, 1], got {k_fraction}")
-    return max(1, math.floor(k_fraction * num_records + 0.5))
 
 
 def knn_votes(

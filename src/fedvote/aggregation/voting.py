@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedvote.errors import ConfigError
+
 
 def one_hot_votes(predictions: np.ndarray, num_classes: int) -> np.ndarray:
     """One-hot votes (Q, C) float64 from predicted labels (Q,)."""
@@ -209,3 +211,23 @@ class WeightRule:
 def _check_weight_range(min_weight: float, max_weight: float) -> None:
     if not (0.0 <= min_weight <= max_weight and math.isfinite(max_weight) and max_weight > 0):
         raise ValueError(f"need 0 <= min_weight <= max_weight < inf, got [{min_weight}, {max_weight}]")
+
+
+# --- kNN votes: how many neighbours (light: an options dataclass validates k with it) -------------
+
+# The largest k accepted: more neighbours than any agent could hold (index arithmetic is int32).
+MAX_K = 2**31 - 1
+
+
+def resolve_k(num_records: int, k: int | None, k_fraction: float) -> int:
+    """The k an agent with ``num_records`` records uses: ``k`` if given, else round(f·n), ≥ 1.
+
+    The kNN votes themselves are :mod:`fedvote.aggregation.knn`'s.
+    """
+    if k is not None:
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= MAX_K:
+            raise ConfigError("k", f"must be an integer in [1, {MAX_K}], got {k!r}")
+        return int(k)
+    if not 0.0 < k_fraction <= 1.0:
+        raise ConfigError("k_fraction", f"must lie in (0, 1], got {k_fraction}")
+    return max(1, math.floor(k_fraction * num_records + 0.5))

@@ -4,6 +4,10 @@ Register with ``cli.add_command(account)``. Every subcommand prints a readable l
 with ``--json`` an object with at least ``epsilon``, ``delta`` and ``accountant``. Bad
 input raises :class:`~fedvote.errors.ConfigError`, which ``fedvote.cli.main`` prints as
 a one-line error naming the flag.
+
+The accountants (dp_accounting, scipy) are imported by the commands that use them, not
+with this module (lazy: keeps ``fedvote --help`` under 1 s); the choices of the flags come
+from the light :mod:`fedvote.privacy.config`.
 """
 
 from __future__ import annotations
@@ -19,15 +23,7 @@ import click
 import numpy as np
 
 from fedvote.errors import ConfigError
-from fedvote.privacy.accountant import ACCOUNTANTS, PLDTooLarge, epsilon_for, gaussian_mu
-from fedvote.privacy.events import (
-    KNN_BOUNDS,
-    LEVELS,
-    dp_sgd_event,
-    gaussian_release_event,
-    pate_fl_events,
-    private_knn_fl_events,
-)
+from fedvote.privacy.config import ACCOUNTANTS, KNN_BOUNDS, LEVELS
 from fedvote.results import finite_or_none
 
 _ACCOUNTANT = click.option(
@@ -68,6 +64,8 @@ def _check_count(name: str, value: int) -> None:
 @contextmanager
 def _noise_named(flag: str) -> Iterator[None]:
     """Name ``flag`` (the noise) in a refusal of a release too little noised to account."""
+    from fedvote.privacy.accountant import PLDTooLarge  # lazy: keeps fedvote --help under 1 s
+
     try:
         yield
     except PLDTooLarge as error:
@@ -82,6 +80,8 @@ def _emit(payload: dict[str, Any], as_json: bool, text: str) -> None:
 
 
 def _gaussian_payload(event: Any, delta: float, accountant: str) -> dict[str, Any]:
+    from fedvote.privacy.accountant import epsilon_for, gaussian_mu  # lazy: keeps fedvote --help under 1 s
+
     with _noise_named("sigma"):
         epsilon = epsilon_for(event, delta, accountant)
     payload: dict[str, Any] = {"epsilon": epsilon, "delta": delta, "accountant": accountant}
@@ -111,6 +111,8 @@ def gaussian(
 
     Example: fedvote account gaussian --sigma 25 --count 500 --delta 1e-3
     """
+    from fedvote.privacy.events import gaussian_release_event  # lazy: keeps fedvote --help under 1 s
+
     _check_positive("sigma", sigma)
     _check_positive("sensitivity", sensitivity)
     _check_count("count", count)
@@ -132,6 +134,8 @@ def pate_fl(sigma: float, queries: int, delta: float, level: str, accountant: st
 
     Example: fedvote account pate-fl --sigma 25 --queries 500 --delta 1e-3 --level agent
     """
+    from fedvote.privacy.events import pate_fl_events  # lazy: keeps fedvote --help under 1 s
+
     _check_positive("sigma", sigma)
     _check_count("queries", queries)
     _check_delta(delta)
@@ -158,6 +162,8 @@ def private_knn_fl(
 
     Example: fedvote account private-knn-fl --sigma 15 --queries 200 --k 10 --delta 1e-4 --level instance
     """
+    from fedvote.privacy.events import private_knn_fl_events  # lazy: keeps fedvote --help under 1 s
+
     _check_positive("sigma", sigma)
     _check_count("queries", queries)
     _check_delta(delta)
@@ -182,6 +188,9 @@ def dp_sgd(sampling_rate: float, noise_multiplier: float, steps: int, delta: flo
 
     Example: fedvote account dp-sgd --sampling-rate 0.01 --noise-multiplier 1.1 --steps 1000 --delta 1e-5
     """
+    from fedvote.privacy.accountant import epsilon_for  # lazy: keeps fedvote --help under 1 s
+    from fedvote.privacy.events import dp_sgd_event
+
     _check_positive("noise_multiplier", noise_multiplier)
     _check_count("steps", steps)
     _check_delta(delta)

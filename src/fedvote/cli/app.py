@@ -23,7 +23,9 @@ from fedvote.cli.report import plot, report
 from fedvote.cli.run_options import run_config_options
 from fedvote.cli.sweep import sweep
 from fedvote.config import RunConfig, load_run_config
+from fedvote.data.federation import dataset_names
 from fedvote.errors import ConfigError, VoteRejected
+from fedvote.methods.registry import check_options
 from fedvote.results import (
     DIAGNOSTIC_NOTE,
     PrivacyStatement,
@@ -64,9 +66,6 @@ def run(
 
     Example: fedvote run --agents 50 --epsilon 4 --delta 1e-3
     """
-    from fedvote.progress import RichProgress
-    from fedvote.runner import run as run_config
-
     if with_report and out is None:
         raise ConfigError("report", "needs --out DIR, where result.json and report.html are written")
     if config_file is not None:
@@ -75,6 +74,13 @@ def run(
         (config,) = configs
     if out is not None:
         check_writable(out)  # before anything is trained or charged
+    # What the runner refuses first (the method's options, the datasets' names), refused
+    # before the runner and torch are imported, so that a misspelt flag answers at once.
+    check_options(config)
+    dataset_names(config.federation.dataset, config.federation.target, config.federation.data_dir)
+    from fedvote.progress import RichProgress
+    from fedvote.runner import run as run_config  # lazy: imports torch; keeps fedvote --help under 1 s
+
     result = run_config(config, progress=RichProgress())
     failed: str | None = None
     if out is not None:

@@ -12,10 +12,10 @@ import click
 from fedvote.cli.options import federation_options, reject_flags_besides
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig, load_run_config
 from fedvote.errors import ConfigError
-from fedvote.methods import METHODS, option_names
-from fedvote.methods.gradient import NOISE_PLACEMENTS
-from fedvote.models.training import TrainingConfig
-from fedvote.privacy.accountant import ACCOUNTANTS
+from fedvote.methods.options.gradient import NOISE_PLACEMENTS
+from fedvote.methods.registry import METHOD_NAMES, option_names
+from fedvote.models.config import TrainingConfig
+from fedvote.privacy.config import ACCOUNTANTS
 from fedvote.results import check_writable, fallback_message, write_or_fallback
 
 
@@ -89,15 +89,12 @@ def compare(
 
     Example: fedvote compare --methods pate-fl,dp-fedavg,dp-fedsgd --epsilon 4 --delta 1e-3
     """
-    from fedvote.compare import format_table, run_comparison, write_comparison
-    from fedvote.progress import RichProgress
-
     names = [m.strip() for m in methods.split(",") if m.strip()]
-    unknown = [name for name in names if name not in METHODS]
+    unknown = [name for name in names if name not in METHOD_NAMES]
     if unknown or not names:
         raise ConfigError(
             "methods",
-            f"unknown method(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(sorted(METHODS))}",
+            f"unknown method(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(METHOD_NAMES)}",
         )
     if not epsilon > 0:
         raise ConfigError("epsilon", f"must be > 0, got {epsilon}")
@@ -135,6 +132,10 @@ def compare(
         )
     if out is not None:
         check_writable(out)  # before any row is trained or charged
+    # lazy: imports torch; the refusals above answer without it (and fedvote --help under 1 s)
+    from fedvote.compare import format_table, run_comparison, write_comparison
+    from fedvote.progress import RichProgress
+
     comparison = run_comparison(config, names, epsilon=epsilon, delta=delta, progress=RichProgress())
     rows = comparison.rows
     failed: str | None = None

@@ -16,7 +16,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import numpy as np
@@ -27,12 +27,12 @@ from fedvote.cli.run_options import run_config_options
 from fedvote.config import RunConfig, load_run_config
 from fedvote.data.federation import LabeledData
 from fedvote.errors import ConfigError
-from fedvote.methods.pate_fl import PateFL
-from fedvote.privacy.accountant import epsilon_for
-from fedvote.privacy.events import LEVELS, pate_fl_events
-from fedvote.privacy.ledger import PersistentLedger, PrivacyBudgetExceeded, PrivacyLedger
+from fedvote.privacy.config import LEVELS
 from fedvote.results import finite_or_none
-from fedvote.transport.capabilities import TeacherVotes
+
+if TYPE_CHECKING:
+    from fedvote.privacy.ledger import PrivacyLedger
+    from fedvote.transport.capabilities import TeacherVotes
 
 # The exit status of a session that stopped before its last query because the next answer
 # would have exceeded the privacy budget (the answers given are printed and charged).
@@ -72,6 +72,10 @@ def label(
 
     Example: fedvote label --agents 20 --epsilon 4 --queries queries.npy
     """
+    # lazy: keeps fedvote --help under 1 s (these import torch and dp_accounting)
+    from fedvote.methods.pate_fl import PateFL
+    from fedvote.privacy.events import pate_fl_events
+    from fedvote.privacy.ledger import PersistentLedger, PrivacyBudgetExceeded
     from fedvote.progress import RichProgress
     from fedvote.runner import check_budget, make_federation, open_ledger, plan
     from fedvote.transport.capabilities import check_capabilities
@@ -178,6 +182,10 @@ def _answer(
     as_json: bool,
 ) -> str | None:
     """Answer queries 0 … count−1 in order, one charged round each; the reason it stopped, if any."""
+    from fedvote.privacy.accountant import epsilon_for  # lazy: keeps fedvote --help under 1 s
+    from fedvote.privacy.events import pate_fl_events
+    from fedvote.privacy.ledger import PrivacyBudgetExceeded
+
     privacy = config.privacy
     for index in range(count):
         try:
@@ -287,6 +295,8 @@ def _read_csv(file: Path) -> np.ndarray:
 
 
 def _ledger_summary(ledger: PrivacyLedger) -> dict[str, Any] | None:
+    from fedvote.privacy.ledger import PersistentLedger  # lazy: keeps fedvote --help under 1 s
+
     if not isinstance(ledger, PersistentLedger):
         return None
     return {

@@ -16,8 +16,7 @@ from typing import Any
 
 import click
 
-from fedvote.privacy.accountant import ACCOUNTANTS
-from fedvote.privacy.events import LEVELS
+from fedvote.privacy.config import ACCOUNTANTS, LEVELS
 
 _PATH = click.argument("path", type=click.Path(dir_okay=False))
 

@@ -12,7 +12,8 @@ from fedvote.data.datasets import available_datasets
 from fedvote.data.framing import FRAMINGS
 from fedvote.data.partition import PARTITION_SCHEMES
 from fedvote.methods.options import OptionSpec, option_specs
-from fedvote.runner import FEDERATION_SETTINGS, federation_config
+from fedvote.methods.registry import METHOD_NAMES, OPTIONS
+from fedvote.methods.settings import FEDERATION_SETTINGS, federation_config
 
 # Python argument names that differ from their CLI flags.
 _FLAG_NAMES = {
@@ -89,7 +90,7 @@ def federation_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     The command's other parameters are untouched; ``federation`` is a
     :class:`~fedvote.config.FederationConfig` built (and so validated) from the flags by
-    :func:`fedvote.runner.federation_config`, as :func:`fedvote.run` builds it.
+    :func:`fedvote.methods.settings.federation_config`, as :func:`fedvote.run` builds it.
     """
 
     @functools.wraps(command)
@@ -141,11 +142,9 @@ _OPTION_FLAGS: dict[str, str] = {}  # option name -> its flag, for error message
 
 def _all_method_option_specs() -> dict[str, OptionSpec]:
     """Every method's option specs by name; two methods may share a name of one type."""
-    from fedvote.methods import METHODS
-
     specs: dict[str, OptionSpec] = {}
-    for method_name in sorted(METHODS):
-        options_type = METHODS[method_name].options_type
+    for method_name in METHOD_NAMES:
+        options_type = OPTIONS[method_name]
         if options_type is None:
             continue
         for spec in option_specs(options_type):

@@ -1,7 +1,7 @@
 """The flags of ``fedvote run`` (and ``fedvote sweep``), turned into RunConfigs.
 
 One list of flags, one function from flags to :class:`~fedvote.config.RunConfig`
-(:func:`fedvote.runner.configs_from_settings`, the path :func:`fedvote.run` takes too):
+(:func:`fedvote.methods.settings.configs_from_settings`, the path :func:`fedvote.run` takes too):
 the commands that run methods share both, and every method's own options
 (``Method.options_type``: the kNN settings ``--k``, …, the gradient settings ``--rounds``,
 …, and the newer methods' own) are added by :func:`~fedvote.cli.options.method_option_flags`.
@@ -18,11 +18,10 @@ import click
 
 from fedvote.cli.options import federation_options, method_option_flags
 from fedvote.config import DEFAULT_EPSILON
-from fedvote.methods import METHODS
-from fedvote.models.student import STUDENT_TRAINING
-from fedvote.models.zoo import MODEL_NAMES
-from fedvote.privacy.accountant import ACCOUNTANTS
-from fedvote.runner import RUN_SETTINGS, configs_from_settings
+from fedvote.methods.registry import METHOD_NAMES
+from fedvote.methods.settings import RUN_SETTINGS, configs_from_settings
+from fedvote.models.config import MODEL_NAMES, STUDENT_TRAINING
+from fedvote.privacy.config import ACCOUNTANTS
 
 _RUN_OPTIONS = (
     click.option("--sigma", type=float, default=None,
@@ -104,16 +103,16 @@ def run_config_options(
         if several_methods:
             method_option = click.option(
                 "--method", default="pate-fl", show_default=True,
-                help=f"One method or several, comma-separated: {', '.join(sorted(METHODS))}.",
+                help=f"One method or several, comma-separated: {', '.join(METHOD_NAMES)}.",
             )
         else:
             method_option = click.option(
-                "--method", type=click.Choice(sorted(METHODS)), default="pate-fl", show_default=True
+                "--method", type=click.Choice(METHOD_NAMES), default="pate-fl", show_default=True
             )
         return method_option(wrapped)
 
     return decorate
 
 
-# The run flags' Python names: the runner's settings (fedvote.runner.RUN_SETTINGS).
+# The run flags' Python names: the run settings (fedvote.methods.settings.RUN_SETTINGS).
 _RUN_PARAMS = tuple(setting.name for setting in RUN_SETTINGS)

@@ -687,7 +687,8 @@ def has_official_test_split(name: str) -> bool:
     return name in _SOURCES and "test" in _SOURCES[name].splits
 
 
-def _check_name(name: str) -> None:
+def check_dataset_name(name: str) -> None:
+    """Refuse, by name, a dataset that is neither registered nor an ``npz:``/``csv:`` spec."""
     if not is_dataset_name(name):
         raise ConfigError(
             "dataset",
@@ -720,7 +721,7 @@ def load_splits(
         Reshape each flat npz/csv example to (H, W) or (C, H, W), e.g. (28, 28).
 
     """
-    _check_name(name)
+    check_dataset_name(name)
     root = resolve_data_dir(data_dir)
     if name.startswith("npz:"):
         splits = _load_npz(name, root, image_shape)
@@ -754,7 +755,7 @@ def load_dataset(
     without an official split, such as digits), ``"test"`` (the official test part) or
     ``"all"`` (both). Other arguments as in :func:`load_splits`.
     """
-    _check_name(name)
+    check_dataset_name(name)
     if split not in SPLITS:
         raise ConfigError("split", f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
     if name in _SOURCES and not (split == "all" and "test" in _SOURCES[name].splits):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedvote.data.datasets import Dataset, dataset_key, load_splits
+from fedvote.data.datasets import Dataset, check_dataset_name, dataset_key, load_splits
 from fedvote.data.framing import frame_digits, resolve_framing
 from fedvote.data.partition import PartitionSpec, partition_indices
 from fedvote.errors import ConfigError
@@ -138,6 +138,27 @@ def check_distinct_datasets(
     for index, key in enumerate(keys):
         if key in keys[:index]:
             raise ConfigError("dataset", f"{sources[index]!r} is named twice; name each source once")
+
+
+def dataset_names(
+    dataset: str, target: str | None, data_dir: str | Path | None = None
+) -> tuple[list[str], str | None]:
+    """The source datasets ``dataset`` names (comma-separated) and the ``target``, checked.
+
+    Refused by name before anything is loaded (the command line asks this before it
+    imports the runner, so a misspelt name answers at once): a source named twice or a
+    target among the sources (:func:`check_distinct_datasets`), several sources without
+    a target, then an unknown name (:func:`~fedvote.data.datasets.check_dataset_name`),
+    sources first.
+    """
+    names = [name.strip() for name in dataset.split(",") if name.strip()]
+    target_name = target.strip() if target is not None else None
+    check_distinct_datasets(names, target_name, data_dir)
+    if target_name is None and len(names) > 1:
+        raise ConfigError("target", "several source datasets need a --target domain")
+    for name in names + ([target_name] if target_name is not None else []):
+        check_dataset_name(name)
+    return names, target_name
 
 
 def build_federation(

@@ -16,8 +16,6 @@ record and changes no privacy analysis. It assumes light strokes on a dark backg
 from __future__ import annotations
 
 import numpy as np
-import torch
-from torch.nn import functional
 
 from fedvote.errors import ConfigError
 
@@ -42,6 +40,9 @@ def frame_digits(images: np.ndarray, size: tuple[int, int]) -> np.ndarray:
         raise ConfigError(
             "framing", f"MNIST framing needs grey images (n, 1, H, W), got shape {images.shape}"
         )
+    import torch  # lazy: FRAMINGS is read by fedvote --help, which must not wait for torch
+    from torch.nn import functional
+
     height, width = size
     box = max(1, round(BOX_FRACTION * min(height, width)))
     out = np.zeros((images.shape[0], 1, height, width), dtype=np.float32)  # (n, 1, H, W)

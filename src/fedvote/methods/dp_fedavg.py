@@ -63,13 +63,8 @@ import numpy as np
 
 from fedvote.aggregation.secure_sum import FixedPoint
 from fedvote.errors import ConfigError
-from fedvote.methods.gradient import (
-    NOISE_PLACEMENTS,
-    GradientMethod,
-    GradientSettings,
-    center_inputs_option,
-    gradient_option,
-)
+from fedvote.methods.gradient import GradientMethod
+from fedvote.methods.options.gradient import NOISE_PLACEMENTS, DpFedAvgOptions
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents, dp_fedavg_events
 from fedvote.transport import capabilities
@@ -87,22 +82,6 @@ HOLDS_AGAINST: dict[str, str] = {
 
 # Far tail of an agent's noise share, in standard deviations, that the fixed-point range must hold.
 _SHARE_TAIL_SIGMAS = 40.0
-
-
-@dataclass(frozen=True)
-class DpFedAvgOptions(GradientSettings):
-    """The settings of ``--method dp-fedavg`` (each a ``fedvote run`` flag; None: the method's default)."""
-
-    rounds: int | None = gradient_option("rounds")
-    sampling_rate: float | None = gradient_option("sampling_rate")
-    local_steps: int | None = gradient_option("local_steps")
-    clip_norm: float | None = gradient_option("clip_norm")
-    learning_rate: float | None = gradient_option("learning_rate")
-    lr_decay: float | None = gradient_option("lr_decay")
-    batch_size: int | None = gradient_option("batch_size")
-    noise: str = gradient_option("noise")
-    gradient_model: str | None = gradient_option("gradient_model")
-    center_inputs: bool | None = center_inputs_option()
 
 
 @dataclass(frozen=True)

@@ -49,13 +49,8 @@ import numpy as np
 
 from fedvote.data.federation import PublicMetadata
 from fedvote.errors import ConfigError
-from fedvote.methods.gradient import (
-    GradientMethod,
-    GradientSettings,
-    center_inputs_option,
-    gradient_option,
-    weighted_mean_update,
-)
+from fedvote.methods.gradient import GradientMethod, weighted_mean_update
+from fedvote.methods.options.gradient import DpFedSgdOptions
 from fedvote.methods.prifedsync import SMALL_CLIENT_RECORDS
 from fedvote.models.local_training import DpSgdSpec, LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents, dp_fedsgd_events
@@ -67,21 +62,6 @@ if TYPE_CHECKING:
 
 # The model for small agents (the smallest holds fewer than SMALL_CLIENT_RECORDS records).
 SMALL_AGENT_MODEL = "logistic"
-
-
-@dataclass(frozen=True)
-class DpFedSgdOptions(GradientSettings):
-    """The settings of ``--method dp-fedsgd`` (each a ``fedvote run`` flag; None: the method's default)."""
-
-    rounds: int | None = gradient_option("rounds")
-    sampling_rate: float | None = gradient_option("sampling_rate")
-    local_steps: int | None = gradient_option("local_steps")
-    per_sample_clip: float | None = gradient_option("per_sample_clip")
-    learning_rate: float | None = gradient_option("learning_rate")
-    lr_decay: float | None = gradient_option("lr_decay")
-    batch_sampling_rate: float | None = gradient_option("batch_sampling_rate")
-    gradient_model: str | None = gradient_option("gradient_model")
-    center_inputs: bool | None = center_inputs_option()
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,8 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from dp_accounting import dp_event
 
-from fedvote.methods.gradient import (
-    GradientMethod,
-    GradientSettings,
-    center_inputs_option,
-    gradient_option,
-    weighted_mean_update,
-)
+from fedvote.methods.gradient import GradientMethod, weighted_mean_update
+from fedvote.methods.options.gradient import FedAvgOptions
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.privacy.events import LevelEvents
 from fedvote.transport import capabilities
@@ -37,20 +32,6 @@ def non_private_events(rounds: int) -> LevelEvents:
     return LevelEvents(
         agent=event, instance=event, agent_sensitivity=float("inf"), instance_sensitivity=float("inf")
     )
-
-
-@dataclass(frozen=True)
-class FedAvgOptions(GradientSettings):
-    """The settings of ``--method fedavg`` (each a ``fedvote run`` flag; None: the method's default)."""
-
-    rounds: int | None = gradient_option("rounds")
-    sampling_rate: float | None = gradient_option("sampling_rate")
-    local_steps: int | None = gradient_option("local_steps")
-    learning_rate: float | None = gradient_option("learning_rate")
-    lr_decay: float | None = gradient_option("lr_decay")
-    batch_size: int | None = gradient_option("batch_size")
-    gradient_model: str | None = gradient_option("gradient_model")
-    center_inputs: bool | None = center_inputs_option()
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What the gradient-based baselines share: their settings, the server's loop, its randomness.
+"""What the gradient-based baselines share: the server's loop, its randomness.
 
 FedAvg, DP-FedAvg and DP-FedSGD all run T rounds of: sample agents (Poisson, rate q),
 send them the global θ, let each train locally from θ and send back an update, and
@@ -6,17 +6,17 @@ move θ by an aggregate of the updates. They differ in what an agent does to its
 (nothing; clip to S and add its noise share; DP-SGD) and in how the server aggregates
 (data-size weighted mean; sum plus noise over the fixed q·N). :class:`GradientMethod`
 holds the loop; each method supplies the round's :class:`LocalTraining`, its aggregate
-and its events.
+and its events. Their settings (``--rounds``, …) are options, in the light
+:mod:`fedvote.methods.options.gradient`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import secrets
 from abc import abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
@@ -24,7 +24,7 @@ import torch
 from fedvote.data.federation import ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.options import method_option
+from fedvote.methods.options.gradient import check_gradient_settings
 from fedvote.models.local_training import (
     LocalTraining,
     LocalUpdates,
@@ -32,7 +32,7 @@ from fedvote.models.local_training import (
     load_flat_parameters,
 )
 from fedvote.models.shifted_input import ShiftedInput, public_mean_shift
-from fedvote.models.zoo import MODEL_NAMES, build_model
+from fedvote.models.zoo import build_model
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
@@ -41,143 +41,6 @@ from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
-
-# DP-FedAvg's noise placements (:mod:`fedvote.methods.dp_fedavg`): every agent adds a share
-# and the updates are summed by secure aggregation (default); Algorithm 5 as the paper
-# writes it (the server sees each noisy update); the server adds the noise (Algorithm 3).
-NOISE_PLACEMENTS: tuple[str, ...] = ("distributed", "distributed-unmasked", "server")
-
-
-# The settings of the gradient methods, each a ``fedvote run`` flag (``--rounds``, …,
-# ``--gradient-model``): name -> (default, help, choices). ``None`` means the method's own
-# default (its class docstring says which; its result's ``details`` record the values used).
-# A method's options dataclass (e.g. :class:`fedvote.methods.fedavg.FedAvgOptions`) names the
-# ones it takes with :func:`gradient_option`; a flag it does not take is refused by name.
-_GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
-    "rounds": (
-        None,
-        "Gradient methods: communication rounds T [default: 100; PriFedSync 200, 100 with small clients].",
-        None,
-    ),
-    "sampling_rate": (
-        None,
-        "Gradient methods: agent sampling probability q per round [default: 0.05; DP-FedSGD 1; "
-        "PriFedSync 0.5, 1 with small clients].",
-        None,
-    ),
-    "local_steps": (
-        None,
-        "Gradient methods: local (DP-)SGD iterations E per round [default: 20; DP-FedSGD 1; PriFedSync 38, "
-        "1 with small clients].",
-        None,
-    ),
-    "clip_norm": (None, "DP-FedAvg update clip S [default: 0.08].", None),
-    "per_sample_clip": (None, "DP-SGD per-record clip C [default: 1].", None),
-    "learning_rate": (None, "Gradient methods: local SGD step size.", None),
-    "lr_decay": (None, "Gradient methods: step size decay per round.", None),
-    "batch_size": (
-        None,
-        "Local mini-batch size (PriFedSync: the expected size of its Poisson batches) [default: 32; "
-        "PriFedSync 16, or the smallest client's records when it holds under 320].",
-        None,
-    ),
-    "batch_sampling_rate": (None, "DP-FedSGD Poisson batch rate q_b [default: 0.25].", None),
-    "noise": (
-        "distributed",
-        "DP-FedAvg noise: distributed = every agent adds its share and the server gets only the sum "
-        "(Alg. 5, sample hidden from the server); distributed-unmasked = Alg. 5 as the paper writes it "
-        "(the server sees each noisy update and who was sampled; ε is stated against the server); "
-        "server = Alg. 3 (trusted server adds the noise).",
-        NOISE_PLACEMENTS,
-    ),
-    "gradient_model": (
-        None,
-        "Gradient methods: the global model [default: mlp; DP-FedSGD and PriFedSync with small clients: "
-        "logistic].",
-        MODEL_NAMES,
-    ),
-}
-GRADIENT_OPTION_NAMES: frozenset[str] = frozenset(_GRADIENT_OPTIONS)
-
-# ``--center-inputs/--no-center-inputs``, shared with PriFedSync (which declares its own field,
-# default on, and handles it itself): kept out of :data:`GRADIENT_OPTION_NAMES` so that
-# :meth:`GradientSettings.overrides` never hands it to PriFedSync; the baselines' ``from_config``
-# reads it. The help is the one ``fedvote run --help`` shows (dp-fedavg is the first owner).
-CENTER_INPUTS_HELP = (
-    "Subtract the public pool's mean from every input: a public constant sent down with the model, "
-    "subtracted by every agent before training (before clipping) and applied by the released model; "
-    "it costs no privacy (--no-center-inputs: raw inputs) [default: on for dp-fedsgd and prifedsync, "
-    "off for fedavg and dp-fedavg]"
-)
-
-
-def center_inputs_option() -> Any:
-    """The options-dataclass field of ``--center-inputs`` for a gradient baseline (None: its default)."""
-    return method_option(None, CENTER_INPUTS_HELP)
-
-
-def gradient_option(name: str) -> Any:
-    """The options-dataclass field of gradient setting ``name`` (its flag is ``--name``)."""
-    default, help_text, choices = _GRADIENT_OPTIONS[name]
-    return method_option(default, help_text, choices=choices)
-
-
-class GradientSettings:
-    """What the options dataclasses of the gradient methods share: validation, overrides.
-
-    A mixin of frozen dataclasses whose fields include some of the gradient settings
-    (made with :func:`gradient_option`); any other fields (PriFedSync's own) are left to
-    the subclass.
-    """
-
-    def __post_init__(self) -> None:
-        _validate(**self._gradient_values())
-        center = getattr(self, "center_inputs", None)
-        if center is not None and not isinstance(center, bool):
-            raise ConfigError("center_inputs", f"must be true or false, got {center!r}")
-
-    def _gradient_values(self) -> dict[str, Any]:
-        fields = dataclasses.fields(self)  # type: ignore[arg-type]
-        return {f.name: getattr(self, f.name) for f in fields if f.name in GRADIENT_OPTION_NAMES}
-
-    def overrides(self) -> dict[str, Any]:
-        """The gradient settings given (not ``None``), as keyword arguments of the method.
-
-        ``gradient_model`` becomes the method's ``model``.
-        """
-        given = {name: value for name, value in self._gradient_values().items() if value is not None}
-        if "gradient_model" in given:
-            given["model"] = given.pop("gradient_model")
-        return given
-
-
-def _validate(**values: object) -> None:
-    """Refuse out-of-range gradient settings (``None`` = not given)."""
-    checks: dict[str, tuple[str, object]] = {
-        "rounds": ("an integer >= 1", lambda v: isinstance(v, int) and v >= 1),
-        "local_steps": ("an integer >= 1", lambda v: isinstance(v, int) and v >= 1),
-        "batch_size": ("an integer >= 1", lambda v: isinstance(v, int) and v >= 1),
-        "sampling_rate": ("in (0, 1]", lambda v: 0.0 < v <= 1.0),
-        "batch_sampling_rate": ("in (0, 1]", lambda v: 0.0 < v <= 1.0),
-        "clip_norm": ("> 0", lambda v: v > 0 and math.isfinite(v)),
-        "per_sample_clip": ("> 0", lambda v: v > 0 and math.isfinite(v)),
-        "learning_rate": ("> 0", lambda v: v > 0 and math.isfinite(v)),
-        "lr_decay": ("in (0, 1]", lambda v: 0.0 < v <= 1.0),
-    }
-    for name, value in values.items():
-        if value is None:
-            continue
-        if name == "noise":
-            if value not in NOISE_PLACEMENTS:
-                raise ConfigError("noise", f"must be one of {', '.join(NOISE_PLACEMENTS)}, got {value!r}")
-            continue
-        if name in ("model", "gradient_model"):
-            if value not in MODEL_NAMES:
-                raise ConfigError(name, f"unknown model {value!r}; choose from {', '.join(MODEL_NAMES)}")
-            continue
-        what, ok = checks[name]
-        if not ok(value):  # type: ignore[operator]
-            raise ConfigError(name, f"must be {what}, got {value!r}")
 
 
 def privacy_generator(noise_seed: int | None, tag: int) -> np.random.Generator:
@@ -263,7 +126,7 @@ class GradientMethod(Method):
     def __post_init__(self) -> None:
         if not self.sigma >= 0:
             raise ConfigError("sigma", f"must be >= 0, got {self.sigma}")
-        _validate(
+        check_gradient_settings(
             rounds=self.rounds,
             sampling_rate=self.sampling_rate,
             local_steps=self.local_steps,

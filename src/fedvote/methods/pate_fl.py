@@ -16,16 +16,13 @@ data-dependent figure of that mechanism is reported beside it (``docs/privacy.md
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from fedvote.data.federation import ServerData
-from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.options import method_option
+from fedvote.methods.options.voting import PateFLOptions
 from fedvote.methods.voting import (
-    RELEASES,
     check_voting_run,
     check_voting_settings,
     label_and_teach,
@@ -48,48 +45,6 @@ if TYPE_CHECKING:
 # check (it is charged on every query) keep most queries answered.
 DEFAULT_THRESHOLD_FRACTION = 0.6  # T = 0.6·N votes
 DEFAULT_THRESHOLD_SIGMA_RATIO = 2.0  # σ₁ = 2·σ
-
-
-@dataclass(frozen=True)
-class PateFLOptions:
-    """The settings of ``--method pate-fl`` (each is a ``fedvote run`` flag).
-
-    ``release`` "sums" (default): Algorithm 1 of the voting paper, the server receives the
-    noisy vote sums. "labels": Confident-GNMax, only the pass bits and the labels of the
-    answered queries leave the aggregator (in-process transports only).
-    """
-
-    release: str = method_option(
-        "sums",
-        "What leaves the aggregator: 'sums' (the noisy vote sums, voting paper Alg. 1) or 'labels' "
-        "(Confident-GNMax, Papernot et al. 2018 Alg. 1: pass bits of a noisy threshold check and the "
-        "noisy-argmax labels of the answered queries).",
-        choices=RELEASES,
-    )
-    threshold: float | None = method_option(
-        None, "Confident-GNMax threshold T in votes (--release labels); default 0.6·N."
-    )
-    threshold_sigma: float | None = method_option(
-        None, "Noise std σ₁ of the threshold check (--release labels); default 2σ (scales with --epsilon)."
-    )
-
-    def __post_init__(self) -> None:
-        if self.release not in RELEASES:
-            raise ConfigError("release", f"must be one of {', '.join(RELEASES)}, got {self.release!r}")
-        if self.release == "sums":
-            for name in ("threshold", "threshold_sigma"):
-                if getattr(self, name) is not None:
-                    raise ConfigError(name, "applies to --release labels only")
-        if self.threshold is not None and not math.isfinite(self.threshold):
-            raise ConfigError("threshold", f"must be a finite number, got {self.threshold}")
-        sigma1 = self.threshold_sigma
-        if sigma1 is not None and not (sigma1 >= 0 and math.isfinite(sigma1)):
-            raise ConfigError("threshold_sigma", f"must be a finite number >= 0, got {self.threshold_sigma}")
-
-    @property
-    def labels_only(self) -> bool:
-        """Whether only labels leave the aggregator (Confident-GNMax)."""
-        return self.release == "labels"
 
 
 @dataclass(frozen=True)

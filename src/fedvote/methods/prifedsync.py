@@ -58,9 +58,9 @@ from fedvote.data.federation import LabeledData, PublicMetadata, ServerData
 from fedvote.data.validation import ValidationNeed
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.gradient import GradientSettings, gradient_option, privacy_generator
-from fedvote.methods.options import method_option
-from fedvote.models.batched_dp_sgd import OPTIMIZERS, NoisyTraining, perceptron_layer_sizes
+from fedvote.methods.gradient import privacy_generator
+from fedvote.methods.options.gradient import HELPERS, PriFedSyncOptions
+from fedvote.models.batched_dp_sgd import NoisyTraining, perceptron_layer_sizes
 from fedvote.models.local_training import flat_parameters, load_flat_parameters
 from fedvote.models.shifted_input import ShiftedInput
 from fedvote.models.training import predict_labels
@@ -76,8 +76,6 @@ from fedvote.transport.capabilities import PersonalisedModels, SimulationDiagnos
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
-
-HELPERS: tuple[str, ...] = ("identity", "interpolate")
 
 CLT_NOTE = (
     "asymptotic (CLT), not a bound: Theorem 2's limit as KR → ∞ for the paper's Algorithm 2 "
@@ -97,79 +95,6 @@ DIAGNOSTIC_NOTE = (
 # Below this many records in the smallest client (20 × the paper's batch B = 16), PriFedSync
 # trains full-batch by default (:meth:`PriFedSync.with_client_size_defaults`).
 SMALL_CLIENT_RECORDS = 320
-
-
-@dataclass(frozen=True)
-class PriFedSyncOptions(GradientSettings):
-    """PriFedSync's settings (``fedvote run --method prifedsync`` flags).
-
-    The gradient settings it shares with the gradient baselines (``--rounds``, …; None:
-    PriFedSync's own default) and its own (``--helper``, …).
-    """
-
-    rounds: int | None = gradient_option("rounds")
-    sampling_rate: float | None = gradient_option("sampling_rate")
-    local_steps: int | None = gradient_option("local_steps")
-    batch_size: int | None = gradient_option("batch_size")
-    per_sample_clip: float | None = gradient_option("per_sample_clip")
-    learning_rate: float | None = gradient_option("learning_rate")
-    gradient_model: str | None = gradient_option("gradient_model")
-    helper: str = method_option(
-        "interpolate",
-        "PriFedSync helper F_i: identity (one global model) or interpolate (eq. 2.1)",
-        choices=HELPERS,
-    )
-    alpha: float = method_option(0.1, "PriFedSync: α of the interpolated helper (1−α)·w⁽ⁱ⁾ + α·w̃_global")
-    server_rate: float = method_option(1.0, "PriFedSync: server step η of w̃_global")
-    optimizer: str | None = method_option(
-        None, "PriFedSync: local noisy optimizer [default: adam; sgd with small clients]", choices=OPTIMIZERS
-    )
-    target_accuracy: float | None = method_option(
-        None,
-        "PriFedSync: stop at the first round whose released global model reaches this accuracy "
-        "on the labelled public validation set (ε stays that of --rounds)",
-    )
-    validation_size: int | None = method_option(
-        None,
-        "Public-pool points labelled as a public validation set (weighted-pate: scores "
-        "teachers, default 500; prifedsync: the stop rule, default the whole pool)",
-    )
-    validation_file: str | None = method_option(
-        None, "A labelled public npz (x, y) to score teachers on instead of a pool slice."
-    )
-    client_test_size: int = method_option(
-        200, "PriFedSync: test records per client for the private-label diagnostics (not released)"
-    )
-    center_inputs: bool = method_option(
-        True,
-        "PriFedSync: subtract the public pool's mean from every input (a public constant sent with the "
-        "helper; --no-center-inputs: raw inputs)",
-    )
-
-    def overrides(self) -> dict[str, Any]:
-        """The gradient settings given (:meth:`GradientSettings.overrides`) and the optimizer, if given."""
-        given = super().overrides()
-        if self.optimizer is not None:
-            given["optimizer"] = self.optimizer
-        return given
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.helper not in HELPERS:
-            raise ConfigError("helper", f"must be one of {', '.join(HELPERS)}, got {self.helper!r}")
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ConfigError("alpha", f"must lie in [0, 1], got {self.alpha}")
-        if not 0.0 < self.server_rate <= 1.0:
-            raise ConfigError("server_rate", f"must lie in (0, 1], got {self.server_rate}")
-        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
-            raise ConfigError("optimizer", f"must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
-            raise ConfigError("target_accuracy", f"must lie in (0, 1], got {self.target_accuracy}")
-        size = self.validation_size
-        if size is not None and (isinstance(size, bool) or size < 1):
-            raise ConfigError("validation_size", f"must be an integer >= 1, got {size!r}")
-        if isinstance(self.client_test_size, bool) or self.client_test_size < 1:
-            raise ConfigError("client_test_size", f"must be an integer >= 1, got {self.client_test_size}")
 
 
 def helper_models(

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from torch import nn
 
-from fedvote.aggregation.knn import resolve_k
+from fedvote.aggregation.voting import resolve_k
 from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.options import method_option
+from fedvote.methods.options.voting import KnnOptions
 from fedvote.methods.voting import check_voting_run, check_voting_settings, label_and_teach
 from fedvote.models.features import (
     FEATURE_KINDS,
@@ -64,64 +64,6 @@ if TYPE_CHECKING:
 
 # The name of the statement that gives the instance ε at the paper's sensitivity √(2/k_min).
 PAPER_STATEMENT = "paper's instance sensitivity √(2/k_min)"
-
-
-@dataclass(frozen=True)
-class KnnOptions:
-    """The settings of ``--method private-knn-fl`` (each a ``fedvote run`` flag).
-
-    ``k`` neighbours per agent, or (when ``k`` is None) ``round(k_fraction · n_i)`` of each
-    agent's n_i records, at least 1 (the voting paper uses 5 %). ``features`` is the public
-    feature extractor φ (:data:`fedvote.models.features.FEATURE_KINDS`), fitted on the
-    public pool only, with ``feature_dim`` outputs (pca, random, autoencoder, contrastive);
-    ``feature_module`` is the TorchScript file for ``features="module"``; ``normalize``
-    scales φ's outputs to unit norm. ``bound`` is the instance-level sensitivity used for
-    accounting: ``"tight"`` (√2/k_min) or the paper's ``"paper"`` (√(2/k_min)).
-    """
-
-    k: int | None = method_option(
-        None, "Private-kNN-FL: neighbours per agent [default: --k-fraction of its records]."
-    )
-    k_fraction: float = method_option(
-        0.05, "Private-kNN-FL: k as a fraction of each agent's records (the paper's 5 %)."
-    )
-    features: str = method_option(
-        "pca",
-        "Private-kNN-FL: public feature extractor, fitted on the public pool only.",
-        choices=FEATURE_KINDS,
-    )
-    feature_dim: int = method_option(
-        50, "Private-kNN-FL: outputs of the feature extractor (pca, random, autoencoder, contrastive)."
-    )
-    feature_module: str | None = method_option(
-        None, "Private-kNN-FL: TorchScript (or torch.export .pt2) file for --features module."
-    )
-    normalize: bool = method_option(
-        False, "Private-kNN-FL: scale the features to unit norm.", flag="--normalize-features"
-    )
-    bound: str = method_option(
-        "tight",
-        "Private-kNN-FL instance-level sensitivity: tight √2/k or the paper's √(2/k).",
-        choices=KNN_BOUNDS,
-        flag="--knn-bound",
-    )
-
-    def __post_init__(self) -> None:
-        resolve_k(1, self.k, self.k_fraction)  # validates k and k_fraction
-        if self.features not in FEATURE_KINDS:
-            raise ConfigError(
-                "features",
-                f"unknown feature extractor {self.features!r}; choose from {', '.join(FEATURE_KINDS)}",
-            )
-        dim = self.feature_dim
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-            raise ConfigError("feature_dim", f"must be an integer >= 1, got {self.feature_dim!r}")
-        if (self.features == "module") != (self.feature_module is not None):
-            raise ConfigError(
-                "feature_module", "give a TorchScript file exactly when features is 'module'"
-            )
-        if self.bound not in KNN_BOUNDS:
-            raise ConfigError("bound", f"must be one of {', '.join(KNN_BOUNDS)}, got {self.bound!r}")
 
 
 @dataclass(frozen=True)

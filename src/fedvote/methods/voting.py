@@ -43,10 +43,6 @@ from fedvote.transport.base import ReleasedLabels, VoteSum
 
 Released = TypeVar("Released")  # what one round of the aggregator lets out (sums or labels)
 
-# What leaves the aggregator: the noisy vote sums (Algorithms 1 and 2) or, PATE-FL only,
-# the labels of the queries that pass a noisy threshold check (Confident-GNMax).
-RELEASES: tuple[str, ...] = ("sums", "labels")
-
 
 @dataclass(frozen=True, eq=False)
 class ReleasedVotes:

@@ -20,10 +20,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from fedvote.agents.behaviour import BAD_KINDS, assign_behaviours
+from fedvote.agents.behaviour import assign_behaviours
 from fedvote.aggregation.voting import (
-    RELATIVE_SCHEMES,
-    WEIGHT_SCHEMES,
     WeightRule,
     noise_share_std,
     project_histogram,
@@ -32,7 +30,7 @@ from fedvote.data.federation import ServerData
 from fedvote.data.validation import ValidationNeed
 from fedvote.errors import ConfigError
 from fedvote.methods.base import MethodOutcome
-from fedvote.methods.options import method_option
+from fedvote.methods.options.voting import WeightedVotingOptions
 from fedvote.methods.pate_fl import PateFL
 from fedvote.methods.voting import check_voting_run, label_and_teach
 from fedvote.privacy.events import (
@@ -54,87 +52,6 @@ if TYPE_CHECKING:
 # reputation paper's size; on digits' 270-point pool, 54).
 DEFAULT_VALIDATION_SHARE = 0.2
 DEFAULT_VALIDATION_MOST = 500
-
-
-@dataclass(frozen=True)
-class WeightedVotingOptions:
-    """The settings of ``--method weighted-pate`` (each is a ``fedvote run`` flag).
-
-    Validated on construction; one ``ConfigError`` naming the option on bad input.
-    """
-
-    scheme: str = method_option(
-        "accuracy",
-        "Weighting scheme (reputation paper, Sec. 4.1.1). Default accuracy: it releases no accuracy "
-        "summary, and was best or second best at 0 and 20 % bad teachers in docs/results.md.",
-        choices=WEIGHT_SCHEMES,
-    )
-    min_weight: float = method_option(0.1, "Smallest vote weight w_min (the paper: 0.1).")
-    max_weight: float = method_option(
-        3.0, "Largest vote weight w_max (the paper: 3); the votes' sensitivity is w_max."
-    )
-    validation_size: int | None = method_option(
-        None,
-        "Public-pool points labelled as the validation set (removed from the query pool); "
-        "default: a fifth of the pool, at most 500.",
-    )
-    validation_file: str | None = method_option(
-        None, "A labelled public npz (x, y) to score teachers on instead of a pool slice."
-    )
-    summary_sigma: float = method_option(
-        8.0, "Noise std of the released accuracy histogram (percentile, zscore, rank only)."
-    )
-    summary_bins: int = method_option(10, "Equal-width accuracy bins of the released histogram.")
-    zscore_span: float = method_option(
-        1.0, "z-scores in [-span, span] map linearly to [w_min, w_max] (beyond: clipped)."
-    )
-    bad_fraction: float = method_option(
-        0.0, "Simulation: fraction of agents (seeded choice) that are bad teachers."
-    )
-    bad_kind: str = method_option(
-        "adversarial", "Simulation: what bad teachers do.", choices=BAD_KINDS
-    )
-    bad_target_class: int = method_option(0, "Simulation: the wrong class adversaries vote for.")
-
-    def __post_init__(self) -> None:
-        if self.scheme not in WEIGHT_SCHEMES:
-            choices = ", ".join(WEIGHT_SCHEMES)
-            raise ConfigError("scheme", f"unknown scheme {self.scheme!r}; choose from {choices}")
-        if not 0.0 < self.max_weight < float("inf"):
-            raise ConfigError("max_weight", f"must be a finite number > 0, got {self.max_weight}")
-        if not 0.0 <= self.min_weight <= self.max_weight:
-            raise ConfigError("min_weight", f"must lie in [0, {self.max_weight}], got {self.min_weight}")
-        size = self.validation_size
-        if size is not None and (isinstance(size, bool) or size < 0):
-            raise ConfigError("validation_size", f"must be an integer >= 0, got {self.validation_size!r}")
-        if not self.summary_sigma > 0:
-            raise ConfigError("summary_sigma", f"must be > 0, got {self.summary_sigma}")
-        if self.summary_bins < 2:
-            raise ConfigError("summary_bins", f"must be at least 2, got {self.summary_bins}")
-        if not self.zscore_span > 0:
-            raise ConfigError("zscore_span", f"must be > 0, got {self.zscore_span}")
-        if not 0.0 <= self.bad_fraction <= 1.0:
-            raise ConfigError("bad_fraction", f"must lie in [0, 1], got {self.bad_fraction}")
-        if self.bad_kind not in BAD_KINDS:
-            choices = ", ".join(BAD_KINDS)
-            raise ConfigError("bad_kind", f"unknown kind {self.bad_kind!r}; choose from {choices}")
-        if self.bad_target_class < 0:
-            raise ConfigError("bad_target_class", f"must be >= 0, got {self.bad_target_class}")
-
-    @property
-    def relative(self) -> bool:
-        """Whether the scheme needs the released accuracy summary (percentile, zscore, rank)."""
-        return self.scheme in RELATIVE_SCHEMES
-
-    @property
-    def needs_validation(self) -> bool:
-        """Whether teachers are scored at all (every scheme but one-model-one-vote)."""
-        return self.scheme != "one-vote"
-
-    @property
-    def vote_max_weight(self) -> float:
-        """The largest weight a vote can carry: 1 for one-vote, else w_max."""
-        return 1.0 if self.scheme == "one-vote" else self.max_weight
 
 
 @dataclass(frozen=True)

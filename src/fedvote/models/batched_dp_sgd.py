@@ -33,8 +33,8 @@ import torch
 from torch import nn
 
 from fedvote.errors import ConfigError
+from fedvote.models.config import OPTIMIZERS
 
-OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
 

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from fedvote.errors import ConfigError
+from fedvote.models.config import FEATURE_KINDS
 from fedvote.models.contrastive import (
     ContrastiveConfig,
     build_encoder,
@@ -45,7 +46,6 @@ from fedvote.models.contrastive import (
 )
 from fedvote.models.extractor_cache import default_cache_dir, extractor_key, load_or_train
 
-FEATURE_KINDS: tuple[str, ...] = ("identity", "pca", "random", "autoencoder", "contrastive", "module")
 # The kinds that are trained (seconds to a minute), so worth a disk cache; pca is fast.
 CACHED_KINDS: tuple[str, ...] = ("autoencoder", "contrastive")
 # The kinds that need image examples (C, H, W).

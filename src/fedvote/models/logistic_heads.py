@@ -28,6 +28,7 @@ from scipy import optimize, special
 from threadpoolctl import threadpool_limits
 
 from fedvote.errors import ConfigError
+from fedvote.models.config import CLASS_HEAD_BOUNDS
 from fedvote.models.features import FeatureExtractor
 from fedvote.privacy.calibrate import binary_logistic_sensitivity, multinomial_logistic_sensitivity
 
@@ -198,9 +199,6 @@ def head_norm_bound(num_outputs: int, regularization: float) -> float:
     return math.sqrt(2.0 * math.log(num_outputs) / regularization)
 
 
-# The class head's replace-one sensitivity: "tight" 2√2/(λ·n) (max per-record gradient
-# norm √2) or "paper" 2√C/(λ·n) (fedaux-fdp.txt, Theorem 1: each of C rows bounded by 1).
-CLASS_HEAD_BOUNDS: tuple[str, ...] = ("tight", "paper")
 # ‖∇_β ℓ(β; h̃, y)‖_F = ‖p − e_y‖₂·‖h̃‖₂ ≤ √2 for the multinomial log-loss (docs/privacy.md).
 MULTINOMIAL_GRADIENT_BOUND = math.sqrt(2.0)
 

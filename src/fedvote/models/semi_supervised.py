@@ -30,10 +30,8 @@ from torch import nn
 from torch.nn import functional
 
 from fedvote.models.augment import is_image_batch, strong_augment, weak_augment
+from fedvote.models.config import SEMI_SUPERVISED_METHODS
 from fedvote.models.training import TrainingConfig
-
-# The student's semi-supervised methods, by name: "fixmatch" needs images.
-SEMI_SUPERVISED_METHODS: tuple[str, ...] = ("fixmatch", "vat")
 
 
 @dataclass(frozen=True)

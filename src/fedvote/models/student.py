@@ -19,24 +19,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedvote.errors import ConfigError
+from fedvote.models.config import check_student_training
 from fedvote.models.semi_supervised import SEMI_SUPERVISED_METHODS, train_consistency
 from fedvote.models.training import TrainingConfig, fit_classifier
 from fedvote.models.zoo import build_model
 
-# How the student uses the unlabelled pool; "auto" is FixMatch for images of at least
-# FIXMATCH_MIN_SIDE pixels a side, else VAT (measured on digits and MNIST: docs/defaults.md).
-STUDENT_TRAINING: tuple[str, ...] = ("auto", *SEMI_SUPERVISED_METHODS, "self-training", "supervised")
 # FixMatch's strong views (rotation, shear, cutout) keep a 28x28 digit's identity, not an
 # 8x8 one's: on digits (8x8) VAT scored 0.92 against FixMatch's 0.89, on MNIST FixMatch
 # 0.94 against VAT's 0.85 (experiments/student_choice.py).
 FIXMATCH_MIN_SIDE = 16
-
-
-def check_student_training(name: str) -> None:
-    """Refuse an unknown ``--semi-supervised`` name."""
-    if name not in STUDENT_TRAINING:
-        raise ConfigError("semi_supervised", f"unknown {name!r}; choose from {', '.join(STUDENT_TRAINING)}")
 
 
 def resolve_student_training(name: str, example_shape: tuple[int, ...]) -> str:

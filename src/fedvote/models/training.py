@@ -3,93 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
-from fedvote.errors import ConfigError
-from fedvote.models.zoo import MODEL_NAMES
-
-
-@dataclass(frozen=True)
-class TrainingConfig:
-    """How one model is trained: architecture and optimiser settings (Adam, mini-batches).
-
-    Parameters
-    ----------
-    model : str
-        ``"logistic"``, ``"mlp"``, ``"cnn"``, or ``"auto"`` (a CNN for images, else an MLP).
-    epochs : int
-        Passes over the training data.
-    batch_size : int
-        Mini-batch size (the last batch of an epoch may be smaller).
-    learning_rate : float
-        Adam step size.
-    weight_decay : float
-        L2 penalty (Adam's ``weight_decay``).
-    augment_shift : int
-        Images only: each mini-batch is shifted by a random (dy, dx) in
-        [−augment_shift, augment_shift]² (circularly), a cheap augmentation for small
-        labelled sets. 0 (default) trains on the data as is.
-    validation_fraction : float
-        Early stopping: the fraction of a model's own training data held out, drawn
-        from its seeded generator, to measure a validation loss after every epoch
-        (:meth:`validation_size` records of n). 0 (default) holds nothing out.
-    patience : int or None
-        Early stopping: stop after this many epochs in a row without a strictly lower
-        validation loss, and keep the weights of the epoch with the lowest one. ``None``
-        (default) trains every epoch. Set both or neither; a dataset too small to spare
-        a validation record (``validation_size(n) == 0``) trains every epoch on all of
-        it. :func:`fit_classifier` and the batched
-        :func:`fedvote.models.ensemble.fit_ensemble` apply the same rule per agent.
-
-    """
-
-    model: str = "mlp"
-    epochs: int = 40
-    batch_size: int = 32
-    learning_rate: float = 1e-2
-    weight_decay: float = 1e-4
-    augment_shift: int = 0
-    validation_fraction: float = 0.0
-    patience: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.model not in MODEL_NAMES:
-            raise ConfigError("model", f"unknown model {self.model!r}; choose from {', '.join(MODEL_NAMES)}")
-        if self.epochs < 1:
-            raise ConfigError("epochs", f"must be at least 1, got {self.epochs}")
-        if self.batch_size < 1:
-            raise ConfigError("batch_size", f"must be at least 1, got {self.batch_size}")
-        if not self.learning_rate > 0:
-            raise ConfigError("learning_rate", f"must be > 0, got {self.learning_rate}")
-        if self.augment_shift < 0:
-            raise ConfigError("augment_shift", f"must be >= 0, got {self.augment_shift}")
-        if self.weight_decay < 0:
-            raise ConfigError("weight_decay", f"must be >= 0, got {self.weight_decay}")
-        if not 0.0 <= self.validation_fraction < 1.0:
-            raise ConfigError(
-                "validation_fraction", f"must be in [0, 1), got {self.validation_fraction}"
-            )
-        if self.patience is not None and self.patience < 1:
-            raise ConfigError("patience", f"must be at least 1 (or None), got {self.patience}")
-        if (self.patience is None) != (self.validation_fraction == 0.0):
-            raise ConfigError(
-                "patience",
-                "early stopping needs both validation_fraction > 0 and patience; got "
-                f"validation_fraction={self.validation_fraction}, patience={self.patience}",
-            )
-
-    @property
-    def early_stopping(self) -> bool:
-        """Whether models hold out validation data and stop early (``patience`` set)."""
-        return self.patience is not None
-
-    def validation_size(self, num_records: int) -> int:
-        """Records held out for validation from ``num_records``: floor(fraction · n)."""
-        return int(math.floor(self.validation_fraction * num_records)) if self.early_stopping else 0
+from fedvote.models.config import TrainingConfig
 
 
 def fit_classifier(

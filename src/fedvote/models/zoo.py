@@ -8,8 +8,7 @@ import torch
 from torch import nn
 
 from fedvote.errors import ConfigError
-
-MODEL_NAMES: tuple[str, ...] = ("auto", "logistic", "mlp", "cnn")
+from fedvote.models.config import MODEL_NAMES
 
 
 def resolve_model_name(name: str, example_shape: tuple[int, ...]) -> str:

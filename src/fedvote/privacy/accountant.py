@@ -29,9 +29,8 @@ from dp_accounting.privacy_accountant import NeighboringRelation, PrivacyAccount
 from scipy import optimize, special
 
 from fedvote.errors import ConfigError
+from fedvote.privacy.config import ACCOUNTANTS
 from fedvote.privacy.events import ReplaceOneDpEvent
-
-ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp", "exact", "classic")
 
 # Dense RDP orders: fine steps near 1, every integer to 256, then a geometric tail of
 # integers (dp-accounting's fractional-order series for subsampled Gaussians fails to

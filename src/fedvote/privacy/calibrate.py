@@ -16,19 +16,10 @@ from scipy import optimize
 
 from fedvote.errors import ConfigError
 from fedvote.privacy.accountant import PLDTooLarge, delta_for, epsilon_for, gaussian_epsilon, gaussian_mu
+from fedvote.privacy.config import SIGMA_CEILING, SIGMA_FLOOR  # the range σ is searched in
 
 # Relative tolerance on σ; the result always satisfies ε(σ) ≤ target.
 SIGMA_RELATIVE_TOLERANCE = 1e-4
-
-# The range calibration searches σ in (σ as the method defines it: the noise std on a vote
-# sum of sensitivity 1, or a noise multiplier; noise per unit of sensitivity either way).
-# Below SIGMA_FLOOR a release is not private in any useful sense (noise a hundredth of one
-# vote: ε in the thousands for a hundred queries), and the numerical accountants' cost
-# grows without bound (a PLD's support spans ~1/σ² per step): a target ε met only there is
-# refused, saying so. Above SIGMA_CEILING the noise drowns every release (ε ≈ 0, nothing
-# is learned); PrivacyConfig refuses a larger --sigma, for which noise arithmetic overflows.
-SIGMA_FLOOR = 1e-2
-SIGMA_CEILING = 1e6
 
 # What the search takes as the ε of a release it cannot account at all (PLDTooLarge: far
 # too little noise); finite, so that Brent's method can interpolate through it.

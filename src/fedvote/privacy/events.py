@@ -26,8 +26,7 @@ import numpy as np
 from dp_accounting import DpEventBuilder, dp_event
 
 from fedvote.errors import ConfigError
-
-LEVELS: tuple[str, ...] = ("agent", "instance")
+from fedvote.privacy.config import KNN_BOUNDS, LEVELS
 
 # Per-query L2 sensitivity of a one-hot vote (PATE-FL), Theorem 3 of the voting paper.
 PATE_FL_AGENT_SENSITIVITY = 1.0
@@ -167,9 +166,7 @@ def confident_gnmax_events(sigma: float, threshold_sigma: float, queries: int) -
     )
 
 
-# --- Private-kNN-FL ------------------------------------------------------------------------
-
-KNN_BOUNDS: tuple[str, ...] = ("tight", "paper")
+# --- Private-kNN-FL (its bounds, KNN_BOUNDS, are named in fedvote.privacy.config) -----------
 
 
 def private_knn_fl_sensitivity(k: int, level: str, bound: str = "tight") -> float:

@@ -1,14 +1,17 @@
 """Method-specific options: one frozen dataclass per method, its fields become CLI flags.
 
 A method with settings of its own declares them as a frozen dataclass whose fields are
-made with :func:`method_option` and names it in ``Method.options_type``. Nothing else has
-to change: :class:`~fedvote.config.RunConfig` stores them under ``options`` (validated by
-building the dataclass where the method is resolved, :func:`fedvote.methods.check_method`),
-and ``fedvote run`` / ``fedvote sweep`` offer one flag per field (``--field-name``; help
-and choices from the field's metadata); a flag given to a method whose dataclass lacks
-the field is refused by name. Every method's settings go through this seam, the kNN
+made with :func:`method_option`, in a module of this package (:mod:`.voting`,
+:mod:`.gradient`, :mod:`.fedaux`: light, no torch, since ``fedvote run --help`` builds
+its flags from them), and names it in ``Method.options_type`` and in
+:mod:`fedvote.methods.registry`. Nothing else has to change:
+:class:`~fedvote.config.RunConfig` stores them under ``options`` (validated by building
+the dataclass where the method is resolved, :func:`fedvote.methods.check_method`), and
+``fedvote run`` / ``fedvote sweep`` offer one flag per field (``--field-name``; help and
+choices from the field's metadata); a flag given to a method whose dataclass lacks the
+field is refused by name. Every method's settings go through this seam, the kNN
 (``--k``, …) and gradient (``--rounds``, …) settings included. This is the seam that
-keeps "a new method is one file in ``methods/``" true.
+keeps "a new method is one file in ``methods/``" (with its options here) true.
 """
 
 from __future__ import annotations

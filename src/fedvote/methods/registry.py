@@ -1,0 +1,83 @@
+"""Every method by name, with its options dataclass: what the command line needs of the methods.
+
+``fedvote run --help`` lists ``--method``'s choices and one flag per method option, and a
+config is refused (an unknown method, an option the method does not take, a bad value)
+before anything runs. Neither needs the methods' code, which imports torch, scipy and
+dp_accounting; so each method is registered here by its name and its options dataclass
+(kept in the light :mod:`fedvote.methods.options` package), and this module imports
+nothing heavy: ``fedvote --help`` answers in well under a second.
+
+The classes themselves are still discovered (:data:`fedvote.methods.METHODS`), and the
+discovery refuses a method missing here or registered with other options (``TypeError``),
+so this table cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from fedvote.errors import ConfigError
+from fedvote.methods.options import OptionSpec, build_options, option_specs
+from fedvote.methods.options.fedaux import FedAuxOptions
+from fedvote.methods.options.gradient import (
+    DpFedAvgOptions,
+    DpFedSgdOptions,
+    FedAvgOptions,
+    PriFedSyncOptions,
+)
+from fedvote.methods.options.voting import KnnOptions, PateFLOptions, WeightedVotingOptions
+
+if TYPE_CHECKING:
+    from fedvote.config import RunConfig
+
+# Each method's name and its options dataclass (``Method.options_type``; None: it has none).
+OPTIONS: dict[str, type | None] = {
+    "dp-fedavg": DpFedAvgOptions,
+    "dp-fedsgd": DpFedSgdOptions,
+    "fedaux-f": FedAuxOptions,
+    "fedaux-fdp": FedAuxOptions,
+    "fedavg": FedAvgOptions,
+    "fedavg-p": FedAuxOptions,
+    "fedd-p": FedAuxOptions,
+    "majority-vote": None,
+    "pate-fl": PateFLOptions,
+    "prifedsync": PriFedSyncOptions,
+    "private-knn-fl": KnnOptions,
+    "weighted-pate": WeightedVotingOptions,
+}
+
+METHOD_NAMES: tuple[str, ...] = tuple(sorted(OPTIONS))
+
+
+def options_type(name: str) -> type | None:
+    """The options dataclass of method ``name``; an unknown name is refused by name (one line)."""
+    if name not in OPTIONS:
+        raise ConfigError("method", f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
+    return OPTIONS[name]
+
+
+def option_names(name: str) -> frozenset[str]:
+    """The names of method ``name``'s options (its ``options_type`` fields; none: empty)."""
+    options = options_type(name)
+    return frozenset(f.name for f in dataclasses.fields(options)) if options else frozenset()
+
+
+def check_options(config: RunConfig) -> Any:
+    """``config``'s method options, built and so validated, as the method itself builds them.
+
+    Refuses an unknown method, an option the method does not take (by name) or a bad
+    value, as :func:`fedvote.methods.check_method` does, without importing the method.
+    """
+    return build_options(config.method, options_type(config.method), config.options)
+
+
+def method_option_specs() -> dict[str, OptionSpec]:
+    """Every registered method's options by name (two methods may share a name of one type)."""
+    specs: dict[str, OptionSpec] = {}
+    for name in METHOD_NAMES:
+        options = OPTIONS[name]
+        if options is not None:
+            for spec in option_specs(options):
+                specs.setdefault(spec.name, spec)
+    return specs

@@ -1,0 +1,234 @@
+"""From flat settings to RunConfigs: one path for ``fedvote run``'s flags and :func:`fedvote.run`'s keywords.
+
+One list of settings (:data:`FEDERATION_SETTINGS`, :data:`RUN_SETTINGS`, every method's
+options on top), one set of defaults, one set of refusals: :func:`build_config` (the
+Python API) and the command line (:func:`configs_from_settings`, via
+:mod:`fedvote.cli.run_options`) build the same validated :class:`~fedvote.config.RunConfig`.
+Each method's options are validated as the method builds them
+(:func:`fedvote.methods.registry.check_options`) without importing the method: this
+module imports nothing heavy, so ``fedvote run --agents 0`` is refused at once. Re-exported
+by :mod:`fedvote.runner`, where it used to live.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
+from fedvote.data.datasets import DATA_ENV
+from fedvote.data.framing import FRAMINGS
+from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
+from fedvote.errors import ConfigError
+from fedvote.methods.registry import check_options, method_option_specs, option_names
+from fedvote.models.config import MODEL_NAMES, STUDENT_TRAINING, TrainingConfig
+from fedvote.privacy.config import ACCOUNTANTS
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One setting of a run: its name (the flag without ``--``, ``_`` for ``-``), type, default, choices.
+
+    ``default`` None means "not given" (the config's own default, or a value derived from
+    the others, applies). ``fedvote run``'s flags have the same defaults (a test holds them
+    equal).
+    """
+
+    name: str
+    kind: type
+    default: Any = None
+    choices: tuple[str, ...] | None = None
+
+
+# The federation settings (``FederationConfig`` and its ``PartitionSpec``); ``data_dir``
+# defaults to ``$FEDVOTE_DATA``.
+FEDERATION_SETTINGS: tuple[Setting, ...] = (
+    Setting("dataset", str, "digits"),
+    Setting("target", str),
+    Setting("image_size", int),
+    Setting("framing", str, "auto", FRAMINGS),
+    Setting("label_column", str, "label"),
+    Setting("data_dir", str),
+    Setting("agents", int, 50),
+    Setting("partition", str, "iid", tuple(PARTITION_SCHEMES)),
+    Setting("dirichlet_alpha", float, 0.5),
+    Setting("classes_per_agent", int, 2),
+    Setting("shards_per_agent", int, 2),
+    Setting("public_fraction", float),
+    Setting("test_fraction", float, 0.15),
+)
+
+# Privacy, training, queries and seeds; every method's own options come on top
+# (:func:`method_option_specs`).
+RUN_SETTINGS: tuple[Setting, ...] = (
+    Setting("sigma", float),
+    Setting("epsilon", float),
+    Setting("delta", float, 1e-3),
+    Setting("accountant", str, "pld", tuple(ACCOUNTANTS)),
+    Setting("calibrate_level", str, None, ("agent", "instance")),
+    Setting("queries", int),
+    Setting("min_responders", int),
+    Setting("teacher_model", str, "mlp", tuple(MODEL_NAMES)),
+    Setting("student_model", str, "auto", tuple(MODEL_NAMES)),
+    Setting("epochs", int, 40),
+    Setting("student_epochs", int),
+    Setting("augment_shift", int, 0),
+    Setting("self_training_rounds", int, 2),
+    Setting("semi_supervised", str, "auto", STUDENT_TRAINING),
+    Setting("seed", int, 0),
+    Setting("noise_seed", int),
+    Setting("ledger", str),
+    Setting("budget_epsilon", float),
+    Setting("secure_sum", bool, False),
+)
+
+# Settings naming a file or directory: a ``pathlib.Path`` is taken as its string.
+_PATH_SETTINGS = frozenset({"data_dir", "ledger"})
+# The federation settings that make its ``PartitionSpec``.
+_PARTITION = frozenset({"partition", "dirichlet_alpha", "classes_per_agent", "shards_per_agent"})
+
+
+def build_config(method: str = "pate-fl", **settings: Any) -> RunConfig:
+    """The :class:`~fedvote.config.RunConfig` that ``fedvote run --method METHOD --flag value ...`` builds.
+
+    ``settings`` are named as the flags (``--teacher-model`` is ``teacher_model``, a
+    method option by its field name: ``--knn-bound`` is ``bound``); a setting left out
+    takes the flag's default (``data_dir``: ``$FEDVOTE_DATA``), and a method option set to
+    None counts as not given. Refused with :class:`~fedvote.errors.ConfigError` naming the
+    setting, before anything is loaded: an unknown name, a value of the wrong type or
+    outside its choices, an option the method does not take, and everything the config
+    and the method refuse (:func:`configs_from_settings`).
+    """
+    federation_values: dict[str, Any] = {}
+    run_values: dict[str, Any] = {}
+    for table, values in ((FEDERATION_SETTINGS, federation_values), (RUN_SETTINGS, run_values)):
+        for setting in table:
+            given = settings.pop(setting.name, setting.default)
+            values[setting.name] = _checked(setting.name, given, setting.kind, setting.choices)
+    if federation_values["data_dir"] is None:
+        federation_values["data_dir"] = os.environ.get(DATA_ENV) or None
+    specs = method_option_specs()
+    options: dict[str, Any] = {}
+    for name, value in settings.items():
+        spec = specs.get(name)
+        if spec is None:
+            raise ConfigError(name, "no such setting (they are fedvote run's flags; see docs/python.md)")
+        if value is not None:
+            options[name] = _checked(name, value, spec.value_type, spec.choices)
+    if not isinstance(method, str):
+        raise ConfigError("method", f"must name a method, got {method!r}")
+    (config,) = configs_from_settings([method], federation_config(federation_values), run_values, options)
+    return config
+
+
+def federation_config(values: Mapping[str, Any]) -> FederationConfig:
+    """The :class:`~fedvote.config.FederationConfig` of the :data:`FEDERATION_SETTINGS` ``values``."""
+    partition = PartitionSpec(
+        scheme=values["partition"],
+        alpha=values["dirichlet_alpha"],
+        classes_per_agent=values["classes_per_agent"],
+        shards_per_agent=values["shards_per_agent"],
+    )
+    return FederationConfig(
+        partition=partition,
+        **{name: values[name] for name in (s.name for s in FEDERATION_SETTINGS) if name not in _PARTITION},
+    )
+
+
+
+def configs_from_settings(
+    methods: Sequence[str],
+    federation: FederationConfig,
+    values: Mapping[str, Any],
+    method_options: Mapping[str, Any],
+) -> list[RunConfig]:
+    """One RunConfig per method of ``methods``, each with the ``method_options`` that are its own.
+
+    ``values`` holds every :data:`RUN_SETTINGS` name. A method option (``k``, ``rounds``,
+    ``release``, …) that none of the methods takes is refused by name; each config's
+    options are validated as its method validates them
+    (:func:`~fedvote.methods.registry.check_options`) before anything is loaded or
+    imported for training. ``fedvote run``/``sweep``/``label`` and :func:`build_config`
+    come through here.
+    """
+    if not methods:
+        raise ConfigError("method", "name at least one method")
+    owned = {name: option_names(name) for name in methods}  # refuses an unknown method
+    for option in method_options:
+        if not any(option in owned[name] for name in methods):
+            raise ConfigError(option, f"is not an option of method {' or '.join(map(repr, methods))}")
+    configs = [
+        _config_of(name, federation, values, {k: v for k, v in method_options.items() if k in owned[name]})
+        for name in methods
+    ]
+    for config in configs:
+        check_options(config)
+    return configs
+
+
+def _config_of(
+    method: str, federation: FederationConfig, f: Mapping[str, Any], options: dict[str, Any]
+) -> RunConfig:
+    """The RunConfig the settings ``f`` describe for ``method``."""
+    return RunConfig(
+        method=method,
+        federation=federation,
+        privacy=PrivacyConfig(
+            sigma=f["sigma"],
+            epsilon=f["epsilon"],
+            delta=f["delta"],
+            accountant=f["accountant"],
+            min_responders=f["min_responders"],
+            noise_seed=f["noise_seed"],
+            ledger=f["ledger"],
+            budget_epsilon=f["budget_epsilon"],
+            calibrate_level=f["calibrate_level"],
+            secure_sum=f["secure_sum"],
+        ),
+        teacher=TrainingConfig(model=f["teacher_model"], epochs=f["epochs"]),
+        student=TrainingConfig(
+            model=f["student_model"],
+            epochs=f["student_epochs"] if f["student_epochs"] is not None else f["epochs"],
+            augment_shift=f["augment_shift"],
+        ),
+        queries=f["queries"],
+        self_training_rounds=f["self_training_rounds"],
+        semi_supervised=f["semi_supervised"],
+        seed=f["seed"],
+        options=options,
+    )
+
+
+def _checked(name: str, value: Any, kind: type, choices: Sequence[str] | None) -> Any:
+    """``value`` as a ``kind`` (an int as a float, a path as its string), or a ConfigError naming ``name``.
+
+    None passes (not given); the checks the command line's option types make, for values
+    given from Python.
+    """
+    if value is None:
+        return None
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(name, f"must be True or False, got {value!r}")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ConfigError(name, f"must be an integer, got {value!r}")
+        return int(value)
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ConfigError(name, f"must be a number, got {value!r}")
+        try:
+            return float(value)
+        except OverflowError as error:
+            raise ConfigError(name, f"is too large for a float: {value!r}") from error
+    if name in _PATH_SETTINGS and isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ConfigError(name, f"must be a string, got {value!r}")
+    if choices is not None and value not in choices:
+        raise ConfigError(name, f"must be one of {', '.join(choices)}; got {value!r}")
+    return value

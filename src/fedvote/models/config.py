@@ -1,0 +1,116 @@
+"""How a model is chosen and trained, as configuration: names and :class:`TrainingConfig`.
+
+Light on purpose: nothing here imports torch, so that ``fedvote --help`` and the
+validation of a config answer at once (the command line builds its choices from these
+names). The modules that train (:mod:`~fedvote.models.zoo`, :mod:`~fedvote.models.training`,
+:mod:`~fedvote.models.student`, …) take their names from here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fedvote.errors import ConfigError
+
+# The architectures of :func:`fedvote.models.zoo.build_model`.
+MODEL_NAMES: tuple[str, ...] = ("auto", "logistic", "mlp", "cnn")
+# The public feature extractors of :func:`fedvote.models.features.fit_feature_extractor`.
+FEATURE_KINDS: tuple[str, ...] = ("identity", "pca", "random", "autoencoder", "contrastive", "module")
+# The local noisy optimizers of :mod:`fedvote.models.batched_dp_sgd`.
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
+# The class head's replace-one sensitivity: "tight" 2√2/(λ·n) (max per-record gradient
+# norm √2) or "paper" 2√C/(λ·n) (fedaux-fdp.txt, Theorem 1: each of C rows bounded by 1).
+CLASS_HEAD_BOUNDS: tuple[str, ...] = ("tight", "paper")
+
+# The student's semi-supervised methods, by name: "fixmatch" needs images.
+SEMI_SUPERVISED_METHODS: tuple[str, ...] = ("fixmatch", "vat")
+# How the student uses the unlabelled pool; "auto" is FixMatch for images of at least
+# fedvote.models.student.FIXMATCH_MIN_SIDE pixels a side, else VAT (measured on digits and
+# MNIST: docs/defaults.md).
+STUDENT_TRAINING: tuple[str, ...] = ("auto", *SEMI_SUPERVISED_METHODS, "self-training", "supervised")
+
+
+def check_student_training(name: str) -> None:
+    """Refuse an unknown ``--semi-supervised`` name."""
+    if name not in STUDENT_TRAINING:
+        raise ConfigError("semi_supervised", f"unknown {name!r}; choose from {', '.join(STUDENT_TRAINING)}")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """How one model is trained: architecture and optimiser settings (Adam, mini-batches).
+
+    Parameters
+    ----------
+    model : str
+        ``"logistic"``, ``"mlp"``, ``"cnn"``, or ``"auto"`` (a CNN for images, else an MLP).
+    epochs : int
+        Passes over the training data.
+    batch_size : int
+        Mini-batch size (the last batch of an epoch may be smaller).
+    learning_rate : float
+        Adam step size.
+    weight_decay : float
+        L2 penalty (Adam's ``weight_decay``).
+    augment_shift : int
+        Images only: each mini-batch is shifted by a random (dy, dx) in
+        [−augment_shift, augment_shift]² (circularly), a cheap augmentation for small
+        labelled sets. 0 (default) trains on the data as is.
+    validation_fraction : float
+        Early stopping: the fraction of a model's own training data held out, drawn
+        from its seeded generator, to measure a validation loss after every epoch
+        (:meth:`validation_size` records of n). 0 (default) holds nothing out.
+    patience : int or None
+        Early stopping: stop after this many epochs in a row without a strictly lower
+        validation loss, and keep the weights of the epoch with the lowest one. ``None``
+        (default) trains every epoch. Set both or neither; a dataset too small to spare
+        a validation record (``validation_size(n) == 0``) trains every epoch on all of
+        it. :func:`fit_classifier` and the batched
+        :func:`fedvote.models.ensemble.fit_ensemble` apply the same rule per agent.
+
+    """
+
+    model: str = "mlp"
+    epochs: int = 40
+    batch_size: int = 32
+    learning_rate: float = 1e-2
+    weight_decay: float = 1e-4
+    augment_shift: int = 0
+    validation_fraction: float = 0.0
+    patience: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.model not in MODEL_NAMES:
+            raise ConfigError("model", f"unknown model {self.model!r}; choose from {', '.join(MODEL_NAMES)}")
+        if self.epochs < 1:
+            raise ConfigError("epochs", f"must be at least 1, got {self.epochs}")
+        if self.batch_size < 1:
+            raise ConfigError("batch_size", f"must be at least 1, got {self.batch_size}")
+        if not self.learning_rate > 0:
+            raise ConfigError("learning_rate", f"must be > 0, got {self.learning_rate}")
+        if self.augment_shift < 0:
+            raise ConfigError("augment_shift", f"must be >= 0, got {self.augment_shift}")
+        if self.weight_decay < 0:
+            raise ConfigError("weight_decay", f"must be >= 0, got {self.weight_decay}")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise ConfigError(
+                "validation_fraction", f"must be in [0, 1), got {self.validation_fraction}"
+            )
+        if self.patience is not None and self.patience < 1:
+            raise ConfigError("patience", f"must be at least 1 (or None), got {self.patience}")
+        if (self.patience is None) != (self.validation_fraction == 0.0):
+            raise ConfigError(
+                "patience",
+                "early stopping needs both validation_fraction > 0 and patience; got "
+                f"validation_fraction={self.validation_fraction}, patience={self.patience}",
+            )
+
+    @property
+    def early_stopping(self) -> bool:
+        """Whether models hold out validation data and stop early (``patience`` set)."""
+        return self.patience is not None
+
+    def validation_size(self, num_records: int) -> int:
+        """Records held out for validation from ``num_records``: floor(fraction · n)."""
+        return int(math.floor(self.validation_fraction * num_records)) if self.early_stopping else 0
