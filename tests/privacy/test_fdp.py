@@ -99,6 +99,17 @@ def test_composition_and_federated_mu():
     assert compose_gdp(*([0.5] * 16)) == pytest.approx(2.0)
     assert federated_mu(2.71, 100, strong=False) == 2.71
     assert federated_mu(2.71, 100, strong=True) == pytest.approx(2.71 * math.sqrt(99))
+    # One client: no other client to guard against, even when μ overflowed to ∞ (√0·∞ is NaN).
+    assert federated_mu(math.inf, 1, strong=True) == 0.0
+    assert federated_mu(2.71, 1, strong=True) == 0.0
+
+
+def test_gdp_clt_with_one_client_and_tiny_noise_answers():
+    """Found by the boundary fuzz: σ = 1/64 with one client gave a NaN μ_strong and a traceback."""
+    from fedvote.cli.app import main
+
+    main(["account", "gdp-clt", "--batch-size", "4", "--records", "100", "--local-steps", "2",
+          "--rounds", "2", "--sigma", "0.015625", "--clients", "1", "--json"])  # fmt: skip
 
 
 @pytest.mark.parametrize("mu", [0.3, 1.0, 2.71, 8.0])

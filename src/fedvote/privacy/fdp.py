@@ -155,10 +155,16 @@ def prifedsync_mu(sigma: float, batch_size: int, records: int, local_steps: int,
 
 
 def federated_mu(mu: float, clients: int, strong: bool) -> float:
-    """Weak federated f-DP: μ; strong (against the other m − 1 clients together): √(m−1)·μ."""
+    """Weak federated f-DP: μ; strong (against the other m − 1 clients together): √(m−1)·μ.
+
+    With one client there is no other to guard against: the strong μ is 0, also for an
+    infinite μ (where √0·∞ would be NaN).
+    """
     if clients < 1:
         raise ConfigError("clients", f"must be >= 1, got {clients}")
-    return sqrt_count(clients - 1) * mu if strong else mu
+    if not strong:
+        return mu
+    return 0.0 if clients == 1 else sqrt_count(clients - 1) * mu
 
 
 def replace_one_poisson_gaussian_epsilon(
