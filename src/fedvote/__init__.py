@@ -60,3 +60,23 @@ def run(
 
     config = build_config(method, dataset=dataset, agents=agents, epsilon=epsilon, **settings)
     return run_config(config)
+
+
+def lazy_exports(package: str, sources: dict[str, str]) -> Any:
+    """``__getattr__`` (PEP 562) for ``package``: name ``n`` comes from module ``sources[n]`` on first use.
+
+    The packages whose modules import torch, scipy or dp_accounting (``models``,
+    ``privacy``, ``agents``, ``methods``) export their names this way, so that importing
+    them stays light (lazy: keeps ``fedvote --help`` under 1 s). The value is stored in
+    the package's namespace, so later reads do not come back here.
+    """
+    import importlib
+
+    def __getattr__(name: str) -> Any:
+        if name not in sources:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(sources[name]), name)
+        setattr(importlib.import_module(package), name, value)
+        return value
+
+    return __getattr__

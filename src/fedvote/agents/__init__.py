@@ -6,8 +6,9 @@ the command line reads :data:`fedvote.agents.behaviour.BAD_KINDS` without import
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fedvote import lazy_exports
 
 if TYPE_CHECKING:
     from fedvote.agents.agent import Agent, ArrayOutput, VoteOutput
@@ -15,10 +16,4 @@ if TYPE_CHECKING:
 __all__ = ["Agent", "ArrayOutput", "VoteOutput"]
 
 
-def __getattr__(name: str) -> Any:
-    """The exported ``name``, imported from :mod:`fedvote.agents.agent` on first use."""
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("fedvote.agents.agent"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, dict.fromkeys(__all__, "fedvote.agents.agent"))

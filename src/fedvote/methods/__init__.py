@@ -20,6 +20,7 @@ import inspect
 import pkgutil
 from typing import TYPE_CHECKING, Any
 
+from fedvote import lazy_exports
 from fedvote.methods.registry import OPTIONS, option_names, options_type
 
 if TYPE_CHECKING:
@@ -105,15 +106,16 @@ _CLASSES = {
 }
 
 
+_class_on_first_use = lazy_exports(
+    __name__, {name: f"{__name__}.{module}" for name, module in _CLASSES.items()}
+)
+
+
 def __getattr__(name: str) -> Any:
     """:data:`METHODS` and the method classes, imported on first use."""
     if name == "METHODS":
         return registered_methods()
-    if name not in _CLASSES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_CLASSES[name]}"), name)
-    globals()[name] = value
-    return value
+    return _class_on_first_use(name)
 
 
 def method_class(name: str) -> type[Method]:

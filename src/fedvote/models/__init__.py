@@ -6,8 +6,9 @@ importing this package, or its light :mod:`fedvote.models.config`, does not impo
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fedvote import lazy_exports
 
 if TYPE_CHECKING:
     from fedvote.models.config import MODEL_NAMES, TrainingConfig
@@ -26,10 +27,4 @@ _SOURCES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The exported ``name``, imported from its module on first use."""
-    if name not in _SOURCES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_SOURCES[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _SOURCES)
