@@ -30,6 +30,7 @@ from scipy import optimize, special
 
 from fedvote.errors import ConfigError
 from fedvote.privacy.config import ACCOUNTANTS
+from fedvote.privacy.discrete import DiscreteGaussianDpEvent, discrete_gaussian_rdp, is_distributed
 from fedvote.privacy.events import ReplaceOneDpEvent
 
 # Dense RDP orders: fine steps near 1, every integer to 256, then a geometric tail of
@@ -120,6 +121,7 @@ def epsilon_for(event: dp_event.DpEvent, delta: float, kind: str = "pld", coarse
         raise ConfigError("coarsening", f"must be an integer >= 1, got {coarsening!r}")
     if _has_non_private_part(event):  # nothing bounds the whole; don't build its PLD first
         return math.inf
+    kind = accountant_for(event, kind)
     discretization = None
     if kind == "pld":
         mu = _gaussian_mu_or_none(event)
@@ -135,6 +137,16 @@ def epsilon_for(event: dp_event.DpEvent, delta: float, kind: str = "pld", coarse
     if len(_EPSILON_MEMO) > EPSILON_MEMO_SIZE:
         _EPSILON_MEMO.popitem(last=False)
     return epsilon
+
+
+def accountant_for(event: dp_event.DpEvent, kind: str) -> str:
+    """The accountant ``kind`` means for ``event``: ``rdp`` for ``pld`` where it holds a distributed DG.
+
+    dp-accounting has no PLD of a sum of discrete Gaussians; Kairouz, Liu & Steinke 2021
+    bound it in RDP (:mod:`fedvote.privacy.discrete`), so such a composition is accounted
+    by RDP (a valid bound for every other event in it too) and reported so.
+    """
+    return "rdp" if kind == "pld" and is_distributed(event) else kind
 
 
 # How many answers epsilon_for remembers (least recently used dropped); the key is the
@@ -253,6 +265,7 @@ def _composed(event: dp_event.DpEvent, kind: str, discretization: float | None =
 
     ``discretization``: the PLD interval (default :func:`pld_discretization` of the event).
     """
+    kind = accountant_for(event, kind)
     if discretization is None:
         discretization = pld_discretization(event) if kind == "pld" else PLD_DISCRETIZATION
     accountant = make_accountant(kind, discretization)
@@ -468,6 +481,8 @@ class MixedRelationPLDAccountant(pld.PLDAccountant):
     def _maybe_compose(
         self, event: dp_event.DpEvent, count: int, do_compose: bool
     ) -> PrivacyAccountant.CompositionErrorDetails | None:
+        if isinstance(event, DiscreteGaussianDpEvent):
+            return self._compose_discrete_gaussian(event, count, do_compose)
         if not isinstance(event, ReplaceOneDpEvent):
             return super()._maybe_compose(event, count, do_compose)
         outer: NeighboringRelation = self.neighboring_relation
@@ -476,6 +491,28 @@ class MixedRelationPLDAccountant(pld.PLDAccountant):
             return super()._maybe_compose(event.event, count, do_compose)
         finally:
             self._neighboring_relation = outer
+
+    def _compose_discrete_gaussian(
+        self, event: DiscreteGaussianDpEvent, count: int, do_compose: bool
+    ) -> PrivacyAccountant.CompositionErrorDetails | None:
+        """One share: dp-accounting's discrete Gaussian PLD (CKS20), ``count`` times; several: refused."""
+        if event.shares > 1:
+            return PrivacyAccountant.CompositionErrorDetails(
+                invalid_event=event,
+                error_message="no PLD of a sum of discrete Gaussians; it is accounted by RDP (KLS21)",
+            )
+        if do_compose:
+            if event.sigma <= 0:
+                self._contains_non_dp_event = True
+            else:
+                single = pld.privacy_loss_distribution.from_discrete_gaussian_mechanism(
+                    event.sigma,
+                    sensitivity=int(event.sensitivity),
+                    value_discretization_interval=self._value_discretization_interval,
+                )
+                composed: pld.privacy_loss_distribution.PrivacyLossDistribution = self._pld  # type: ignore[has-type]
+                self._pld = composed.compose(single.self_compose(count))
+        return None
 
 
 class MixedRelationRdpAccountant(rdp.RdpAccountant):
@@ -491,6 +528,12 @@ class MixedRelationRdpAccountant(rdp.RdpAccountant):
     def _maybe_compose(
         self, event: dp_event.DpEvent, count: int, do_compose: bool
     ) -> PrivacyAccountant.CompositionErrorDetails | None:
+        if isinstance(event, DiscreteGaussianDpEvent):
+            if do_compose:
+                self._rdp += count * discrete_gaussian_rdp(
+                    self._orders, event.sigma, event.shares, event.sensitivity
+                )
+            return None
         if not isinstance(event, ReplaceOneDpEvent):
             return super()._maybe_compose(event, count, do_compose)
         try:

@@ -27,6 +27,7 @@ from dp_accounting import DpEventBuilder, dp_event
 
 from fedvote.errors import ConfigError
 from fedvote.privacy.config import KNN_BOUNDS, LEVELS
+from fedvote.privacy.discrete import DiscreteGaussianDpEvent
 
 # Per-query L2 sensitivity of a one-hot vote (PATE-FL), Theorem 3 of the voting paper.
 PATE_FL_AGENT_SENSITIVITY = 1.0
@@ -120,6 +121,41 @@ def pate_fl_events(sigma: float, queries: int) -> LevelEvents:
     return LevelEvents(
         agent=gaussian_release_event(sigma, PATE_FL_AGENT_SENSITIVITY, queries),
         instance=gaussian_release_event(sigma, PATE_FL_INSTANCE_SENSITIVITY, queries),
+        agent_sensitivity=PATE_FL_AGENT_SENSITIVITY,
+        instance_sensitivity=PATE_FL_INSTANCE_SENSITIVITY,
+    )
+
+
+def discrete_coordinate_events(sigma: float, shares: int, coordinates: int) -> dp_event.DpEvent:
+    """``coordinates`` integer coordinates each moved by 1, noised by ``shares`` discrete Gaussian shares.
+
+    ``SelfComposedDpEvent(DiscreteGaussianDpEvent(sigma, shares, 1), coordinates)``: the
+    coordinates' noises are independent, so the release is their composition
+    (:mod:`fedvote.privacy.discrete`); σ 0 is non-private, no coordinate releases nothing.
+    """
+    if coordinates < 0:
+        raise ValueError(f"coordinates must be >= 0, got {coordinates}")
+    if shares < 1:
+        raise ValueError(f"shares must be >= 1, got {shares}")
+    if coordinates == 0:
+        return dp_event.NoOpDpEvent()
+    if sigma <= 0:
+        return dp_event.NonPrivateDpEvent()
+    coordinate = DiscreteGaussianDpEvent(float(sigma), int(shares), 1)
+    return dp_event.SelfComposedDpEvent(coordinate, int(coordinates))
+
+
+def pate_fl_discrete_events(sigma: float, shares: int, queries: int) -> LevelEvents:
+    """PATE-FL with ``--secure-noise``: integer vote sums plus ``shares`` shares of N_Z(0, σ²/t) a coordinate.
+
+    Agent level (zero-out): one agent's one-hot vote moves one coordinate of each query's
+    sum by 1 — ``queries`` one-coordinate events. Instance level (replace-one): the vote
+    moves from e_a to e_b, two coordinates by 1 each — 2·``queries`` events. The L2
+    sensitivities are 1 and √2, as for the Gaussian release (Theorem 3 of the voting paper).
+    """
+    return LevelEvents(
+        agent=discrete_coordinate_events(sigma, shares, queries),
+        instance=discrete_coordinate_events(sigma, shares, 2 * queries),
         agent_sensitivity=PATE_FL_AGENT_SENSITIVITY,
         instance_sensitivity=PATE_FL_INSTANCE_SENSITIVITY,
     )

@@ -33,6 +33,7 @@ from dp_accounting import dp_event
 
 from fedvote.errors import ConfigError
 from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.discrete import DiscreteGaussianDpEvent
 from fedvote.privacy.events import LEVELS, LevelEvents, ReplaceOneDpEvent, compose_events
 from fedvote.results import finite_or_none
 
@@ -115,12 +116,16 @@ def _encode(value: Any) -> Any:
     return value
 
 
+# fedvote's own event classes, by the name event_to_json writes.
+_FEDVOTE_EVENTS: dict[str, type] = {cls.__name__: cls for cls in (ReplaceOneDpEvent, DiscreteGaussianDpEvent)}
+
+
 def _decode(value: Any) -> Any:
     if isinstance(value, dict):
         if "float" in value and len(value) == 1:
             return float(value["float"])
         name = value["class"]
-        cls = ReplaceOneDpEvent if name == ReplaceOneDpEvent.__name__ else getattr(dp_event, name, None)
+        cls = _FEDVOTE_EVENTS.get(name) or getattr(dp_event, name, None)
         if not (isinstance(cls, type) and issubclass(cls, dp_event.DpEvent)):
             raise ValueError(f"unknown DpEvent class {name!r}")
         return cls(**{k: _decode(v) for k, v in value.items() if k != "class"})
