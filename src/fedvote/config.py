@@ -104,6 +104,10 @@ class PrivacyConfig:
     ``secure_sum`` routes the in-process vote sums through the pairwise-mask secure-sum
     protocol (:mod:`fedvote.aggregation.secure_sum`); it changes what the simulated server
     sees, not ε.
+
+    ``secure_noise`` draws the privacy noise for deployment (``docs/privacy.md``, "Secure
+    noise"): integer votes get exact discrete Gaussian noise from a CSPRNG, real-valued
+    releases Gaussians from CSPRNG-seeded generators. It contradicts ``noise_seed``.
     """
 
     sigma: float | None = None
@@ -116,10 +120,17 @@ class PrivacyConfig:
     budget_epsilon: float | None = None
     calibrate_level: str | None = None
     secure_sum: bool = False
+    secure_noise: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.secure_sum, bool):
             raise ConfigError("secure_sum", f"must be true or false, got {self.secure_sum!r}")
+        if not isinstance(self.secure_noise, bool):
+            raise ConfigError("secure_noise", f"must be true or false, got {self.secure_noise!r}")
+        if self.secure_noise and self.noise_seed is not None:
+            raise ConfigError(
+                "secure_noise", "draws from the OS CSPRNG, which cannot be seeded: drop --noise-seed"
+            )
         if self.calibrate_level not in (None, "agent", "instance"):
             raise ConfigError(
                 "calibrate_level", f"must be 'agent' or 'instance', got {self.calibrate_level!r}"

@@ -45,6 +45,7 @@ from fedvote.methods import Method, MethodOutcome, check_method
 # The settings → RunConfig path lives in the light fedvote.methods.settings (the command
 # line reads it without importing torch); its names stay part of this module's API.
 from fedvote.methods.registry import method_option_specs as method_option_specs
+from fedvote.methods.registry import noise_source
 from fedvote.methods.settings import FEDERATION_SETTINGS as FEDERATION_SETTINGS
 from fedvote.methods.settings import RUN_SETTINGS as RUN_SETTINGS
 from fedvote.methods.settings import Setting as Setting
@@ -52,7 +53,7 @@ from fedvote.methods.settings import build_config as build_config
 from fedvote.methods.settings import configs_from_settings as configs_from_settings
 from fedvote.methods.settings import federation_config as federation_config
 from fedvote.models.training import predict_labels
-from fedvote.privacy.accountant import PLDTooLarge, epsilon_for, pld_discretization
+from fedvote.privacy.accountant import PLDTooLarge, accountant_for, epsilon_for, pld_discretization
 from fedvote.privacy.calibrate import calibrate_sigma
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger
@@ -260,6 +261,7 @@ def run(
             seed=config.seed,
             noise_seed=config.privacy.noise_seed,
             secure_sum=config.privacy.secure_sum,
+            secure_noise=config.privacy.secure_noise,
         )
     check_capabilities(method, transport)  # before the ledger is opened, anything trained or charged
     own_ledger = ledger is None
@@ -583,10 +585,12 @@ def privacy_report(
     return PrivacyReport(
         private=private,
         delta=privacy.delta,
-        accountant=privacy.accountant,
+        accountant=accountant_for(ledger.event("agent"), privacy.accountant),
         agent=levels["agent"],
         instance=levels["instance"],
-        noise_source="seeded (simulation)" if privacy.noise_seed is not None else "os-entropy",
+        noise_source=noise_source(
+            config.method, secure=privacy.secure_noise, seeded=privacy.noise_seed is not None
+        ),
         calibrated_to_epsilon=target,
         calibrated_level=calibrated_level if target is not None else None,
     )

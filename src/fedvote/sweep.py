@@ -407,7 +407,8 @@ def run_sweep(
             store.begin(points)
         done, ran = len(completed), 0
         for method_position, (config, _, _) in enumerate(swept):
-            reusable = reuses_votes(config.method)
+            # secure noise is drawn by run() per point, not by the reused-votes transport
+            reusable = reuses_votes(config.method) and not config.privacy.secure_noise
             for seed in seed_list:
                 pending = [p for p in remaining if p.method_position == method_position and p.seed == seed]
                 if not pending:  # every point of this (method, seed) was done before a resume

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from fedvote.agents.behaviour import HONEST, Behaviour
+from fedvote.aggregation.secure_noise import csprng_seed, discrete_gaussian, secure_gaussian
 from fedvote.aggregation.validation import validate_vote
 from fedvote.data.federation import LabeledData
 from fedvote.errors import VoteRejected
@@ -116,6 +117,12 @@ class Agent:
         Seeds the teacher's initialisation and batch order.
     behaviour : Behaviour
         Simulation: what the agent does with its teacher's predictions (default honest).
+    secure_noise : bool
+        ``--secure-noise`` (:mod:`fedvote.aggregation.secure_noise`): an integer vote gets
+        exact discrete Gaussian noise N_Z(0, noise_std²) from the OS CSPRNG, any other
+        output a Gaussian from ``noise_rng`` (then CSPRNG-seeded) as a sum of four draws
+        over 2; seeds drawn inside a computation (:meth:`privacy_seed`) come from
+        ``os.urandom``. Default False: N(0, noise_std²) from ``noise_rng``.
 
     """
 
@@ -129,8 +136,10 @@ class Agent:
         noise_rng: np.random.Generator,
         seed: int,
         behaviour: Behaviour = HONEST,
+        secure_noise: bool = False,
     ) -> None:
         self.agent_id = agent_id
+        self._secure_noise = secure_noise
         self._data = data
         self._public_features = public_features
         self._num_classes = num_classes
@@ -170,7 +179,10 @@ class Agent:
         """A seed drawn from this agent's privacy stream, for noise drawn inside a computation.
 
         DP-SGD's Poisson batches and per-step noise (:mod:`fedvote.agents.local_updates`).
+        With secure noise, 62 bits of ``os.urandom``.
         """
+        if self._secure_noise:
+            return csprng_seed(62)
         return int(self._noise_rng.integers(2**62))
 
     # --- The one exit ----------------------------------------------------------------------
@@ -186,9 +198,19 @@ class Agent:
         if not (math.isfinite(noise_std) and noise_std >= 0):
             raise ValueError(f"noise_std must be a finite number >= 0, got {noise_std}")
         checked = expected.validate(values, agent_id=self.agent_id, num_classes=self._num_classes)
-        if noise_std > 0:
+        if noise_std > 0 and self._secure_noise:
+            checked += self._secure_share(checked, noise_std, expected)
+        elif noise_std > 0:
             checked += self._noise_rng.normal(0.0, noise_std, size=checked.shape)
         return checked
+
+    def _secure_share(self, checked: np.ndarray, noise_std: float, expected: Output) -> np.ndarray:
+        """The secure noise share: N_Z(0, noise_std²) on an integer vote, else a CSPRNG-seeded Gaussian."""
+        if isinstance(expected, VoteOutput):
+            if not np.array_equal(checked, np.round(checked)):
+                raise VoteRejected(self.agent_id, "holds non-integer votes; secure noise needs integers")
+            return discrete_gaussian(noise_std, checked.shape).astype(np.float64)  # exact below 2^53
+        return secure_gaussian(self._noise_rng, noise_std, checked.shape)
 
     def noise_share(self, shape: tuple[int, ...], noise_std: float) -> np.ndarray:
         """N(0, noise_std²) of ``shape`` from this agent's own generator, through :meth:`release`.

@@ -87,6 +87,8 @@ def label(
         raise ConfigError(
             "method", f"fedvote label answers with the teachers' votes (pate-fl), not {config.method}"
         )
+    if config.privacy.secure_noise:
+        raise ConfigError("secure_noise", "fedvote label answers with Gaussian noise, not on the secure path")
     federation = make_federation(config)
     queries = load_queries(queries_file, federation.example_shape)  # (Q, *shape)
     count = queries.shape[0]

@@ -65,6 +65,10 @@ _RUN_OPTIONS = (
     click.option("--secure-sum/--no-secure-sum", default=False, show_default=True,
                   help="Sum the agents' noisy votes by the pairwise-mask secure-sum protocol "
                        "(the simulated server sees only masked vectors and the total)."),
+    click.option("--secure-noise", is_flag=True, default=False,
+                  help="Deployment-grade noise: exact discrete Gaussian on integer votes from the OS "
+                       "CSPRNG (pate-fl), CSPRNG-seeded Gaussians (dp-fedavg, dp-fedsgd); not with "
+                       "--noise-seed. Needs fedvote[secure]."),
 )
 
 

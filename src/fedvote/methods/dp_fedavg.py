@@ -61,6 +61,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from fedvote.aggregation.secure_noise import secure_gaussian
 from fedvote.aggregation.secure_sum import FixedPoint
 from fedvote.errors import ConfigError
 from fedvote.methods.gradient import GradientMethod
@@ -205,7 +206,11 @@ class DpFedAvg(GradientMethod):
             total = np.zeros(theta.shape[0], dtype=np.float64)
         agents_added_noise = self.noise != "server" and received.updates.shape[0] > 0
         if self.sigma > 0 and not agents_added_noise:
-            total += rng.normal(0.0, self.sigma * self.clip_norm, size=total.shape)
+            std = self.sigma * self.clip_norm
+            if self.secure_noise:  # rng is CSPRNG-seeded (GradientMethod.run)
+                total += secure_gaussian(rng, std, total.shape)
+            else:
+                total += rng.normal(0.0, std, size=total.shape)
         return theta + total / (self.sampling_rate * num_agents)
 
     def _reported_share(self, num_agents: int) -> float | None:

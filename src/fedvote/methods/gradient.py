@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import torch
 
+from fedvote.aggregation.secure_noise import csprng_seeded_generator
 from fedvote.data.federation import ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
@@ -89,6 +90,7 @@ class GradientMethod(Method):
     center_inputs: bool = False
     seed: int = 0
     noise_seed: int | None = None
+    secure_noise: bool = False
 
     @classmethod
     def from_config(
@@ -110,7 +112,12 @@ class GradientMethod(Method):
             options["delta"] = config.privacy.delta
         if "num_agents" in fields:
             options["num_agents"] = config.federation.agents
-        method = cls(seed=config.seed, noise_seed=config.privacy.noise_seed, **options)
+        method = cls(
+            seed=config.seed,
+            noise_seed=config.privacy.noise_seed,
+            secure_noise=config.privacy.secure_noise,
+            **options,
+        )
         method.check_accountant(config.privacy.accountant)
         return method
 
@@ -202,7 +209,7 @@ class GradientMethod(Method):
         theta = flat_parameters(model)  # (d,) float32
         shift = self.input_shift(server)  # (in,) public, sent down with θ every round
         released = model if shift is None else ShiftedInput(shift, model)  # what sees the inputs
-        rng = privacy_generator(self.noise_seed, 0x6AD)
+        rng = csprng_seeded_generator() if self.secure_noise else privacy_generator(self.noise_seed, 0x6AD)
         n = transport.num_agents
         sampled_per_round: list[int] = []
         with progress.step(f"{self.name}: {self.rounds} rounds", total=self.rounds) as bar:

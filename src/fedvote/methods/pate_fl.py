@@ -29,7 +29,12 @@ from fedvote.methods.voting import (
     label_and_teach_confident,
 )
 from fedvote.models.training import TrainingConfig
-from fedvote.privacy.events import LevelEvents, confident_gnmax_events, pate_fl_events
+from fedvote.privacy.events import (
+    LevelEvents,
+    confident_gnmax_events,
+    pate_fl_discrete_events,
+    pate_fl_events,
+)
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport
@@ -95,6 +100,7 @@ class PateFL(Method):
     student_min_margin: float = 0.5
     seed: int = 0
     release_options: PateFLOptions = PateFLOptions()
+    secure_noise: bool = False
 
     def __post_init__(self) -> None:
         check_voting_settings(self)
@@ -114,6 +120,7 @@ class PateFL(Method):
             semi_supervised=config.semi_supervised,
             seed=config.seed,
             release_options=cls.options_from(config),
+            secure_noise=config.privacy.secure_noise,
         )
 
     @property
@@ -143,6 +150,16 @@ class PateFL(Method):
         """The events of ``count`` queries as this run releases them (sums, or check + argmax)."""
         if self.release_options.labels_only:
             return confident_gnmax_events(self.sigma, self.threshold_sigma, count)
+        return self.sum_events(count)
+
+    def sum_events(self, count: int) -> LevelEvents:
+        """``count`` vote sums: Gaussian (Theorem 3), or with secure noise t discrete Gaussian shares.
+
+        ``--secure-noise``: integer sums with N_Z(0, σ²/t) from each of t agents,
+        :func:`~fedvote.privacy.events.pate_fl_discrete_events` (CKS20 for t = 1, KLS21 else).
+        """
+        if self.secure_noise:
+            return pate_fl_discrete_events(self.sigma, self.min_responders, count)
         return pate_fl_events(self.sigma, count)
 
     def requirements(self) -> tuple[type, ...]:
@@ -176,7 +193,7 @@ class PateFL(Method):
         return label_and_teach(
             self,
             server,
-            events=lambda count: pate_fl_events(self.sigma, count),
+            events=self.sum_events,
             vote_sum=transport.vote_sum,
             ledger=ledger,
             progress=progress,

@@ -49,6 +49,28 @@ OPTIONS: dict[str, type | None] = {
 
 METHOD_NAMES: tuple[str, ...] = tuple(sorted(OPTIONS))
 
+# --secure-noise: each method on the secure path, with the result.json ``noise_source`` of
+# its privacy noise (fedvote.aggregation.secure_noise), and why each other method refuses it.
+SECURE_NOISE_SOURCES: dict[str, str] = {
+    "pate-fl": "csprng-discrete-gaussian",
+    "dp-fedavg": "csprng-seeded-pcg64",
+    "dp-fedsgd": "csprng-seeded-torch",
+}
+_NO_SECURE_NOISE: dict[str, str] = {
+    "private-knn-fl": "kNN votes are means of k labels with k set per agent (k_fraction·n_i), not integer "
+    "counts on one scale; --secure-noise releases integer votes only",
+    "weighted-pate": "weighted votes w·e_a carry real weights, not integers; --secure-noise releases "
+    "integer votes only",
+    "majority-vote": "adds no noise",
+    "fedavg": "adds no noise",
+    "prifedsync": "its clients' DP-SGD noise comes from the batched trainer's generator, not yet a "
+    "CSPRNG-seeded one",
+    "fedaux-fdp": "its heads' output perturbation is not on the secure path yet",
+    "fedaux-f": "adds no noise",
+    "fedavg-p": "its output perturbation is not on the secure path yet",
+    "fedd-p": "its output perturbation is not on the secure path yet",
+}
+
 
 def options_type(name: str) -> type | None:
     """The options dataclass of method ``name``; an unknown name is refused by name (one line)."""
@@ -70,6 +92,26 @@ def check_options(config: RunConfig) -> Any:
     value, as :func:`fedvote.methods.check_method` does, without importing the method.
     """
     return build_options(config.method, options_type(config.method), config.options)
+
+
+def check_secure_noise(config: RunConfig) -> None:
+    """Refuse ``--secure-noise`` (one line naming it) for a method or release it does not apply to."""
+    if not config.privacy.secure_noise:
+        return
+    if config.method not in SECURE_NOISE_SOURCES:
+        reason = _NO_SECURE_NOISE.get(config.method, "not on the secure path")
+        raise ConfigError("secure_noise", f"does not apply to {config.method}: {reason}")
+    if config.method == "pate-fl" and config.options.get("release") == "labels":
+        raise ConfigError(
+            "secure_noise", "applies to --release sums (integer vote sums); Confident-GNMax is not on it"
+        )
+
+
+def noise_source(method: str, *, secure: bool, seeded: bool) -> str:
+    """What result.json states as ``privacy.noise_source`` for ``method`` run so."""
+    if secure:
+        return SECURE_NOISE_SOURCES[method]
+    return "pcg64-seeded" if seeded else "pcg64-os-entropy"
 
 
 def method_option_specs() -> dict[str, OptionSpec]:

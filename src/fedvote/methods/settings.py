@@ -23,7 +23,7 @@ from fedvote.data.datasets import DATA_ENV
 from fedvote.data.framing import FRAMINGS
 from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
 from fedvote.errors import ConfigError
-from fedvote.methods.registry import check_options, method_option_specs, option_names
+from fedvote.methods.registry import check_options, check_secure_noise, method_option_specs, option_names
 from fedvote.models.config import MODEL_NAMES, STUDENT_TRAINING, TrainingConfig
 from fedvote.privacy.config import ACCOUNTANTS
 
@@ -83,6 +83,7 @@ RUN_SETTINGS: tuple[Setting, ...] = (
     Setting("ledger", str),
     Setting("budget_epsilon", float),
     Setting("secure_sum", bool, False),
+    Setting("secure_noise", bool, False),
 )
 
 # Settings naming a file or directory: a ``pathlib.Path`` is taken as its string.
@@ -166,6 +167,7 @@ def configs_from_settings(
     ]
     for config in configs:
         check_options(config)
+        check_secure_noise(config)
     return configs
 
 
@@ -187,6 +189,7 @@ def _config_of(
             budget_epsilon=f["budget_epsilon"],
             calibrate_level=f["calibrate_level"],
             secure_sum=f["secure_sum"],
+            secure_noise=f["secure_noise"],
         ),
         teacher=TrainingConfig(model=f["teacher_model"], epochs=f["epochs"]),
         student=TrainingConfig(

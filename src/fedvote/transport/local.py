@@ -17,9 +17,11 @@ from fedvote.agents.local_updates import local_update
 from fedvote.agents.private_heads import private_heads
 from fedvote.agents.weighted_votes import WeightedVoter, noisy_accuracy_bin
 from fedvote.aggregation.knn import KnnIndex
+from fedvote.aggregation.secure_noise import csprng_seeded_generator
 from fedvote.aggregation.secure_sum import FixedPoint, SecureSumAborted, secure_sum
 from fedvote.aggregation.voting import WeightRule, confident_gnmax_step
 from fedvote.data.federation import Federation, LabeledData
+from fedvote.errors import ConfigError
 from fedvote.models import local_training
 from fedvote.models.batched_dp_sgd import NoisyTraining
 from fedvote.models.ensemble import ModelEnsemble, fit_ensemble
@@ -88,6 +90,11 @@ class LocalTransport(
         (:mod:`fedvote.aggregation.secure_sum`, fresh OS-random seeds every round), so the
         server-side view is masked vectors and their total; the decoded sum equals the
         plain sum up to the fixed-point resolution 2^-24 per agent. Default ``False``.
+    secure_noise : bool
+        Every agent draws its noise as ``--secure-noise`` says
+        (:class:`~fedvote.agents.agent.Agent`): integer votes + exact discrete Gaussian
+        shares from the OS CSPRNG (their sums are then exact integers), other releases from
+        a generator seeded by ``os.urandom``. Refused with ``noise_seed``. Default ``False``.
 
     """
 
@@ -100,8 +107,11 @@ class LocalTransport(
         batched: bool = True,
         device: str | torch.device = "cpu",
         secure_sum: bool = False,
+        secure_noise: bool = False,
     ):
         super().__init__()
+        if secure_noise and noise_seed is not None:
+            raise ConfigError("secure_noise", "draws from the OS CSPRNG, unseedable: drop --noise-seed")
         self._secure_codec = FixedPoint() if secure_sum else None
         if self._secure_codec is not None:
             self._secure_codec.check_capacity(federation.num_agents)
@@ -114,8 +124,13 @@ class LocalTransport(
                 data=data,
                 public_features=federation.public.features,
                 num_classes=federation.num_classes,
-                noise_rng=np.random.default_rng(agent_noise_seeds(entropy, i)),
+                noise_rng=(
+                    csprng_seeded_generator()
+                    if secure_noise
+                    else np.random.default_rng(agent_noise_seeds(entropy, i))
+                ),
                 seed=training_seeds[i],
+                secure_noise=secure_noise,
             )
             for i, data in enumerate(federation.agents)
         ]

@@ -1,0 +1,88 @@
+"""``fedvote run --secure-noise`` end to end on digits, and its one-line refusals (exit 2, naming it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fedvote.cli import main
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.events import pate_fl_discrete_events
+
+SMALL = ["--agents", "10", "--epochs", "5", "--teacher-model", "logistic", "--student-model", "logistic"]
+
+
+def invoke(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return int(exit_info.value.code or 0), captured.out, captured.err
+
+
+def test_pate_fl_secure_noise_reports_the_discrete_gaussian_accountants_epsilon(capsys):
+    code, out, err = invoke(["run", "--method", "pate-fl", *SMALL, "--queries", "40", "--secure-noise",
+                             "--epsilon", "4", "--json"], capsys)
+    assert code == 0, err
+    result = json.loads(out)
+    privacy = result["privacy"]
+    assert privacy["noise_source"] == "csprng-discrete-gaussian"
+    assert result["config"]["privacy"]["secure_noise"] is True
+    # t = N = 10 shares: KLS21's RDP (the pld accountant falls back to rdp, and says so)
+    assert privacy["accountant"] == "rdp"
+    events = pate_fl_discrete_events(result["sigma"], 10, result["queries"])
+    assert privacy["agent"]["epsilon"] == pytest.approx(epsilon_for(events.agent, privacy["delta"], "rdp"), rel=1e-9)
+    assert privacy["instance"]["epsilon"] == pytest.approx(epsilon_for(events.instance, privacy["delta"], "rdp"), rel=1e-9)
+    assert privacy["agent"]["epsilon"] <= 4.0
+    assert result["accuracy"] > 0.2  # it learned something from the integer noisy votes
+
+
+def test_dp_fedavg_secure_noise_draws_from_a_csprng_seeded_generator(capsys):
+    code, out, err = invoke(["run", "--method", "dp-fedavg", "--agents", "10", "--rounds", "3", "--sigma", "1.0",
+                             "--secure-noise", "--json"], capsys)
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["privacy"]["noise_source"] == "csprng-seeded-pcg64"
+    assert result["privacy"]["accountant"] == "pld"
+    assert result["privacy"]["agent"]["epsilon"] is not None and result["privacy"]["agent"]["epsilon"] > 0
+    # Its release stays a continuous Gaussian: the same ε as the run on PCG64 noise, only the generator changed.
+    code, out, _ = invoke(["run", "--method", "dp-fedavg", "--agents", "10", "--rounds", "3", "--sigma", "1.0",
+                           "--json"], capsys)
+    plain = json.loads(out)["privacy"]
+    assert plain["noise_source"] == "pcg64-os-entropy"
+    assert plain["agent"]["epsilon"] == result["privacy"]["agent"]["epsilon"]
+    assert plain["instance"]["epsilon"] == result["privacy"]["instance"]["epsilon"]
+
+
+def test_a_run_without_secure_noise_states_its_pcg64_source(capsys):
+    code, out, _ = invoke(["run", "--method", "pate-fl", *SMALL, "--queries", "20", "--sigma", "5",
+                           "--noise-seed", "3", "--json"], capsys)
+    assert code == 0
+    assert json.loads(out)["privacy"]["noise_source"] == "pcg64-seeded"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--method", "pate-fl", "--noise-seed", "3"], "cannot be seeded"),
+        (["--method", "private-knn-fl"], "kNN votes are means of k labels"),
+        (["--method", "weighted-pate"], "real weights"),
+        (["--method", "fedavg"], "adds no noise"),
+        (["--method", "prifedsync"], "does not apply to prifedsync"),
+        (["--method", "pate-fl", "--release", "labels"], "Confident-GNMax"),
+    ],
+)
+def test_secure_noise_is_refused_in_one_line_where_it_does_not_apply(args, says, capsys):
+    code, out, err = invoke(["run", *args, "--secure-noise"], capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and "--secure-noise" in err and says in err
+    assert out == ""
+
+
+
+def test_dp_fedsgd_secure_noise_seeds_its_dp_sgd_generators_from_the_os(capsys):
+    code, out, err = invoke(["run", "--method", "dp-fedsgd", "--agents", "10", "--rounds", "1", "--sigma", "1.0",
+                             "--secure-noise", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["privacy"]["noise_source"] == "csprng-seeded-torch"
