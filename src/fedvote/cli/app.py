@@ -13,6 +13,7 @@ import click
 
 from fedvote import __version__
 from fedvote.cli.account import account
+from fedvote.cli.audit import audit
 from fedvote.cli.compare import compare
 from fedvote.cli.data import data
 from fedvote.cli.deploy import deploy
@@ -208,6 +209,7 @@ def summary(result: RunResult) -> str:
 
 # The other command groups live in their own modules.
 cli.add_command(account)
+cli.add_command(audit)
 cli.add_command(data)
 cli.add_command(compare)
 cli.add_command(report)

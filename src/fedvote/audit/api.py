@@ -1,0 +1,196 @@
+"""``fedvote.audit.audit``: an empirical ε lower bound for a method at one level.
+
+The audit plans the method exactly as ``fedvote run`` would (the same settings, the same
+calibration of σ to ``--epsilon``), takes the ε the run would claim at that level from the
+method's own events and accountant, builds the neighbouring federations of the level's
+adjacency around a worst-case canary (:mod:`fedvote.audit.canaries`), releases through the
+run's own code many times (or, for the gradient methods, once with many canaries:
+:mod:`fedvote.audit.one_run`), and turns the distinguishing test's outcome into a lower
+bound that holds with the stated confidence (:mod:`fedvote.audit.bounds`). A lower bound
+above the claimed ε means the claim is wrong: the mechanism leaks more than it says.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fedvote.audit.bounds import DEFAULT_CONFIDENCE, audit_scores
+from fedvote.audit.canaries import LEVELS
+from fedvote.config import RunConfig
+from fedvote.errors import ConfigError
+from fedvote.progress import NO_PROGRESS, Progress
+
+# Selection split of the multi-trial audit (the threshold is chosen on it): 30 %; a normal fit
+# of the selection scores needs few trials, and the rest evaluate (bounds._select).
+SELECTION_FRACTION = 0.3
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """What an audit measured, and what it compares against.
+
+    ``epsilon_lower_bound`` holds with probability ≥ ``confidence`` over the audit's own
+    randomness: the mechanism is not (ε, ``delta``)-DP for any smaller ε.
+    ``claimed_epsilon`` is the ε a run of the same settings reports at ``level``.
+    ``trials``: releases on *each* of the two neighbours (multi-trial), or canaries
+    (one-run). ``mode``: ``"multi-trial"`` or ``"one-run"``. ``canary`` and ``test`` say
+    what was distinguished and how; ``details`` holds the counts behind the bound.
+    """
+
+    method: str
+    level: str
+    claimed_epsilon: float
+    epsilon_lower_bound: float
+    delta: float
+    confidence: float
+    trials: int
+    seconds: float
+    mode: str
+    canary: str
+    test: str
+    sigma: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def violated(self) -> bool:
+        """Whether the lower bound exceeds the claim: the mechanism leaks more than it says."""
+        return self.epsilon_lower_bound > self.claimed_epsilon
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary (the ``--json`` output)."""
+        return asdict(self)
+
+
+def audit(
+    method: str = "pate-fl",
+    level: str = "agent",
+    trials: int = 20_000,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    progress: Progress = NO_PROGRESS,
+    **settings: Any,
+) -> AuditResult:
+    """Audit ``method`` at ``level`` with ``trials`` releases per neighbour (or canaries, one-run).
+
+    ``settings`` are :func:`fedvote.run`'s keywords (``epsilon``, ``delta``, ``seed``,
+    ``noise_seed``, ``agents``, the method's options, ...), validated the same way; σ is
+    calibrated to ``epsilon`` as a run calibrates it.
+    """
+    from fedvote.runner import build_config
+
+    config = build_config(method=method, **settings)
+    return audit_config(config, level, trials, confidence=confidence, progress=progress)
+
+
+def audit_config(
+    config: RunConfig,
+    level: str,
+    trials: int,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    progress: Progress = NO_PROGRESS,
+) -> AuditResult:
+    """:func:`audit` of an already validated run config."""
+    from fedvote.audit.one_run import ONE_RUN_METHODS, one_run_audit
+    from fedvote.audit.vote_release import VOTE_METHODS
+    from fedvote.methods import check_method
+    from fedvote.privacy.accountant import epsilon_for
+    from fedvote.runner import make_federation, plan, prepare_public
+
+    _check_arguments(level, trials, confidence)
+    check_method(config)
+    started = time.perf_counter()
+    federation = prepare_public(config, make_federation(config))
+    method = plan(config, federation.public_metadata())
+    delta = config.privacy.delta
+    events = method.planned_events()
+    claimed = {name: epsilon_for(events.at(name), delta, config.privacy.accountant) for name in LEVELS}
+    if not any(math.isfinite(value) for value in claimed.values()):
+        raise ConfigError("method", f"{method.name} is not private at any level; nothing to audit")
+    if not math.isfinite(claimed[level]):
+        raise ConfigError("level", f"{method.name} claims no finite ε at the {level} level; nothing to audit")
+    if isinstance(method, VOTE_METHODS):
+        return _vote_audit(
+            config, method, federation, level, trials, claimed[level], confidence, progress, started
+        )
+    if isinstance(method, ONE_RUN_METHODS):
+        return one_run_audit(config, method, level, trials, claimed[level], confidence, progress, started)
+    raise ConfigError("method", f"no audit is defined for {method.name}")
+
+
+def _check_arguments(level: str, trials: int, confidence: float) -> None:
+    if level not in LEVELS:
+        raise ConfigError("level", f"must be one of {', '.join(LEVELS)}, got {level!r}")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 10:
+        raise ConfigError("trials", f"must be an integer >= 10, got {trials!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ConfigError("confidence", f"must lie in (0, 1), got {confidence}")
+
+
+def _vote_audit(
+    config: RunConfig,
+    method: Any,
+    federation: Any,
+    level: str,
+    trials: int,
+    claimed: float,
+    confidence: float,
+    progress: Progress,
+    started: float,
+) -> AuditResult:
+    from fedvote.audit.runner import vote_scores
+    from fedvote.audit.vote_release import build_vote_release
+
+    release = build_vote_release(
+        method, federation, level, seed=config.seed, noise_seed=config.privacy.noise_seed, progress=progress
+    )
+    scores_in, scores_out = vote_scores(release, trials, progress)
+    outcome = audit_scores(
+        scores_in,
+        scores_out,
+        delta=config.privacy.delta,
+        confidence=confidence,
+        selection_fraction=SELECTION_FRACTION,
+    )
+    counts = outcome.counts
+    sensitivity = float(math_norm_per_query(release.canary.difference))
+    return AuditResult(
+        method=method.name,
+        level=level,
+        claimed_epsilon=claimed,
+        epsilon_lower_bound=outcome.epsilon_lower_bound,
+        delta=config.privacy.delta,
+        confidence=confidence,
+        trials=trials,
+        seconds=time.perf_counter() - started,
+        mode="multi-trial",
+        canary=release.canary.description,
+        test=(
+            "likelihood-ratio (Neyman-Pearson) test: <received - known baseline, canary difference> >= "
+            f"threshold, the threshold and the inequality ({outcome.direction}) chosen on a separate "
+            f"{SELECTION_FRACTION:.0%} of the trials, Clopper-Pearson on the rest"
+        ),
+        sigma=float(method.sigma),
+        details={
+            "queries": int(release.clean.shape[1]),
+            "agents": int(release.clean.shape[0]),
+            "noise_share_std": release.noise_std,
+            "canary_sensitivity_per_query": sensitivity,
+            "threshold": outcome.threshold,
+            "direction": outcome.direction,
+            "true_positives": counts.true_positives,
+            "positives": counts.positives,
+            "false_positives": counts.false_positives,
+            "negatives": counts.negatives,
+        },
+    )
+
+
+def math_norm_per_query(difference: Any) -> float:
+    """The canary's L2 distance per query (Q, C) → the largest row norm: the sensitivity reached."""
+    import numpy as np
+
+    return float(np.max(np.linalg.norm(np.asarray(difference), axis=1)))

@@ -1,0 +1,43 @@
+"""Tests on what the server receives: the most powerful statistic for a Gaussian release.
+
+A release Y = b + Δ·1[D] + N(0, s²I) (b known to the auditor: the other agents' clean
+votes are reused, so the auditor knows them, as the strongest adversary of Nasr et al.
+2021 does) has log-likelihood ratio
+
+    log p_D(Y)/p_D'(Y) = (⟨Y − b, Δ⟩ − ‖Δ‖²/2)/s²,
+
+so by the Neyman–Pearson lemma every most powerful test thresholds ⟨Y − b, Δ⟩/‖Δ‖, which
+is N(‖Δ‖, s²) under D and N(0, s²) under D'. For zero-out of a one-hot canary on Q queries
+this is the sum over queries of the canary class's noisy count minus what the others
+contribute: a one-dimensional Gaussian test with μ = √Q·s_vote/σ, the μ of the whole
+Q-query release (Balle & Wang 2018; Dong, Roth & Su 2019), so the audit can be tight.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def projection_scores(received: np.ndarray, baseline: np.ndarray, difference: np.ndarray) -> np.ndarray:
+    """⟨Y_i − b, Δ⟩/‖Δ‖ for each trial i: ``received`` (T, *shape), ``baseline`` and ``difference`` (*shape).
+
+    Larger means "the canary is in" (D). ``baseline`` is what the server would receive
+    without noise in D', ``difference`` what the canary adds in D.
+    """
+    difference = np.asarray(difference, dtype=np.float64)
+    norm = float(np.linalg.norm(difference))
+    if not norm > 0:
+        raise ValueError("the canary changes nothing: its two contributions are equal")
+    centred = np.asarray(received, dtype=np.float64) - baseline  # (T, *shape)
+    trials = centred.shape[0]
+    return centred.reshape(trials, -1) @ difference.reshape(-1) / norm  # (T,)
+
+
+def coordinate_scores(received: np.ndarray, baseline: np.ndarray | None = None) -> np.ndarray:
+    """One-run scores: canary j's coordinate of the summed releases, (m,), less the known baseline.
+
+    ``received`` (R, m): the releases of R rounds restricted to the canaries' coordinates;
+    with Dirac canaries ⟨Σ_r Y_r, e_j⟩ is the linear statistic above for canary j.
+    """
+    total = np.asarray(received, dtype=np.float64).sum(axis=0)  # (m,)
+    return total if baseline is None else total - baseline

@@ -1,0 +1,232 @@
+"""Auditing with one run (Steinke, Nasr & Jagielski 2023, "Privacy auditing with one (1) training run").
+
+Many training runs are too slow for the gradient methods, so their audit runs the
+mechanism *once* with m canaries, each included or not by an independent fair coin
+S_j (their Algorithm 1). The auditor scores every canary from what the server received,
+guesses "in" for the k₊ highest scores and "out" for the k₋ lowest, abstains on the rest,
+and counts v correct guesses out of r = k₊ + k₋.
+
+**The bound** (their Theorem 5.2, with the p-value computed as in their Algorithm 3 /
+Appendix D): if the mechanism is (ε, δ)-DP with respect to flipping any one coin, then
+
+    P[v correct guesses or more] ≤ β + α·2m·δ,
+    β = P[Binomial(r, p_ε) ≥ v],  p_ε = e^ε/(1 + e^ε),
+    α = max_{i=1..v} P[v − i ≤ Binomial(r, p_ε) < v] / i,
+
+so ε is refuted at confidence 1 − p whenever that probability is below p; the lower
+bound is the largest such ε (found by bisection, the p-value growing as ε grows). The
+bound needs neither independence between canaries nor repeated runs; its price is that
+it is never tight for ε much above log(m) and that weak signals give small bounds.
+
+**Which guesses.** fedvote tries a fixed family of r values, k₊ = k₋ = r/2 for r in
+:data:`GUESS_FRACTIONS` of m, and applies a Bonferroni correction: each r is tested at
+p/|family|, so the best of them still holds at the stated confidence.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedvote.agents.agent import Agent, ArrayOutput
+from fedvote.audit.canaries import UpdateCanaries, draw_update_canaries
+from fedvote.audit.distinguishers import coordinate_scores
+from fedvote.config import RunConfig
+from fedvote.data.federation import LabeledData
+from fedvote.errors import ConfigError
+from fedvote.methods.dp_fedavg import DpFedAvg
+from fedvote.methods.gradient import privacy_generator
+from fedvote.progress import NO_PROGRESS, Progress
+from fedvote.transport.base import agent_noise_seeds
+
+# The guesses tried: r = fraction·m (half "in" from the top, half "out" from the bottom).
+GUESS_FRACTIONS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+ONE_RUN_METHODS: tuple[type, ...] = (DpFedAvg,)
+
+
+def p_value(canaries: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
+    """P[≥ ``correct`` right of ``guesses``] for an (ε, δ)-DP mechanism (Steinke et al. 2023, Thm 5.2).
+
+    β + α·2mδ with β, α as in the module docstring (their Algorithm 3); at most 1.
+    """
+    from scipy.stats import binom
+
+    if not 0 <= correct <= guesses <= canaries:
+        raise ValueError(f"need 0 <= correct <= guesses <= canaries, got {correct}, {guesses}, {canaries}")
+    if not (epsilon >= 0 and 0.0 <= delta <= 1.0):
+        raise ValueError(f"need epsilon >= 0 and delta in [0, 1], got {epsilon}, {delta}")
+    p = 1.0 / (1.0 + math.exp(-epsilon))  # accuracy of ε-DP randomized response
+    beta = float(binom.sf(correct - 1, guesses, p))
+    alpha = 0.0
+    if correct > 0 and delta > 0:
+        shifts = np.arange(1, correct + 1)  # i = 1..v
+        below = binom.cdf(correct - 1, guesses, p)
+        window = below - binom.cdf(correct - 1 - shifts, guesses, p)  # P[v − i ≤ B < v], (v,)
+        alpha = float(np.max(window / shifts))
+    return min(beta + alpha * 2 * canaries * delta, 1.0)
+
+
+def epsilon_lower_bound(
+    canaries: int, guesses: int, correct: int, delta: float, significance: float
+) -> float:
+    """The largest ε refuted at level ``significance`` by ``correct`` of ``guesses`` (0 if none).
+
+    Bisection on ε: ``p_value`` increases with ε; the answer is within 1e-6 below the exact one.
+    """
+    if not 0.0 < significance < 1.0:
+        raise ValueError(f"significance must lie in (0, 1), got {significance}")
+    if p_value(canaries, guesses, correct, 0.0, delta) >= significance:
+        return 0.0
+    low, high = 0.0, 1.0
+    while p_value(canaries, guesses, correct, high, delta) < significance:
+        low, high = high, 2 * high
+        if high > 1e3:
+            return low
+    while high - low > 1e-6:
+        middle = (low + high) / 2
+        if p_value(canaries, guesses, correct, middle, delta) < significance:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+@dataclass(frozen=True)
+class OneRunOutcome:
+    """The best guess count of the family and its bound; ``guesses``/``correct`` behind it."""
+
+    epsilon_lower_bound: float
+    guesses: int
+    correct: int
+    canaries: int
+
+
+def audit_guesses(
+    scores: np.ndarray, included: np.ndarray, *, delta: float, confidence: float
+) -> OneRunOutcome:
+    """Guess from ``scores`` (m,) (higher: "in"), check against the coins ``included`` (m,), bound ε.
+
+    Each r of :data:`GUESS_FRACTIONS` is tested at (1 − confidence)/|family| (Bonferroni).
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    m = scores.shape[0]
+    order = np.argsort(scores, kind="stable")  # ascending
+    significance = (1.0 - confidence) / len(GUESS_FRACTIONS)
+    best = OneRunOutcome(0.0, 0, 0, m)
+    for fraction in GUESS_FRACTIONS:
+        half = max(1, int(fraction * m) // 2)
+        if 2 * half > m:
+            half = m // 2
+        guessed_in, guessed_out = order[m - half :], order[:half]
+        correct = int(np.sum(included[guessed_in]) + np.sum(~included[guessed_out]))
+        bound = epsilon_lower_bound(m, 2 * half, correct, delta, significance)
+        if bound > best.epsilon_lower_bound:
+            best = OneRunOutcome(bound, 2 * half, correct, m)
+    return best
+
+
+def _canary_agents(count: int, noise_seed: int | None) -> list[Agent]:
+    """``count`` agents holding no records (a canary's update is crafted), each with its own noise stream."""
+    import secrets
+
+    entropy = noise_seed if noise_seed is not None else secrets.randbits(128)
+    empty = LabeledData(np.zeros((0, 1), dtype=np.float32), np.zeros(0, dtype=np.int64))
+    return [
+        Agent(
+            agent_id=j,
+            data=empty,
+            public_features=np.zeros((0, 1), dtype=np.float32),
+            num_classes=2,
+            noise_rng=np.random.default_rng(agent_noise_seeds(entropy, j)),
+            seed=j,
+        )
+        for j in range(count)
+    ]
+
+
+def dp_fedavg_releases(
+    method: DpFedAvg, canaries: UpdateCanaries, noise_seed: int | None, progress: Progress = NO_PROGRESS
+) -> np.ndarray:
+    """T rounds of DP-FedAvg's secure update sum over a federation of m canary agents, (T, m).
+
+    Round t: each agent's own coin (probability q, drawn as the method draws it) says whether
+    it takes part; one that does releases its crafted update (±S·e_j, or zeros) through
+    :meth:`Agent.release` (validated against the clip norm S) with the method's share
+    :meth:`DpFedAvg.noise_share` (σS/√m), any other its noise share alone
+    (:meth:`Agent.noise_share`); the server receives the sum. The update lives on the
+    canaries' m coordinates (the model's other coordinates carry independent noise only).
+    """
+    if method.noise != "distributed":
+        raise ConfigError(
+            "noise", f"the one-run audit covers DP-FedAvg's distributed noise, not {method.noise!r}"
+        )
+    m = canaries.count
+    agents = _canary_agents(m, noise_seed)
+    coins = privacy_generator(noise_seed, 0xA0D1)
+    expected = ArrayOutput("update", (m,), norm_bound=method.clip_norm)
+    received = np.zeros((method.rounds, m))
+    with progress.step("one run of DP-FedAvg with canary agents", total=method.rounds) as bar:
+        for t in range(method.rounds):
+            chosen = coins.random(m) < method.sampling_rate  # Poisson sampling, the agents' coins
+            share = method.noise_share(int(chosen.sum()), m)
+            for j, agent in enumerate(agents):
+                if chosen[j]:
+                    received[t] += agent.release(canaries.contribution(j), share, expected)
+                else:
+                    received[t] += agent.noise_share((m,), share)
+            bar.advance()
+    return received
+
+
+def one_run_audit(
+    config: RunConfig,
+    method: Any,
+    level: str,
+    canaries: int,
+    claimed: float,
+    confidence: float,
+    progress: Progress,
+    started: float,
+) -> Any:
+    """The one-run audit of a gradient method (see the module docstring); an :class:`AuditResult`."""
+    from fedvote.audit.api import AuditResult
+
+    if canaries < 2:
+        raise ConfigError("trials", f"a one-run audit needs at least 2 canaries, got {canaries}")
+    noise_seed = config.privacy.noise_seed
+    coin_rng = privacy_generator(noise_seed, 0xCA7A)
+    drawn = draw_update_canaries(level, canaries, method.clip_norm, coin_rng)
+    received = dp_fedavg_releases(method, drawn, noise_seed, progress)  # (T, m)
+    scores = coordinate_scores(received)  # (m,): Σ_t of canary j's coordinate
+    outcome = audit_guesses(scores, drawn.included, delta=config.privacy.delta, confidence=confidence)
+    return AuditResult(
+        method=method.name,
+        level=level,
+        claimed_epsilon=claimed,
+        epsilon_lower_bound=outcome.epsilon_lower_bound,
+        delta=config.privacy.delta,
+        confidence=confidence,
+        trials=canaries,
+        seconds=time.perf_counter() - started,
+        mode="one-run",
+        canary=drawn.description(),
+        test=(
+            "one run (Steinke, Nasr & Jagielski 2023, Thm 5.2): score = canary's coordinate summed over "
+            "the rounds; guess 'in' for the top r/2, 'out' for the bottom r/2, r from a fixed family "
+            f"({len(GUESS_FRACTIONS)} values, Bonferroni)"
+        ),
+        sigma=float(method.sigma),
+        details={
+            "canaries": outcome.canaries,
+            "guesses": outcome.guesses,
+            "correct": outcome.correct,
+            "rounds": int(method.rounds),
+            "sampling_rate": float(method.sampling_rate),
+            "clip_norm": float(method.clip_norm),
+        },
+    )
