@@ -60,6 +60,7 @@ def server_settings(directory: Path, clip_sigmas: float) -> ServerSettings:
             "server-data": str(directory / "server.npz"),
             "out": str(directory / "out"),
             "clip-sigmas": clip_sigmas,
+            "secure-noise": False,  # the seeded Gaussian path, whose slack these tests check
         }
     )
 
@@ -163,7 +164,7 @@ def test_deploy_server_refuses_the_clipping_range_before_flower_starts(tmp_path,
     monkeypatch.setattr(deploy_cli, "_background", lambda *a, **k: pytest.fail("started a SuperLink"))
     with pytest.raises(SystemExit) as exit_info:
         main(["deploy", "server", "--config", str(tmp_path / "run.json"), "--data", str(tmp_path / "server.npz"),
-              "--out", str(tmp_path / "out"), "--insecure", "--clip-sigmas", "6"])
+              "--out", str(tmp_path / "out"), "--insecure", "--clip-sigmas", "6", "--no-secure-noise"])
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fedvote: error: --clip-sigmas: "), lines

@@ -8,6 +8,7 @@ processes) included — and checks that none is left.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -26,7 +27,7 @@ from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.flower.files import write_deployment_files
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
-from fedvote.privacy.events import pate_fl_events
+from fedvote.privacy.events import pate_fl_discrete_events, pate_fl_events
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.runner import make_federation, make_method
 from fedvote.transport.local import LocalTransport
@@ -68,7 +69,9 @@ class Cluster:
             [*FEDVOTE, *args], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
 
-    def start_run(self, fed: Path, *, round_timeout: float, query_batch_size: int = 0) -> None:
+    def start_run(
+        self, fed: Path, *, round_timeout: float, query_batch_size: int = 0, secure_noise: bool = False
+    ) -> None:
         self.start(
             "server",
             [
@@ -77,6 +80,7 @@ class Cluster:
                 "--round-timeout", str(round_timeout), "--train-timeout", "300",
                 "--connect-timeout", "120", "--record-votes", "--query-batch-size", str(query_batch_size),
                 "--workdir", str(self.root / "server-home"),
+                "--secure-noise" if secure_noise else "--no-secure-noise",
             ],
         )
         for i in range(self.agents):
@@ -250,3 +254,32 @@ def test_killing_one_of_five_agents_with_t5_stops_releasing(tmp_path):
     config = _config(queries=30, min_responders=5)
     # ... and only it was charged: the refused rounds' charges were voided.
     assert result["privacy"]["agent"]["epsilon"] == pytest.approx(_epsilon(config, 10), rel=1e-9)
+
+
+def test_secure_noise_flower_run_releases_exact_integer_sums_with_no_slack(tmp_path):
+    """fedvote deploy's default: integer votes + discrete Gaussian shares through SecAgg+, nothing rounded."""
+    seeded = _config(queries=20, min_responders=EQUIVALENCE_AGENTS, agents=EQUIVALENCE_AGENTS)
+    config = dataclasses.replace(seeded, privacy=dataclasses.replace(seeded.privacy, noise_seed=None))
+    fed = tmp_path / "fed"
+    write_deployment_files(config, fed)
+    cluster = Cluster(tmp_path, EQUIVALENCE_AGENTS)
+    deadline = time.monotonic() + TEST_DEADLINE_S
+    try:
+        cluster.start_run(fed, round_timeout=120.0, secure_noise=True)
+        result = cluster.wait_for_server(deadline)
+    finally:
+        cluster.stop_all()
+
+    flower = result["flower"]
+    assert result["privacy"]["noise_source"] == "csprng-discrete-gaussian"
+    assert flower["secagg"]["integer"] is True and flower["secagg"]["quantization_step"] == 1.0
+    sums = np.concatenate([np.array(r["sums"]) for r in flower["rounds"]])  # (Q, C)
+    assert np.array_equal(sums, np.rint(sums))  # exact integers: nothing was rounded
+    _, clean = _local_vote_sums(dataclasses.replace(seeded, privacy=dataclasses.replace(seeded.privacy, sigma=0.0)))
+    noise = sums - clean  # Σ of 3 shares of N_Z(0, 4/3): std just below 2
+    assert np.array_equal(noise, np.rint(noise)) and 1.3 < noise.std() < 2.7
+    events = pate_fl_discrete_events(config.privacy.sigma, EQUIVALENCE_AGENTS, 20)
+    assert result["privacy"]["agent"]["epsilon"] == epsilon_for(events.agent, config.privacy.delta, "rdp")
+    assert result["privacy"]["instance"]["epsilon"] == epsilon_for(events.instance, config.privacy.delta, "rdp")
+    assert result["privacy"]["delta"] == config.privacy.delta  # the clip slack (~1e-84) vanishes in δ
+    assert flower["secagg"]["epsilon_slack"] == 0.0

@@ -40,6 +40,11 @@ FLOWER_MISSING = 'Flower is not installed; install it with: pip install "fedvote
 DEFAULT_SUPERLINK_PORT = 9093
 CONNECTION = "fedvote"  # the SuperLink connection name in the private Flower config
 DEFAULT_CLIP_SIGMAS = 20.0  # fedvote.flower.secagg.DEFAULT_CLIP_SIGMAS (not imported: fast --help)
+SECURE_NOISE_HELP = (
+    "Exact discrete Gaussian shares on integer votes from the OS CSPRNG; SecAgg+ sums the integers "
+    "unrounded, so the headline (ε, δ) carries no rounding slack (docs/privacy.md, \"Secure noise\"). "
+    "--no-secure-noise: Gaussian shares from NumPy (needed for a seeded config or private-knn-fl)."
+)
 CLIP_SIGMAS_HELP = (
     "k in SecAgg+'s clipping range c = 1 + k·σ/√t; the run is refused when clipping could add "
     "more than 1 % to δ (docs/privacy.md, \"Clipping range\")."
@@ -244,6 +249,7 @@ def _superlink_command(host: str, port: int, tls: list[str]) -> list[str]:
               help="Queries per vote round (one SecAgg+ round each) [default: the method's].")
 @click.option("--clip-sigmas", type=float, default=DEFAULT_CLIP_SIGMAS, show_default=True,
               help=CLIP_SIGMAS_HELP)
+@click.option("--secure-noise/--no-secure-noise", default=True, show_default=True, help=SECURE_NOISE_HELP)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Flower's home for the SuperLink and flwr (FLWR_HOME) [default: a temporary directory].")
 def server(
@@ -264,12 +270,13 @@ def server(
     record_votes: bool,
     query_batch_size: int,
     clip_sigmas: float,
+    secure_noise: bool,
     workdir: str | None,
 ) -> None:
     """Run the config on the agents' nodes: start a SuperLink (or use one), submit, wait, report."""
     # Refuse a bad config, method or clipping range before anything starts.
     check_writable(out_dir)  # before Flower starts: the agents' releases are charged
-    check_plan(load_run_config(config_file), server_file, clip_sigmas, query_batch_size)
+    check_plan(load_run_config(config_file), server_file, clip_sigmas, query_batch_size, secure_noise)
     overrides = {
         "config": str(Path(config_file).resolve()),
         "server-data": str(Path(server_file).resolve()),
@@ -280,6 +287,7 @@ def server(
         "record-votes": bool(record_votes),
         "query-batch-size": int(query_batch_size),
         "clip-sigmas": float(clip_sigmas),
+        "secure-noise": bool(secure_noise),
     }
     if superlink_address is None:  # start a SuperLink here; flwr reaches it with its CA
         tls = _superlink_tls_flags(insecure, ssl_certfile, ssl_keyfile, ssl_ca_certfile)
@@ -322,17 +330,23 @@ def server(
     click.echo(f"wrote {result_file}", err=True)
 
 
-def check_plan(config: RunConfig, server_file: str, clip_sigmas: float, query_batch_size: int) -> None:
+def check_plan(
+    config: RunConfig, server_file: str, clip_sigmas: float, query_batch_size: int, secure_noise: bool = True
+) -> None:
     """Refuse here, before Flower starts, what the ServerApp would refuse before its first round.
 
-    The method must be one Flower runs, the server file the config's federation's, and
-    the clipping range ``clip_sigmas`` tight enough on δ for the planned run
+    The method must be one Flower runs, the server file the config's federation's, the
+    noise as ``secure_noise`` asks (:func:`fedvote.flower.files.deployed_config`), and the
+    clipping range ``clip_sigmas`` tight enough on δ for the planned run
     (:func:`fedvote.flower.files.planned_method`).
     """
-    from fedvote.flower.files import load_server_file, planned_method
+    from fedvote.flower.files import deployed_config, load_server_file, planned_method
 
     planned_method(
-        config, load_server_file(server_file), clip_sigmas=clip_sigmas, query_batch_size=query_batch_size
+        deployed_config(config, secure_noise=secure_noise),
+        load_server_file(server_file),
+        clip_sigmas=clip_sigmas,
+        query_batch_size=query_batch_size,
     )
 
 
@@ -400,10 +414,16 @@ def _toml(value: Any) -> str:
               help="CPUs Ray reserves for each ClientApp (fewer: more agents at once).")
 @click.option("--clip-sigmas", type=float, default=DEFAULT_CLIP_SIGMAS, show_default=True,
               help=CLIP_SIGMAS_HELP)
+@click.option("--secure-noise/--no-secure-noise", default=True, show_default=True, help=SECURE_NOISE_HELP)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Flower's home (FLWR_HOME) [default: a temporary directory].")
 def simulate(
-    data_dir: str, out_dir: str, cpus_per_agent: int, clip_sigmas: float, workdir: str | None
+    data_dir: str,
+    out_dir: str,
+    cpus_per_agent: int,
+    clip_sigmas: float,
+    secure_noise: bool,
+    workdir: str | None,
 ) -> None:
     """Run the same ServerApp/ClientApp under Flower's simulation engine (needs fedvote[simulation])."""
     check_writable(out_dir)  # before anything starts: the agents' releases are charged
@@ -414,13 +434,14 @@ def simulate(
         raise ConfigError("simulation", message) from error
     data = Path(data_dir).resolve()
     config = load_run_config(data / "run.json")
-    check_plan(config, str(data / "server.npz"), clip_sigmas, 0)
+    check_plan(config, str(data / "server.npz"), clip_sigmas, 0, secure_noise)
     overrides = {
         "config": str(data / "run.json"),
         "server-data": str(data / "server.npz"),
         "out": str(Path(out_dir).resolve()),
         "agent-data": str(data / "agent-{partition-id}.npz"),
         "clip-sigmas": float(clip_sigmas),
+        "secure-noise": bool(secure_noise),
     }
     result_file = Path(out_dir) / "result.json"
     result_file.unlink(missing_ok=True)

@@ -65,6 +65,7 @@ RUN_CONFIG_DEFAULTS: dict[str, str | float | bool] = {
     "clip-sigmas": 20.0,  # fedvote.flower.secagg.DEFAULT_CLIP_SIGMAS
     "record-votes": False,
     "query-batch-size": 0,
+    "secure-noise": True,  # fedvote deploy's default: exact discrete Gaussian shares, integer sums
 }
 
 APP_PYPROJECT = """\
@@ -132,6 +133,7 @@ class ServerSettings:
     clip_sigmas: float
     record_votes: bool
     query_batch_size: int
+    secure_noise: bool = True
 
     @classmethod
     def from_run_config(cls, run_config: dict[str, Any]) -> ServerSettings:
@@ -150,6 +152,7 @@ class ServerSettings:
             clip_sigmas=float(values["clip-sigmas"]),
             record_votes=bool(values["record-votes"]),
             query_batch_size=int(values["query-batch-size"]),
+            secure_noise=bool(values["secure-noise"]),
         )
 
 
@@ -187,13 +190,13 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
     :meth:`~fedvote.flower.transport.FlowerTransport.stated_privacy`).
     """
     from fedvote.config import load_run_config
-    from fedvote.flower.files import load_server_file, planned_method
+    from fedvote.flower.files import deployed_config, load_server_file, planned_method
     from fedvote.flower.transport import FlowerTransport
     from fedvote.privacy.ledger import PersistentLedger
     from fedvote.runner import _ledger_details, execute, federation_fingerprint, measure, open_ledger
 
     started = time.perf_counter()
-    config = load_run_config(settings.config)
+    config = deployed_config(load_run_config(settings.config), secure_noise=settings.secure_noise)
     files = load_server_file(settings.server_data)
     fingerprint = federation_fingerprint(config)
     if files.fingerprint != fingerprint:
@@ -216,6 +219,7 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
         clip_sigmas=settings.clip_sigmas,
         record_votes=settings.record_votes,
         report=_say,
+        secure_noise=config.privacy.secure_noise,
     )
     _say(f"{method.name}: {num_agents} agents, σ = {method.sigma:.4g}, t = {method.min_responders}")
     ledger = open_ledger(config, content_key=files.ledger_key)  # the agents' records, as dealt
@@ -296,8 +300,9 @@ def _vote(message: Message, context: Context) -> Message:
     kind = str(instructions.config["kind"])
     queries = np.frombuffer(bytes(instructions.config["queries"]), dtype=np.int64)  # type: ignore[arg-type]
     noise_std = float(instructions.config["noise-std"])
+    secure = bool(instructions.config.get("secure-noise", False))
     file = _agent_file(context)
-    agent, rng = _agent(file, context)
+    agent, rng = _agent(file, context, secure=secure)
     state = _node_state(context)
     if kind == "pate":
         training = TrainingConfig(**json.loads(str(state["training"])))
@@ -311,7 +316,7 @@ def _vote(message: Message, context: Context) -> Message:
         votes = _knn_voter(agent, file, state).noisy_votes(queries, noise_std)  # (Q, C), likewise
     else:
         raise ValueError(f"unknown vote kind {kind!r}")
-    if file.noise_seed is not None:  # a seeded stream continues in the next message
+    if file.noise_seed is not None and not secure:  # a seeded stream continues in the next message
         state[_RNG_KEY] = json.dumps(rng.bit_generator.state)
     result = FitRes(status_ok(), ndarrays_to_parameters([votes]), num_examples=1, metrics={})
     return Message(compat.fitres_to_recorddict(result, keep_input=False), reply_to=message)
@@ -333,12 +338,19 @@ def _agent_file(context: Context) -> AgentFile:
 _RNG_KEY = "noise-state"
 
 
-def _agent(file: AgentFile, context: Context) -> tuple[Agent, np.random.Generator]:
-    """The :class:`Agent` of ``file`` and its noise generator: OS entropy, or its seeded stream."""
+def _agent(file: AgentFile, context: Context, *, secure: bool = False) -> tuple[Agent, np.random.Generator]:
+    """The :class:`Agent` of ``file`` and its noise generator: OS entropy, or its seeded stream.
+
+    ``secure`` (the server's vote message asks for it): exact discrete Gaussian shares from
+    the OS CSPRNG and a generator seeded by ``os.urandom``, whatever seed the file holds.
+    """
     from fedvote.agents.agent import Agent
+    from fedvote.aggregation.secure_noise import csprng_seeded_generator
     from fedvote.transport.base import agent_noise_seeds
 
-    if file.noise_seed is None:
+    if secure:
+        rng = csprng_seeded_generator()
+    elif file.noise_seed is None:
         rng = np.random.default_rng()  # deployment: fresh OS entropy in every process
     else:  # reproducible simulation: continue the stream where the last message left it
         rng = np.random.default_rng(agent_noise_seeds(file.noise_seed, file.agent_id))
@@ -352,6 +364,7 @@ def _agent(file: AgentFile, context: Context) -> tuple[Agent, np.random.Generato
         num_classes=file.num_classes,
         noise_rng=rng,
         seed=file.seed,
+        secure_noise=secure,
     )
     return agent, rng
 

@@ -191,7 +191,11 @@ def planned_method(
         method = dataclasses.replace(method, query_batch_size=query_batch_size)
     t = method.min_responders
     settings = secagg_settings(
-        noise_share_std(method.sigma, t), config.federation.agents, t, clip_sigmas=clip_sigmas
+        noise_share_std(method.sigma, t),
+        config.federation.agents,
+        t,
+        clip_sigmas=clip_sigmas,
+        integer=config.privacy.secure_noise,
     )
     check_secagg_plan(
         method.planned_events(),
@@ -202,6 +206,28 @@ def planned_method(
         accountant=config.privacy.accountant,
     )
     return method
+
+
+def deployed_config(config: RunConfig, *, secure_noise: bool) -> RunConfig:
+    """``config`` as ``fedvote deploy`` runs it: with ``--secure-noise`` (its default) or without.
+
+    Secure noise cannot be seeded: a config with ``noise_seed`` (a reproducible simulation)
+    is refused under it, naming the flag that turns it off. The method must be on the
+    secure path (:func:`~fedvote.methods.registry.check_secure_noise`: Private-kNN-FL's
+    mean votes are not).
+    """
+    from fedvote.methods.registry import check_secure_noise
+
+    if secure_noise and config.privacy.noise_seed is not None:
+        raise ConfigError(
+            "secure_noise",
+            "is fedvote deploy's default and cannot be seeded, but the config sets noise_seed: "
+            "drop it, or pass --no-secure-noise for a seeded simulation",
+        )
+    privacy = dataclasses.replace(config.privacy, secure_noise=secure_noise)
+    deployed = dataclasses.replace(config, privacy=privacy)
+    check_secure_noise(deployed)
+    return deployed
 
 
 class _open:

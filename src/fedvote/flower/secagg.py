@@ -22,6 +22,16 @@ Together: when the Gaussian mechanism is (ε, δ)-DP, the deployed one is
 (ε + ε_q, e^(ε_q)·δ + (1 + e^(ε + ε_q))·p)-DP, ε_q the rounding's ε (:meth:`deployed`).
 That is the headline of a Flower run (:func:`secagg_privacy`); clip settings whose
 clipping term exceeds 1 % of δ are refused before the run (:meth:`check_clip_slack`).
+
+**Secure noise** (``integer``, the default of ``fedvote deploy``): each agent's noisy vote
+is an integer (a one-hot vote plus its exact discrete Gaussian share N_Z(0, s²)), so c is
+an integer ⌈1 + k·s⌉ and T = 2c: the grid step is Δ = 1 and Flower's quantisation maps
+every integer to itself (its stochastic rounding of an integer draws no coin that
+changes it). Nothing is rounded: ε_q = 0 exactly, and the unmasked sum is the exact
+integer sum. Clipping is bounded by the discrete Gaussian's sub-Gaussian tail
+(P[Z ≥ x] ≤ e^(−x²/(2s²)), CKS20), p ≤ N·K·2e^(−k²/2). No wrap: N values of at most
+2c (and the N unit weights, T each) must sum below M = 2³², so N·2c < 2³² is required
+(:func:`secagg_settings` refuses larger σ·N).
 """
 
 from __future__ import annotations
@@ -46,6 +56,11 @@ DEFAULT_CLIP_SIGMAS = 20.0
 # The most that clipping may add to δ, as a share of δ: settings that could add more are
 # refused before anything is trained, released or charged.
 MAX_CLIP_SLACK_SHARE = 0.01
+DISCRETE_LABEL = (
+    "the discrete Gaussian mechanism on exact integer vote sums (CKS20; KLS21 for t > 1 shares); "
+    "SecAgg+ sums those integers exactly (no rounding: epsilon_slack 0), so the headline differs "
+    "only by clipping's delta_slack"
+)
 GAUSSIAN_LABEL = (
     "the Gaussian mechanism on exact vote sums, before SecAgg+ clips and quantises them: not the "
     "deployment's guarantee, which is privacy.<level>.epsilon (ε + epsilon_slack) at privacy.delta "
@@ -74,6 +89,9 @@ class SecAggSettings:
         N, the number of agents that may take part in a round.
     clip_sigmas : float
         k: c = 1 + k·s.
+    integer : bool
+        Secure noise: integer votes with discrete Gaussian shares, c an integer, T = 2c
+        (step 1), nothing rounded. Default False (real-valued Gaussian shares).
 
     """
 
@@ -84,6 +102,7 @@ class SecAggSettings:
     noise_std: float
     num_agents: int
     clip_sigmas: float
+    integer: bool = False
 
     @property
     def step(self) -> float:
@@ -91,7 +110,9 @@ class SecAggSettings:
         return 2.0 * self.clipping_range / self.quantization_range
 
     def sum_error_bound(self, responders: int) -> float:
-        """Largest error of one coordinate of the unmasked sum: each agent rounds by < Δ."""
+        """Largest error of one coordinate of the unmasked sum: each agent rounds by < Δ (0: integers)."""
+        if self.integer:
+            return 0.0
         return responders * self.step
 
     def clip_probability(self, coordinates: int) -> float:
@@ -101,8 +122,12 @@ class SecAggSettings:
         """
         if self.noise_std == 0.0 or coordinates == 0:
             return 0.0
-        log_p = math.log(2.0 * self.num_agents * coordinates) + float(norm.logsf(self.clip_sigmas))
+        log_p = math.log(2.0 * self.num_agents * coordinates) + self._log_tail(self.clip_sigmas)
         return math.exp(min(log_p, 0.0))
+
+    def _log_tail(self, k: float) -> float:
+        """The log of P[share > k·s]: log Φ̄(k), or the discrete Gaussian's sub-Gaussian −k²/2 (CKS20)."""
+        return -0.5 * k * k if self.integer else float(norm.logsf(k))
 
     def clip_slack(self, coordinates: int, epsilon: float) -> float:
         """δ added by clipping: (1 + e^(ε + ε_q))·p, ε the Gaussian mechanism's ε.
@@ -145,7 +170,10 @@ class SecAggSettings:
         total = epsilon + self.epsilon_slack(coordinates)
         if not total < 700.0:
             return math.inf
-        return float(norm.isf(MAX_CLIP_SLACK_SHARE * delta / (factor * (1.0 + math.exp(total)))))
+        allowed = MAX_CLIP_SLACK_SHARE * delta / (factor * (1.0 + math.exp(total)))
+        if self.integer:  # 2NK·e^(−k²/2)·(1 + e^ε) ≤ 1 % of δ
+            return math.sqrt(max(-2.0 * math.log(allowed), 0.0))
+        return float(norm.isf(allowed))
 
     def check_clip_slack(self, coordinates: int, epsilon: float, delta: float) -> None:
         """Refuse a clipping range whose δ slack, at ``epsilon``, exceeds 1 % of ``delta``.
@@ -175,8 +203,10 @@ class SecAggSettings:
         Poisson summation for the periodised Gaussian of the honest agents' noisy values
         given their sum (covariance s²(I − 11ᵀ/n), smallest eigenvalue s²/n, n ≤ N):
         |density·Δⁿ⁻¹ − 1| ≤ (1 + 2e^(−a)/(1 − e^(−a)))ⁿ⁻¹ − 1 with a = 2π²s²/(nΔ²).
-        Infinite without noise (nothing to smooth).
+        Infinite without noise (nothing to smooth); 0 for integer votes (nothing is rounded).
         """
+        if self.integer:
+            return 0.0
         if self.noise_std == 0.0:
             return math.inf
         n = max(self.num_agents, 2)
@@ -203,6 +233,7 @@ class SecAggSettings:
             "noise_share_std": self.noise_std,
             "clip_sigmas": self.clip_sigmas,
             "quantization_step": self.step,
+            "integer": self.integer,
         }
 
 
@@ -256,7 +287,7 @@ def secagg_privacy(
             "agent_epsilon": gaussian["agent"],
             "instance_epsilon": gaussian["instance"],
             "delta": report.delta,
-            "label": GAUSSIAN_LABEL,
+            "label": DISCRETE_LABEL if settings.integer else GAUSSIAN_LABEL,
         },
     }
     if not finite:
@@ -294,6 +325,7 @@ def secagg_settings(
     min_responders: int,
     *,
     clip_sigmas: float = DEFAULT_CLIP_SIGMAS,
+    integer: bool = False,
 ) -> SecAggSettings:
     """SecAgg+ settings for vote histograms with noise share ``noise_std`` = σ/√t.
 
@@ -308,6 +340,9 @@ def secagg_settings(
         agents' votes is ever unmasked.
     clip_sigmas : float
         k in c = 1 + k·s (default 20: p ≤ N·K·5.5e-89).
+    integer : bool
+        Secure noise: c = ⌈1 + k·s⌉, T = 2c (step 1: integers pass unrounded), refused
+        when N·2c ≥ 2³² (the sum could wrap the modulus).
 
     """
     if num_agents < 2:
@@ -318,6 +353,24 @@ def secagg_settings(
         raise ConfigError("noise_std", f"must be >= 0, got {noise_std}")
     if not clip_sigmas > 0.0:
         raise ConfigError("clip_sigmas", f"must be > 0, got {clip_sigmas}")
+    if integer:
+        clip = math.ceil(VOTE_BOUND + clip_sigmas * noise_std)
+        if num_agents * 2 * clip >= MODULUS_RANGE:
+            raise ConfigError(
+                "sigma",
+                f"integer vote sums of {num_agents} agents in [-{clip}, {clip}] could wrap SecAgg+'s "
+                f"modulus 2^32 (N·2c ≥ 2^32): lower σ or --clip-sigmas",
+            )
+        return SecAggSettings(
+            clipping_range=float(clip),
+            quantization_range=2 * clip,
+            modulus_range=MODULUS_RANGE,
+            reconstruction_threshold=min(max(min_responders, 2), num_agents),
+            noise_std=float(noise_std),
+            num_agents=num_agents,
+            clip_sigmas=float(clip_sigmas),
+            integer=True,
+        )
     return SecAggSettings(
         clipping_range=VOTE_BOUND + clip_sigmas * noise_std,
         quantization_range=quantization_range_for(num_agents),

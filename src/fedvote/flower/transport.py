@@ -116,6 +116,10 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         released values).
     report : callable or None
         Receives one line per round (the ServerApp prints them into Flower's run log).
+    secure_noise : bool
+        The agents add exact discrete Gaussian shares to integer votes, SecAgg+ sums the
+        integers unrounded (step 1, :func:`~.flower_secagg.secagg_settings` ``integer``), and
+        the sums are exact integers. Default False.
 
     """
 
@@ -133,6 +137,7 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         clip_sigmas: float = DEFAULT_CLIP_SIGMAS,
         record_votes: bool = False,
         report: Callable[[str], None] | None = None,
+        secure_noise: bool = False,
     ) -> None:
         super().__init__()
         if num_agents < 2:
@@ -156,6 +161,7 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         self._vote_round = 0
         self.rounds: list[RoundRecord] = []
         self.secagg: SecAggSettings | None = None
+        self._secure_noise = secure_noise
 
     @property
     def num_agents(self) -> int:
@@ -257,7 +263,11 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
             )
             return None
         settings = secagg_settings(
-            noise_std, self._num_agents, min_responders, clip_sigmas=self._clip_sigmas
+            noise_std,
+            self._num_agents,
+            min_responders,
+            clip_sigmas=self._clip_sigmas,
+            integer=self._secure_noise,
         )
         self.secagg = settings
         round_ = _VoteRound(
@@ -265,7 +275,12 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
             grid=self._grid,
             instructions=FitIns(
                 Parameters(tensors=[], tensor_type="numpy.ndarray"),
-                {"kind": kind, "queries": queries.tobytes(), "noise-std": float(noise_std)},
+                {
+                    "kind": kind,
+                    "queries": queries.tobytes(),
+                    "noise-std": float(noise_std),
+                    "secure-noise": self._secure_noise,
+                },
             ),
         )
         context = LegacyContext(context=self._context, strategy=round_)
@@ -293,6 +308,8 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
             )
             return None
         sums = round_.mean * record.responders  # (Q, C): SecAgg+ returns the mean over contributors
+        if self._secure_noise:
+            sums = exact_integer_sums(sums)
         self.communication.upload_floats += record.responders * queries.shape[0] * self._num_classes
         record.released = True
         if self._record_votes:
@@ -529,6 +546,22 @@ def load_extractor(data: bytes, public_features: np.ndarray, *, normalize: bool)
 def _int(value: object) -> int:
     """An int a ConfigRecord holds (its values are typed as a union)."""
     return int(cast(int, value))
+
+
+def exact_integer_sums(sums: np.ndarray) -> np.ndarray:
+    """The integer vote sums (Q, C) that SecAgg+ returned as mean × contributors, exactly.
+
+    With secure noise every agent's value is an integer and SecAgg+ adds them exactly; only
+    Flower's final division by the number of contributors (and fedvote's multiplication
+    back) is floating point, off by a few ulps. This recovers the exact integer sum; it is
+    not a rounding of the released value (which is that integer). A sum further than
+    10⁻⁶·max(1, |sum|) from an integer means the protocol did not add integers (a wrap or
+    a real-valued share): refused, nothing is released.
+    """
+    exact = np.rint(sums)
+    if np.any(np.abs(sums - exact) > 1e-6 * np.maximum(1.0, np.abs(exact))):
+        raise RuntimeError("SecAgg+ returned non-integer vote sums under secure noise; nothing released")
+    return exact
 
 
 def status_ok() -> Status:
