@@ -96,7 +96,7 @@ def audit_config(
     """:func:`audit` of an already validated run config."""
     from fedvote.audit.one_run import ONE_RUN_METHODS, one_run_audit
     from fedvote.audit.vote_release import VOTE_METHODS
-    from fedvote.methods import check_method
+    from fedvote.methods import FedAuxFdp, check_method
     from fedvote.privacy.accountant import epsilon_for
     from fedvote.runner import make_federation, plan, prepare_public
 
@@ -112,12 +112,14 @@ def audit_config(
         raise ConfigError("method", f"{method.name} is not private at any level; nothing to audit")
     if not math.isfinite(claimed[level]):
         raise ConfigError("level", f"{method.name} claims no finite ε at the {level} level; nothing to audit")
-    if isinstance(method, VOTE_METHODS):
-        return _vote_audit(
+    if isinstance(method, (*VOTE_METHODS, FedAuxFdp)):
+        return _multi_trial_audit(
             config, method, federation, level, trials, claimed[level], confidence, progress, started
         )
     if isinstance(method, ONE_RUN_METHODS):
-        return one_run_audit(config, method, level, trials, claimed[level], confidence, progress, started)
+        return one_run_audit(
+            config, method, federation, level, trials, claimed[level], confidence, progress, started
+        )
     raise ConfigError("method", f"no audit is defined for {method.name}")
 
 
@@ -130,7 +132,7 @@ def _check_arguments(level: str, trials: int, confidence: float) -> None:
         raise ConfigError("confidence", f"must lie in (0, 1), got {confidence}")
 
 
-def _vote_audit(
+def _multi_trial_audit(
     config: RunConfig,
     method: Any,
     federation: Any,
@@ -141,13 +143,36 @@ def _vote_audit(
     progress: Progress,
     started: float,
 ) -> AuditResult:
-    from fedvote.audit.runner import vote_scores
-    from fedvote.audit.vote_release import build_vote_release
+    """Release ``trials`` times on each neighbour, test, bound: the voting methods and the FedAUX heads."""
+    import numpy as np
 
-    release = build_vote_release(
-        method, federation, level, seed=config.seed, noise_seed=config.privacy.noise_seed, progress=progress
-    )
-    scores_in, scores_out = vote_scores(release, trials, progress)
+    from fedvote.audit.head_release import build_head_release
+    from fedvote.audit.runner import release_scores
+    from fedvote.audit.vote_release import VoteRelease, build_vote_release
+    from fedvote.methods import FedAuxFdp
+
+    release: VoteRelease | Any
+    if isinstance(method, FedAuxFdp):
+        release = build_head_release(method, federation, level, noise_seed=config.privacy.noise_seed)
+        rows, description = 1, release.description
+        details: dict[str, Any] = {"noise_stds": list(release.stds)}
+    else:
+        release = build_vote_release(
+            method,
+            federation,
+            level,
+            seed=config.seed,
+            noise_seed=config.privacy.noise_seed,
+            progress=progress,
+        )
+        rows, description = int(release.clean.shape[1]), release.canary.description
+        details = {
+            "queries": rows,
+            "agents": int(release.clean.shape[0]),
+            "noise_share_std": release.noise_std,
+            "canary_sensitivity_per_query": float(np.max(np.linalg.norm(release.canary.difference, axis=1))),
+        }
+    scores_in, scores_out = release_scores(release, trials, rows, progress)
     outcome = audit_scores(
         scores_in,
         scores_out,
@@ -156,7 +181,6 @@ def _vote_audit(
         selection_fraction=SELECTION_FRACTION,
     )
     counts = outcome.counts
-    sensitivity = float(math_norm_per_query(release.canary.difference))
     return AuditResult(
         method=method.name,
         level=level,
@@ -167,7 +191,7 @@ def _vote_audit(
         trials=trials,
         seconds=time.perf_counter() - started,
         mode="multi-trial",
-        canary=release.canary.description,
+        canary=description,
         test=(
             "likelihood-ratio (Neyman-Pearson) test: <received - known baseline, canary difference> >= "
             f"threshold, the threshold and the inequality ({outcome.direction}) chosen on a separate "
@@ -175,10 +199,7 @@ def _vote_audit(
         ),
         sigma=float(method.sigma),
         details={
-            "queries": int(release.clean.shape[1]),
-            "agents": int(release.clean.shape[0]),
-            "noise_share_std": release.noise_std,
-            "canary_sensitivity_per_query": sensitivity,
+            **details,
             "threshold": outcome.threshold,
             "direction": outcome.direction,
             "true_positives": counts.true_positives,
@@ -187,10 +208,3 @@ def _vote_audit(
             "negatives": counts.negatives,
         },
     )
-
-
-def math_norm_per_query(difference: Any) -> float:
-    """The canary's L2 distance per query (Q, C) → the largest row norm: the sensitivity reached."""
-    import numpy as np
-
-    return float(np.max(np.linalg.norm(np.asarray(difference), axis=1)))

@@ -41,3 +41,35 @@ def coordinate_scores(received: np.ndarray, baseline: np.ndarray | None = None) 
     """
     total = np.asarray(received, dtype=np.float64).sum(axis=0)  # (m,)
     return total if baseline is None else total - baseline
+
+
+def subsampled_gaussian_scores(
+    received: np.ndarray,
+    *,
+    shift: float,
+    noise_std: float,
+    rate: float,
+    antipodal: bool,
+    taking_part: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per-canary log-likelihood ratio of R observed rounds of a Poisson-subsampled Gaussian, (m,).
+
+    ``received`` (R, m): canary j's coordinate of round r's noisy sum. In D the canary adds
+    ``shift`` with probability ``rate`` each round (its coin), in D' nothing (zero-out) or
+    −``shift`` (``antipodal``, replace-one); the noise is N(0, ``noise_std``²). Per round the
+    ratio of the two mixtures is (1 − q + q·e^(az − a²/2)) / (1 − q + q·e^(−az − a²/2)) with
+    z = y/σ, a = shift/σ (the denominator is 1 for zero-out); summing their logs over the
+    rounds is the most powerful test of one canary (Neyman–Pearson), where a plain sum
+    of y wastes the rounds in which the canary was not drawn. ``taking_part`` (R, m) masks
+    rounds in which the canary's client did not run (they carry no information).
+    """
+    z = np.asarray(received, dtype=np.float64) / noise_std  # (R, m)
+    a = shift / noise_std
+    log_stay = np.log1p(-rate) if rate < 1.0 else -np.inf
+    log_rate = np.log(rate)
+    ratio = np.logaddexp(log_stay, log_rate + a * z - a * a / 2)
+    if antipodal:
+        ratio = ratio - np.logaddexp(log_stay, log_rate - a * z - a * a / 2)
+    if taking_part is not None:
+        ratio = np.where(taking_part, ratio, 0.0)
+    return ratio.sum(axis=0)

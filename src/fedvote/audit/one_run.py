@@ -25,6 +25,7 @@ p/|family|, so the best of them still holds at the stated confidence.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -34,19 +35,24 @@ import numpy as np
 
 from fedvote.agents.agent import Agent, ArrayOutput
 from fedvote.audit.canaries import UpdateCanaries, draw_update_canaries
-from fedvote.audit.distinguishers import coordinate_scores
+from fedvote.audit.distinguishers import subsampled_gaussian_scores
 from fedvote.config import RunConfig
-from fedvote.data.federation import LabeledData
+from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
 from fedvote.methods.dp_fedavg import DpFedAvg
+from fedvote.methods.dp_fedsgd import DpFedSgd
 from fedvote.methods.gradient import privacy_generator
+from fedvote.methods.prifedsync import PriFedSync
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import agent_noise_seeds
 
 # The guesses tried: r = fraction·m (half "in" from the top, half "out" from the bottom).
 GUESS_FRACTIONS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
-ONE_RUN_METHODS: tuple[type, ...] = (DpFedAvg,)
+ONE_RUN_METHODS: tuple[type, ...] = (DpFedAvg, DpFedSgd, PriFedSync)
+
+# Canary records per simulated DP-SGD client (each client's noise is its own).
+RECORDS_PER_CLIENT = 100
 
 
 def p_value(canaries: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
@@ -183,9 +189,127 @@ def dp_fedavg_releases(
     return received
 
 
+@dataclass(frozen=True)
+class DpSgdPlan:
+    """The DP-SGD mechanism a one-run audit simulates, read from the method as it runs.
+
+    ``rounds`` rounds, in each of which a client takes part with probability
+    ``participation`` and then runs ``steps`` steps; each step draws each record with
+    probability ``batch_rate`` and adds N(0, ``noise_std``²) to the sum of clipped
+    per-record gradients (clip ``clip``). ``poisson`` says whether the batches come from
+    :func:`fedvote.models.batched_dp_sgd.poisson_batches` with ``batch_size`` (PriFedSync's
+    own sampler, rate B/n) or from independent coins at ``batch_rate`` (Opacus's Poisson
+    sampling, which DP-FedSGD runs).
+    """
+
+    rounds: int
+    participation: float
+    steps: int
+    batch_rate: float
+    batch_size: int
+    clip: float
+    noise_std: float
+    poisson: bool
+
+
+def dp_sgd_plan(method: DpFedSgd | PriFedSync, federation_records: list[int]) -> DpSgdPlan:
+    """The plan of ``method``: its noise std from the object its agents train with.
+
+    DP-FedSGD: the :class:`~fedvote.models.local_training.DpSgdSpec` of
+    :meth:`DpFedSgd.round_training` (std z·C, as Opacus adds it). PriFedSync: the
+    :class:`~fedvote.models.batched_dp_sgd.NoisyTraining` its clients run (std σC), at the
+    rate B/n_min of the client with the fewest records (the accounting's worst client).
+    """
+    from fedvote.models.batched_dp_sgd import NoisyTraining
+
+    if isinstance(method, DpFedSgd):
+        spec = method.round_training(0, method.learning_rate, 1, 1).dp_sgd
+        assert spec is not None
+        return DpSgdPlan(
+            rounds=method.rounds,
+            participation=method.sampling_rate,
+            steps=method.local_steps,
+            batch_rate=spec.sampling_rate,
+            batch_size=0,
+            clip=spec.max_grad_norm,
+            noise_std=spec.noise_multiplier * spec.max_grad_norm,
+            poisson=False,
+        )
+    training = NoisyTraining(
+        layer_sizes=(1, 1),  # the model does not matter: the canaries' gradients are crafted
+        steps=method.local_steps,
+        batch_size=method.batch_size,
+        clip=method.per_sample_clip,
+        sigma=method.sigma,
+        learning_rate=method.learning_rate,
+        optimizer=method.optimizer,
+    )
+    n_min = min(federation_records)
+    return DpSgdPlan(
+        rounds=method.rounds,
+        participation=method.sampling_rate,
+        steps=training.steps,
+        batch_rate=training.batch_size / n_min,
+        batch_size=training.batch_size,
+        clip=training.clip,
+        noise_std=training.noise_std,
+        poisson=True,
+    )
+
+
+def dp_sgd_releases(
+    plan: DpSgdPlan,
+    canaries: UpdateCanaries,
+    records_per_client: int,
+    noise_seed: int | None,
+    progress: Progress = NO_PROGRESS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every noisy step's clipped-gradient sum on the canaries' coordinates, (steps, m), and who took part.
+
+    The m canary records are split over clients of ``records_per_client`` records (so that a
+    client's batch rate is the plan's); record j's clipped gradient is ±C·e_j (its own
+    coordinate). A white-box observer of every step — what the accounting composes — is the
+    strongest the claim covers. The noise is drawn as
+    :func:`~fedvote.models.batched_dp_sgd.noisy_local_training` draws it (``torch.randn``
+    from the run's ``torch.Generator``, times the plan's std); the batches by the plan's
+    sampler. Only the gradient computation is replaced by the crafted canaries. The second
+    array (steps, m) says whether the canary's client ran that step (the server knows whom
+    it sampled).
+    """
+    import torch
+
+    from fedvote.models.batched_dp_sgd import poisson_batches
+
+    m = canaries.count
+    clients = -(-m // records_per_client)
+    counts = torch.full((clients,), records_per_client, dtype=torch.int64)
+    generator = torch.Generator().manual_seed(int(privacy_generator(noise_seed, 0xD5CD).integers(2**62)))
+    padded = np.zeros(clients * records_per_client)
+    padded[:m] = [canaries.contribution(j)[j] for j in range(m)]  # ±C (or 0) on its own coordinate
+    grid = torch.as_tensor(padded.reshape(clients, records_per_client))  # (clients, n)
+    steps, parts = [], []
+    with progress.step("one run of DP-SGD with canary records", total=plan.rounds) as bar:
+        for _ in range(plan.rounds):
+            taking_part = torch.rand(clients, generator=generator, dtype=torch.float64) < plan.participation
+            for _ in range(plan.steps):
+                if plan.poisson:
+                    batches = poisson_batches(counts, plan.batch_size, generator)
+                    drawn = torch.zeros_like(grid)
+                    drawn.scatter_add_(1, batches.index, batches.weight.to(torch.float64))
+                else:
+                    keys = torch.rand(clients, records_per_client, generator=generator, dtype=torch.float64)
+                    drawn = (keys < plan.batch_rate).to(torch.float64)
+                noise = torch.randn(clients, records_per_client, generator=generator, dtype=torch.float64)
+                steps.append((drawn * grid + noise * plan.noise_std).reshape(-1)[:m].numpy())
+                parts.append(taking_part.repeat_interleave(records_per_client)[:m].numpy())
+            bar.advance()
+    return np.stack(steps), np.stack(parts)
+
+
 def one_run_audit(
     config: RunConfig,
     method: Any,
+    federation: Federation,
     level: str,
     canaries: int,
     claimed: float,
@@ -200,9 +324,36 @@ def one_run_audit(
         raise ConfigError("trials", f"a one-run audit needs at least 2 canaries, got {canaries}")
     noise_seed = config.privacy.noise_seed
     coin_rng = privacy_generator(noise_seed, 0xCA7A)
-    drawn = draw_update_canaries(level, canaries, method.clip_norm, coin_rng)
-    received = dp_fedavg_releases(method, drawn, noise_seed, progress)  # (T, m)
-    scores = coordinate_scores(received)  # (m,): Σ_t of canary j's coordinate
+    if isinstance(method, DpFedAvg):
+        drawn = draw_update_canaries(level, canaries, method.clip_norm, coin_rng)
+        received = dp_fedavg_releases(method, drawn, noise_seed, progress)  # (T, m)
+        scores = subsampled_gaussian_scores(
+            received,
+            shift=method.clip_norm,
+            noise_std=method.sigma * method.clip_norm,
+            rate=method.sampling_rate,
+            antipodal=level == "instance",
+        )
+        mechanism = {
+            "rounds": int(method.rounds),
+            "sampling_rate": float(method.sampling_rate),
+            "clip_norm": float(method.clip_norm),
+        }
+    else:
+        plan = dp_sgd_plan(method, [len(data) for data in federation.agents])
+        drawn = draw_update_canaries(level, canaries, plan.clip, coin_rng)
+        # PriFedSync's sampler draws at B/n: its canary clients hold n_min records, as the worst client.
+        records = round(plan.batch_size / plan.batch_rate) if plan.poisson else RECORDS_PER_CLIENT
+        steps, taking_part = dp_sgd_releases(plan, drawn, records, noise_seed, progress)
+        scores = subsampled_gaussian_scores(
+            steps,
+            shift=plan.clip,
+            noise_std=plan.noise_std,
+            rate=plan.batch_rate,
+            antipodal=level == "instance",
+            taking_part=taking_part,
+        )
+        mechanism = dataclasses.asdict(plan)
     outcome = audit_guesses(scores, drawn.included, delta=config.privacy.delta, confidence=confidence)
     return AuditResult(
         method=method.name,
@@ -216,8 +367,9 @@ def one_run_audit(
         mode="one-run",
         canary=drawn.description(),
         test=(
-            "one run (Steinke, Nasr & Jagielski 2023, Thm 5.2): score = canary's coordinate summed over "
-            "the rounds; guess 'in' for the top r/2, 'out' for the bottom r/2, r from a fixed family "
+            "one run (Steinke, Nasr & Jagielski 2023, Thm 5.2): score = the canary's log-likelihood ratio of "
+            "the subsampled-Gaussian rounds it was observed in; guess 'in' for the top r/2, 'out' for the "
+            "bottom r/2, r from a fixed family "
             f"({len(GUESS_FRACTIONS)} values, Bonferroni)"
         ),
         sigma=float(method.sigma),
@@ -225,8 +377,6 @@ def one_run_audit(
             "canaries": outcome.canaries,
             "guesses": outcome.guesses,
             "correct": outcome.correct,
-            "rounds": int(method.rounds),
-            "sampling_rate": float(method.sampling_rate),
-            "clip_norm": float(method.clip_norm),
+            **mechanism,
         },
     )

@@ -68,6 +68,11 @@ class VoteRelease:
         """What the server receives in D' without noise, (Q, C)."""
         return self.others + self.canary.baseline
 
+    @property
+    def difference(self) -> np.ndarray:
+        """What the canary adds in D, (Q, C)."""
+        return self.canary.difference
+
     def received(self, canary_in: bool, trials: int) -> np.ndarray:
         """The server's view of ``trials`` independent releases on D (``canary_in``) or D', (T, Q, C)."""
         queries, classes = self.clean.shape[1:]
