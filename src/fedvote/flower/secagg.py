@@ -353,30 +353,24 @@ def secagg_settings(
         raise ConfigError("noise_std", f"must be >= 0, got {noise_std}")
     if not clip_sigmas > 0.0:
         raise ConfigError("clip_sigmas", f"must be > 0, got {clip_sigmas}")
-    if integer:
-        clip = math.ceil(VOTE_BOUND + clip_sigmas * noise_std)
+    clipping_range = VOTE_BOUND + clip_sigmas * noise_std
+    quantization_range = quantization_range_for(num_agents)
+    if integer:  # an integer clip and a grid of step 1: integers pass unrounded
+        clip = math.ceil(clipping_range)
         if num_agents * 2 * clip >= MODULUS_RANGE:
             raise ConfigError(
                 "sigma",
                 f"integer vote sums of {num_agents} agents in [-{clip}, {clip}] could wrap SecAgg+'s "
                 f"modulus 2^32 (N·2c ≥ 2^32): lower σ or --clip-sigmas",
             )
-        return SecAggSettings(
-            clipping_range=float(clip),
-            quantization_range=2 * clip,
-            modulus_range=MODULUS_RANGE,
-            reconstruction_threshold=min(max(min_responders, 2), num_agents),
-            noise_std=float(noise_std),
-            num_agents=num_agents,
-            clip_sigmas=float(clip_sigmas),
-            integer=True,
-        )
+        clipping_range, quantization_range = float(clip), 2 * clip
     return SecAggSettings(
-        clipping_range=VOTE_BOUND + clip_sigmas * noise_std,
-        quantization_range=quantization_range_for(num_agents),
+        clipping_range=clipping_range,
+        quantization_range=quantization_range,
         modulus_range=MODULUS_RANGE,
         reconstruction_threshold=min(max(min_responders, 2), num_agents),
         noise_std=float(noise_std),
         num_agents=num_agents,
         clip_sigmas=float(clip_sigmas),
+        integer=integer,
     )
