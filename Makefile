@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 # of modules a run never loads); halves the install, which make test pays on a fresh clone.
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-compile
 
-.PHONY: demo test test-slow lint bench results install install-dev clean chromium
+.PHONY: demo test test-slow lint bench results audit install install-dev clean chromium
 
 # The full MNIST/USPS files: ../shared/datasets when it is there (FEDVOTE_DATA overrides).
 export FEDVOTE_DATA ?= $(shell [ -d ../shared/datasets ] && cd ../shared/datasets && pwd)
@@ -70,6 +70,10 @@ results: install-dev
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/fedaux_ablation.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/voting_mnist_curve.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/run.py
+
+# Privacy audit of every method (fedvote audit): the table in docs/privacy.md, about 5 min on 2 cores.
+audit: install-dev
+	$(BIN)/python experiments/audit_table.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -69,3 +69,10 @@ def test_methods_without_a_finite_claim_are_refused() -> None:
         audit("dp-fedsgd", "agent", 100)
     with pytest.raises(ConfigError, match="not private"):
         audit("fedavg", "agent", 100)
+
+
+def test_a_release_the_audit_does_not_simulate_is_refused_not_misreported() -> None:
+    from fedvote.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="release"):
+        audit("pate-fl", "agent", 100, release="labels")

@@ -112,6 +112,9 @@ def audit_config(
         raise ConfigError("method", f"{method.name} is not private at any level; nothing to audit")
     if not math.isfinite(claimed[level]):
         raise ConfigError("level", f"{method.name} claims no finite ε at the {level} level; nothing to audit")
+    release = getattr(method, "release_options", None)
+    if release is not None and release.labels_only:
+        raise ConfigError("release", "the label release (Confident-GNMax) is not audited; use --release sums")
     if isinstance(method, (*VOTE_METHODS, FedAuxFdp)):
         return _multi_trial_audit(
             config, method, federation, level, trials, claimed[level], confidence, progress, started
