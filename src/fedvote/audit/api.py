@@ -64,6 +64,44 @@ class AuditResult:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class AuditRun:
+    """What every audit of one method at one level shares: the claim, the confidence, the clock.
+
+    :meth:`result` turns a measured bound into the :class:`AuditResult` (one construction
+    for the multi-trial and the one-run audits).
+    """
+
+    config: RunConfig
+    method: str
+    sigma: float
+    level: str
+    claimed_epsilon: float
+    confidence: float
+    trials: int
+    started: float
+
+    def result(
+        self, bound: float, *, mode: str, canary: str, test: str, details: dict[str, Any]
+    ) -> AuditResult:
+        """The audit's result with lower bound ``bound``; ``seconds`` counted from :attr:`started`."""
+        return AuditResult(
+            method=self.method,
+            level=self.level,
+            claimed_epsilon=self.claimed_epsilon,
+            epsilon_lower_bound=bound,
+            delta=self.config.privacy.delta,
+            confidence=self.confidence,
+            trials=self.trials,
+            seconds=time.perf_counter() - self.started,
+            mode=mode,
+            canary=canary,
+            test=test,
+            sigma=self.sigma,
+            details=details,
+        )
+
+
 def audit(
     method: str = "pate-fl",
     level: str = "agent",
@@ -115,14 +153,13 @@ def audit_config(
     release = getattr(method, "release_options", None)
     if release is not None and release.labels_only:
         raise ConfigError("release", "the label release (Confident-GNMax) is not audited; use --release sums")
+    run = AuditRun(
+        config, method.name, float(method.sigma), level, claimed[level], confidence, trials, started
+    )
     if isinstance(method, (*VOTE_METHODS, FedAuxFdp)):
-        return _multi_trial_audit(
-            config, method, federation, level, trials, claimed[level], confidence, progress, started
-        )
+        return _multi_trial_audit(run, method, federation, progress)
     if isinstance(method, ONE_RUN_METHODS):
-        return one_run_audit(
-            config, method, federation, level, trials, claimed[level], confidence, progress, started
-        )
+        return one_run_audit(run, method, federation, progress)
     raise ConfigError("method", f"no audit is defined for {method.name}")
 
 
@@ -135,17 +172,7 @@ def _check_arguments(level: str, trials: int, confidence: float) -> None:
         raise ConfigError("confidence", f"must lie in (0, 1), got {confidence}")
 
 
-def _multi_trial_audit(
-    config: RunConfig,
-    method: Any,
-    federation: Any,
-    level: str,
-    trials: int,
-    claimed: float,
-    confidence: float,
-    progress: Progress,
-    started: float,
-) -> AuditResult:
+def _multi_trial_audit(run: AuditRun, method: Any, federation: Any, progress: Progress) -> AuditResult:
     """Release ``trials`` times on each neighbour, test, bound: the voting methods and the FedAUX heads."""
     import numpy as np
 
@@ -154,6 +181,7 @@ def _multi_trial_audit(
     from fedvote.audit.vote_release import VoteRelease, build_vote_release
     from fedvote.methods import FedAuxFdp
 
+    config, level, trials = run.config, run.level, run.trials
     release: VoteRelease | Any
     if isinstance(method, FedAuxFdp):
         release = build_head_release(method, federation, level, noise_seed=config.privacy.noise_seed)
@@ -180,19 +208,12 @@ def _multi_trial_audit(
         scores_in,
         scores_out,
         delta=config.privacy.delta,
-        confidence=confidence,
+        confidence=run.confidence,
         selection_fraction=SELECTION_FRACTION,
     )
     counts = outcome.counts
-    return AuditResult(
-        method=method.name,
-        level=level,
-        claimed_epsilon=claimed,
-        epsilon_lower_bound=outcome.epsilon_lower_bound,
-        delta=config.privacy.delta,
-        confidence=confidence,
-        trials=trials,
-        seconds=time.perf_counter() - started,
+    return run.result(
+        outcome.epsilon_lower_bound,
         mode="multi-trial",
         canary=description,
         test=(
@@ -200,7 +221,6 @@ def _multi_trial_audit(
             f"threshold, the threshold and the inequality ({outcome.direction}) chosen on a separate "
             f"{SELECTION_FRACTION:.0%} of the trials, Clopper-Pearson on the rest"
         ),
-        sigma=float(method.sigma),
         details={
             **details,
             "threshold": outcome.threshold,

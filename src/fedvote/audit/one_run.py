@@ -27,16 +27,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fedvote.agents.agent import Agent, ArrayOutput
+from fedvote.audit.api import AuditResult, AuditRun
 from fedvote.audit.canaries import UpdateCanaries, draw_update_canaries
 from fedvote.audit.distinguishers import subsampled_gaussian_scores
-from fedvote.config import RunConfig
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
 from fedvote.methods.dp_fedavg import DpFedAvg
@@ -306,20 +305,9 @@ def dp_sgd_releases(
     return np.stack(steps), np.stack(parts)
 
 
-def one_run_audit(
-    config: RunConfig,
-    method: Any,
-    federation: Federation,
-    level: str,
-    canaries: int,
-    claimed: float,
-    confidence: float,
-    progress: Progress,
-    started: float,
-) -> Any:
-    """The one-run audit of a gradient method (see the module docstring); an :class:`AuditResult`."""
-    from fedvote.audit.api import AuditResult
-
+def one_run_audit(run: AuditRun, method: Any, federation: Federation, progress: Progress) -> AuditResult:
+    """The one-run audit of a gradient method (see the module docstring), ``run.trials`` canaries."""
+    config, level, canaries = run.config, run.level, run.trials
     if canaries < 2:
         raise ConfigError("trials", f"a one-run audit needs at least 2 canaries, got {canaries}")
     noise_seed = config.privacy.noise_seed
@@ -354,16 +342,9 @@ def one_run_audit(
             taking_part=taking_part,
         )
         mechanism = dataclasses.asdict(plan)
-    outcome = audit_guesses(scores, drawn.included, delta=config.privacy.delta, confidence=confidence)
-    return AuditResult(
-        method=method.name,
-        level=level,
-        claimed_epsilon=claimed,
-        epsilon_lower_bound=outcome.epsilon_lower_bound,
-        delta=config.privacy.delta,
-        confidence=confidence,
-        trials=canaries,
-        seconds=time.perf_counter() - started,
+    outcome = audit_guesses(scores, drawn.included, delta=config.privacy.delta, confidence=run.confidence)
+    return run.result(
+        outcome.epsilon_lower_bound,
         mode="one-run",
         canary=drawn.description(),
         test=(
@@ -372,7 +353,6 @@ def one_run_audit(
             "bottom r/2, r from a fixed family "
             f"({len(GUESS_FRACTIONS)} values, Bonferroni)"
         ),
-        sigma=float(method.sigma),
         details={
             "canaries": outcome.canaries,
             "guesses": outcome.guesses,
