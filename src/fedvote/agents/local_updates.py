@@ -3,22 +3,34 @@
 The agent loads the global θ, trains on its own records and releases its update
 Δ = θ' − θ through its one exit (:meth:`fedvote.agents.agent.Agent.release`): checked to be
 finite, of θ's shape and — when the round clips — within norm S, then noised with the
-agent's share. An agent that was not sampled sends its noise share alone
-(:meth:`fedvote.agents.agent.Agent.noise_share`).
+agent's share (:func:`release_update`). An agent that was not sampled sends its noise share
+alone (:meth:`fedvote.agents.agent.Agent.noise_share`).
+
+An in-process transport may train many agents' rounds as one vectorised computation
+(:mod:`fedvote.transport.batched_clients`). It takes each agent's randomness from here
+(:func:`local_draws`: the same generator, the same draws as :func:`local_update`) and
+sends each trained update out through :func:`release_update`: what leaves an agent, and
+the noise it carries, is the same either way.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from fedvote.agents.agent import Agent, ArrayOutput
 from fedvote.models.local_training import (
+    DpSgdDraws,
     LocalTraining,
     clip_to_norm,
+    dp_sgd_draws,
     dp_sgd_steps,
     flat_parameters,
     load_flat_parameters,
+    minibatch_rows,
     sgd_steps,
 )
 from fedvote.models.shifted_input import shift_features
@@ -42,6 +54,7 @@ def local_update(agent: Agent, global_params: np.ndarray, training: LocalTrainin
     model = build_model(training.model, shape, agent.num_classes, generator=torch.Generator().manual_seed(0))
     start = np.asarray(global_params, dtype=np.float32)
     load_flat_parameters(model, start)
+    generator = local_generator(agent, training)
     if training.dp_sgd is not None:
         dp_sgd_steps(
             model,
@@ -50,10 +63,9 @@ def local_update(agent: Agent, global_params: np.ndarray, training: LocalTrainin
             steps=training.steps,
             learning_rate=training.learning_rate,
             spec=training.dp_sgd,
-            generator=torch.Generator().manual_seed(agent.privacy_seed()),
+            generator=generator,
         )
     else:
-        order_seed = np.random.SeedSequence([agent.seed, 0x56D0, training.round_index])
         sgd_steps(
             model,
             features,
@@ -61,10 +73,66 @@ def local_update(agent: Agent, global_params: np.ndarray, training: LocalTrainin
             steps=training.steps,
             learning_rate=training.learning_rate,
             batch_size=training.batch_size,
-            generator=torch.Generator().manual_seed(int(order_seed.generate_state(1)[0])),
+            generator=generator,
         )
-    update = flat_parameters(model) - start  # (d,)
+    return release_update(agent, flat_parameters(model) - start, training)
+
+
+def local_generator(agent: Agent, training: LocalTraining) -> torch.Generator:
+    """The generator of the agent's local training this round.
+
+    DP-SGD: seeded from the agent's privacy stream (:meth:`Agent.privacy_seed`; one draw
+    per call), since its batches and noise are privacy randomness. Plain SGD: the
+    mini-batch order, seeded from the agent's training seed and the round.
+    """
+    if training.dp_sgd is not None:
+        return torch.Generator().manual_seed(agent.privacy_seed())
+    order_seed = np.random.SeedSequence([agent.seed, 0x56D0, training.round_index])
+    return torch.Generator().manual_seed(int(order_seed.generate_state(1)[0]))
+
+
+@dataclass(frozen=True, eq=False)
+class LocalDraws:
+    """One agent's randomness for one round, drawn as :func:`local_update` draws it.
+
+    ``batches``: each local step's rows, indices into the agent's own records; ``noise``
+    (steps, d): DP-SGD's noise on each step's clipped sum, or None for plain SGD.
+    """
+
+    batches: tuple[torch.Tensor, ...]
+    noise: torch.Tensor | None
+
+
+def local_draws(
+    agent: Agent, training: LocalTraining, parameter_shapes: Sequence[tuple[int, ...]]
+) -> LocalDraws:
+    """The agent's batches (and DP-SGD noise) for this round, from :func:`local_generator`.
+
+    For a transport that trains many agents at once: the same generator, drawn in the same
+    order as :func:`local_update`'s training draws it, so the batched round is the loop's
+    (the DP-SGD draws are Opacus's, :func:`~fedvote.models.local_training.dp_sgd_draws`).
+    ``parameter_shapes`` are the model's, in ``parameters()`` order.
+    """
+    n = agent.num_records
+    generator = local_generator(agent, training)
+    if training.dp_sgd is not None:
+        spec = training.dp_sgd
+        draws: DpSgdDraws = dp_sgd_draws(
+            n, steps=training.steps, spec=spec, parameter_shapes=parameter_shapes, generator=generator
+        )
+        return LocalDraws(batches=draws.batches, noise=draws.noise)
+    rows = minibatch_rows(n, steps=training.steps, batch_size=training.batch_size, generator=generator)
+    return LocalDraws(batches=tuple(rows), noise=None)
+
+
+def release_update(agent: Agent, update: np.ndarray, training: LocalTraining) -> np.ndarray:
+    """The trained update Δ (d,) as it leaves the agent, (d,) float32.
+
+    Clipped to norm S when the round clips (DP-FedAvg), checked and noised with the agent's
+    share N(0, noise_std²) by :meth:`Agent.release` — the one exit.
+    """
+    update = np.asarray(update, dtype=np.float32)
     if training.clip_norm is not None:
         update = clip_to_norm(update, training.clip_norm)
-    expected = ArrayOutput("update", tuple(start.shape), norm_bound=training.clip_norm)
+    expected = ArrayOutput("update", tuple(update.shape), norm_bound=training.clip_norm)
     return agent.release(update, training.noise_std, expected).astype(np.float32)

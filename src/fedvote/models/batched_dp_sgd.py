@@ -27,6 +27,7 @@ ReLU, …, Linear); other architectures are refused.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -164,20 +165,15 @@ def stacked_logits(params: torch.Tensor, sizes: tuple[int, ...], x: torch.Tensor
     return activation
 
 
-def clipped_gradient_sum(
-    params: torch.Tensor,
-    sizes: tuple[int, ...],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    clip: float,
-    weights: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Σₗ wₗ·vₗ/max(1, ‖vₗ‖/C) per model, (m, d), and the per-sample norms ‖vₗ‖, (m, B).
+def per_sample_backprop(
+    params: torch.Tensor, sizes: tuple[int, ...], x: torch.Tensor, y: torch.Tensor
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Each sample's cross-entropy gradients at every layer's output, and every layer's input.
 
-    vₗ is the gradient of the cross-entropy of sample ℓ (x (m, B, in), y (m, B)) at the
-    model's parameters, computed layer by layer without materialising it. ``weights``
-    (m, B) of 0 and 1 (default all 1) drop the padding rows of Poisson batches: a row of
-    weight 0 adds exactly nothing.
+    For m perceptrons ``params`` (m, d) on their own samples x (m, B, in), y (m, B): the
+    inputs aₗ (m, B, inₗ) entering layer ℓ and gₗ = ∂(per-sample loss)/∂zₗ (m, B, outₗ) of
+    its pre-activation zₗ = Wₗ aₗ + bₗ, first layer first. Sample ℓ's gradient of Wₗ is
+    gₗ aₗᵀ and of bₗ is gₗ; nothing per-sample of size d is materialised.
     """
     layers = _unflatten(params, sizes)
     inputs = [x]  # activation entering each layer, (m, B, inₗ)
@@ -197,6 +193,38 @@ def clipped_gradient_sum(
         weight = layers[index][0]
         grads.append(torch.bmm(grads[-1], weight) * (pre[index - 1] > 0))
     grads.reverse()
+    return grads, inputs
+
+
+def weighted_gradient_sum(
+    params: torch.Tensor, sizes: tuple[int, ...], grads: list[torch.Tensor], inputs: list[torch.Tensor],
+    scale: torch.Tensor,
+) -> torch.Tensor:
+    """Σₗ sₗ·vₗ per model, (m, d), from :func:`per_sample_backprop`'s pieces and weights s (m, B)."""
+    summed = torch.empty_like(params)  # (m, d), filled layer by layer through views
+    for (weight_sum, bias_sum), grad, inp in zip(_unflatten(summed, sizes), grads, inputs, strict=True):
+        scaled = grad * scale.unsqueeze(-1)
+        weight_sum.copy_(torch.bmm(scaled.transpose(1, 2), inp))  # Σₗ sₗ gₗ aₗᵀ, (m, out, in)
+        bias_sum.copy_(scaled.sum(1))  # Σₗ sₗ gₗ, (m, out)
+    return summed
+
+
+def clipped_gradient_sum(
+    params: torch.Tensor,
+    sizes: tuple[int, ...],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    clip: float,
+    weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Σₗ wₗ·vₗ/max(1, ‖vₗ‖/C) per model, (m, d), and the per-sample norms ‖vₗ‖, (m, B).
+
+    vₗ is the gradient of the cross-entropy of sample ℓ (x (m, B, in), y (m, B)) at the
+    model's parameters, computed layer by layer without materialising it. ``weights``
+    (m, B) of 0 and 1 (default all 1) drop the padding rows of Poisson batches: a row of
+    weight 0 adds exactly nothing.
+    """
+    grads, inputs = per_sample_backprop(params, sizes, x, y)
     squared = torch.zeros(x.shape[:2], dtype=x.dtype, device=x.device)  # (m, B)
     for grad, inp in zip(grads, inputs, strict=True):
         squared += grad.pow(2).sum(-1) * (inp.pow(2).sum(-1) + 1.0)
@@ -204,17 +232,20 @@ def clipped_gradient_sum(
     scale = 1.0 / torch.clamp(norms / clip, min=1.0)  # (m, B)
     if weights is not None:
         scale = scale * weights
-    summed = torch.empty_like(params)  # (m, d), filled layer by layer through views
-    for (weight_sum, bias_sum), grad, inp in zip(_unflatten(summed, sizes), grads, inputs, strict=True):
-        scaled = grad * scale.unsqueeze(-1)
-        weight_sum.copy_(torch.bmm(scaled.transpose(1, 2), inp))  # Σₗ sₗ gₗ aₗᵀ, (m, out, in)
-        bias_sum.copy_(scaled.sum(1))  # Σₗ sₗ gₗ, (m, out)
-    return summed, norms
+    return weighted_gradient_sum(params, sizes, grads, inputs, scale), norms
+
+
+def mean_gradient(
+    params: torch.Tensor, sizes: tuple[int, ...], x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor
+) -> torch.Tensor:
+    """Σₗ wₗ·vₗ per model, (m, d): with wₗ = 1/|I_j| on a batch and 0 on padding, the mean loss's gradient."""
+    grads, inputs = per_sample_backprop(params, sizes, x, y)
+    return weighted_gradient_sum(params, sizes, grads, inputs, weights)
 
 
 @dataclass(frozen=True)
-class PoissonBatches:
-    """One step's Poisson batches of m clients, padded to the largest.
+class PaddedBatches:
+    """One step's batches of m clients (Poisson or mini-batches), padded to the largest.
 
     ``index`` (m, L): each client's drawn records, local indices into its own n records
     (padding rows repeat index 0); ``weight`` (m, L): 1 for a drawn record, 0 for padding.
@@ -223,6 +254,17 @@ class PoissonBatches:
 
     index: torch.Tensor
     weight: torch.Tensor
+
+    @classmethod
+    def pad(cls, batches: Sequence[torch.Tensor], device: torch.device) -> PaddedBatches:
+        """The m clients' batches (each a 1-D tensor of local indices, any lengths), padded."""
+        sizes = torch.tensor([len(b) for b in batches], dtype=torch.int64)
+        longest = int(sizes.max()) if len(batches) else 0
+        index = torch.zeros(len(batches), longest, dtype=torch.int64)  # (m, L)
+        for row, batch in enumerate(batches):
+            index[row, : len(batch)] = batch
+        weight = (torch.arange(longest) < sizes.unsqueeze(1)).to(torch.float32)  # (m, L)
+        return cls(index=index.to(device), weight=weight.to(device))
 
     @property
     def sizes(self) -> torch.Tensor:
@@ -241,7 +283,7 @@ def poisson_rates(counts: torch.Tensor, batch_size: int) -> torch.Tensor:
     return torch.floor(batch_size / counts.to(torch.float64) * grid) / grid
 
 
-def poisson_batches(counts: torch.Tensor, batch_size: int, generator: torch.Generator) -> PoissonBatches:
+def poisson_batches(counts: torch.Tensor, batch_size: int, generator: torch.Generator) -> PaddedBatches:
     """Draw every record of client j independently with probability B/n_j (one step).
 
     ``counts`` (m,) are the clients' record counts n_j. Uses one (m, max n) block of
@@ -259,7 +301,7 @@ def poisson_batches(counts: torch.Tensor, batch_size: int, generator: torch.Gene
     order = torch.sort(drawn.to(torch.int8), dim=1, descending=True, stable=True).indices[:, :longest]
     weight = (torch.arange(longest, device=device) < sizes.unsqueeze(1)).to(torch.float32)  # (m, L)
     index = torch.where(weight > 0, order, torch.zeros_like(order))  # (m, L)
-    return PoissonBatches(index=index, weight=weight)
+    return PaddedBatches(index=index, weight=weight)
 
 
 def noisy_local_training(
@@ -335,7 +377,7 @@ def _clipped_sum_or_zero(
     x: torch.Tensor,
     y: torch.Tensor,
     training: NoisyTraining,
-    batches: PoissonBatches,
+    batches: PaddedBatches,
 ) -> torch.Tensor:
     """The clipped sums (m, d) of one step's Poisson batches (x (m, L, in)); zeros when L = 0."""
     if batches.index.shape[1] == 0:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,6 +162,29 @@ def clip_to_norm(update: np.ndarray, clip_norm: float) -> np.ndarray:
     return scaled.astype(update.dtype)
 
 
+def minibatch_rows(n: int, *, steps: int, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """The rows of each of ``steps`` mini-batches of min(``batch_size``, n) of n records.
+
+    Shuffled passes over the data (``torch.randperm`` from ``generator``), reshuffled when a
+    pass has fewer rows left than a batch. :func:`sgd_steps` trains on these; a transport that
+    trains many agents at once draws each agent's rows here from that agent's generator, so
+    both see the same batches. ``n`` = 0: no batches, nothing drawn.
+    """
+    if n == 0:
+        return []
+    batch = min(batch_size, n)
+    order = torch.randperm(n, generator=generator)
+    position = 0
+    rows = []
+    for _ in range(steps):
+        if position + batch > n:
+            order = torch.randperm(n, generator=generator)
+            position = 0
+        rows.append(order[position : position + batch])
+        position += batch
+    return rows
+
+
 def sgd_steps(
     model: nn.Module,
     features: np.ndarray,
@@ -174,7 +198,8 @@ def sgd_steps(
     """``steps`` iterations of plain mini-batch SGD with cross-entropy, in place.
 
     Mini-batches of ``batch_size`` (at most n) walk through shuffled passes over the data,
-    reshuffled after each pass. With no records the model is left as it is.
+    reshuffled after each pass (:func:`minibatch_rows`). With no records the model is left
+    as it is.
     """
     n = int(labels.shape[0])
     if n == 0:
@@ -183,20 +208,74 @@ def sgd_steps(
     y = torch.as_tensor(labels, dtype=torch.int64)
     optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate)
     loss_fn = nn.CrossEntropyLoss()
-    batch = min(batch_size, n)
     model.train()
-    order = torch.randperm(n, generator=generator)
-    position = 0
-    for _ in range(steps):
-        if position + batch > n:
-            order = torch.randperm(n, generator=generator)
-            position = 0
-        rows = order[position : position + batch]
-        position += batch
+    for rows in minibatch_rows(n, steps=steps, batch_size=batch_size, generator=generator):
         optimizer.zero_grad(set_to_none=True)
         loss_fn(model(x[rows]), y[rows]).backward()
         optimizer.step()
     return model.eval()
+
+
+@dataclass(frozen=True, eq=False)
+class DpSgdDraws:
+    """The randomness of one agent's :func:`dp_sgd_steps`, drawn without its records.
+
+    ``batches``: each step's Poisson batch, local row indices (ascending); ``noise`` (steps, d):
+    each step's N(0, z²C²) on the clipped sum, flat in ``parameters()`` order (zeros when z = 0:
+    nothing drawn).
+    """
+
+    batches: tuple[torch.Tensor, ...]
+    noise: torch.Tensor
+
+
+def dp_sgd_draws(
+    n: int,
+    *,
+    steps: int,
+    spec: DpSgdSpec,
+    parameter_shapes: Sequence[tuple[int, ...]],
+    generator: torch.Generator,
+) -> DpSgdDraws:
+    """What :func:`dp_sgd_steps` draws from ``generator`` for n records, in the order it draws it.
+
+    Opacus's own code draws it: a ``DPDataLoader`` over the n row indices (each step's batch
+    keys, and the seed torch's ``DataLoader`` draws whenever an iteration over it begins),
+    then after every batch ``DPOptimizer``'s noise, one ``_generate_noise`` per parameter of
+    ``parameter_shapes``. The draws depend on n, the steps and q, z, C only — never on the
+    records — so a transport that trains many agents at once (DP-FedSGD's batched clients)
+    takes them here from each agent's generator and gets the loop's batches and noise.
+    ``n`` = 0: nothing drawn (:func:`dp_sgd_steps` returns at once).
+    """
+    from opacus.data_loader import DPDataLoader
+    from opacus.optimizers.optimizer import _generate_noise
+
+    d = sum(math.prod(shape) for shape in parameter_shapes)
+    if n == 0:
+        return DpSgdDraws(batches=(), noise=torch.zeros(0, d))
+    std = spec.noise_multiplier * spec.max_grad_norm
+    references = [torch.zeros(shape) for shape in parameter_shapes]
+    loader = DPDataLoader(
+        torch.utils.data.TensorDataset(torch.arange(n)), sample_rate=spec.sampling_rate, generator=generator
+    )
+    batches: list[torch.Tensor] = []
+    noise = torch.zeros(steps, d)  # (steps, d)
+    opacus_log = logging.getLogger("opacus.data_loader")
+    level = opacus_log.level
+    opacus_log.setLevel(logging.ERROR)  # empty Poisson batches are part of the mechanism
+    try:
+        while len(batches) < steps:  # dp_sgd_steps's loop, one batch and one noise draw a step
+            for (rows,) in loader:
+                if std > 0:
+                    noise[len(batches)] = torch.cat(
+                        [_generate_noise(std, ref, generator).reshape(-1) for ref in references]
+                    )
+                batches.append(rows.reshape(-1).to(torch.int64))
+                if len(batches) == steps:
+                    break
+    finally:
+        opacus_log.setLevel(level)
+    return DpSgdDraws(batches=tuple(batches), noise=noise)
 
 
 def dp_sgd_steps(

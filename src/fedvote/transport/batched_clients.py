@@ -1,10 +1,17 @@
-"""In-process PriFedSync clients: every client's records on one device, trained as a batch.
+"""In-process clients trained as a batch: every client's records on one device, stacked.
 
-:class:`~fedvote.transport.local.LocalTransport` holds every agent anyway; for PriFedSync
-(``federated-f-dp-prifedsync.txt``) it keeps their records as one tensor and runs the
-sampled clients' Algorithm 2 together (:func:`fedvote.models.batched_dp_sgd.noisy_local_training`).
-What crosses the client boundary is the same as one client at a time: the helper model
-goes down, the noisy private model comes back.
+:class:`~fedvote.transport.local.LocalTransport` holds every agent anyway; it keeps their
+records as one tensor (:class:`StackedRecords`) and runs the sampled clients' local
+training together:
+
+* PriFedSync (``federated-f-dp-prifedsync.txt``, :class:`BatchedClients`): Algorithm 2 with
+  Poisson batches (:func:`fedvote.models.batched_dp_sgd.noisy_local_training`); the helper
+  model goes down, the noisy private model comes back.
+* FedAvg, DP-FedAvg, DP-FedSGD (:class:`BatchedUpdates`): each agent's E local (DP-)SGD steps
+  from θ (:mod:`fedvote.models.batched_sgd`) on the batches — and DP-SGD noise — that the
+  agent draws itself (:func:`fedvote.agents.local_updates.local_draws`), each update then
+  leaving its agent through :func:`fedvote.agents.local_updates.release_update`, clipped and
+  noised there as one agent at a time would.
 """
 
 from __future__ import annotations
@@ -14,9 +21,21 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from fedvote.agents.agent import Agent
+from fedvote.agents.local_updates import LocalDraws, local_draws, release_update
 from fedvote.data.client_holdout import client_test_indices
 from fedvote.data.federation import LabeledData
-from fedvote.models.batched_dp_sgd import NoisyTraining, noisy_local_training, stacked_accuracy
+from fedvote.models.batched_dp_sgd import (
+    NoisyTraining,
+    PaddedBatches,
+    noisy_local_training,
+    perceptron_layer_sizes,
+    stacked_accuracy,
+)
+from fedvote.models.batched_sgd import batched_dp_sgd, batched_sgd
+from fedvote.models.local_training import LocalTraining
+from fedvote.models.shifted_input import shift_features
+from fedvote.models.zoo import build_model, resolve_model_name
 
 # The stream tag of the clients' batch draws and noise. PriFedSync's server-side generator
 # (client sampling) uses tag 0x9F5 of the same noise seed; a distinct tag keeps the two
@@ -27,6 +46,39 @@ BATCHED_CLIENTS_TAG = 0xBC5
 def default_device(fallback: torch.device) -> torch.device:
     """CUDA when available (the batched clients are a few large tensor products), else ``fallback``."""
     return torch.device("cuda") if torch.cuda.is_available() else fallback
+
+
+class StackedRecords:
+    """Every client's records as one tensor on ``device``: client j's are its counts[j] rows from offsets[j].
+
+    ``features`` (Σnᵢ, in) float32 (flattened), ``labels`` (Σnᵢ,), ``counts`` and ``offsets`` (N,).
+    """
+
+    def __init__(self, data: Sequence[LabeledData], device: torch.device) -> None:
+        counts = np.array([len(d) for d in data], dtype=np.int64)
+        self.train_labels = [d.labels for d in data]
+        features = np.concatenate([d.features.reshape(len(d), -1) for d in data]).astype(np.float32)
+        self.device = device
+        self.features = torch.as_tensor(features, device=device)  # (Σnᵢ, in)
+        self.labels = torch.as_tensor(np.concatenate(self.train_labels), dtype=torch.int64, device=device)
+        self.counts = torch.as_tensor(counts, device=device)  # (N,)
+        self.offsets = torch.as_tensor(np.concatenate([[0], np.cumsum(counts)[:-1]]), device=device)
+        self._shift_key: tuple[float, ...] | None = None
+        self._shifted_features = self.features
+
+    def shifted(self, shift: tuple[float, ...] | None) -> torch.Tensor:
+        """Every record minus the public constant ``shift`` (in,), (Σnᵢ, in); kept for the next round.
+
+        Exactly what each agent computes for itself
+        (:func:`~fedvote.models.shifted_input.shift_features`: in float64, then float32).
+        """
+        if shift is None:
+            return self.features
+        if self._shift_key != shift:
+            self._shift_key = shift
+            shifted = shift_features(self.features.cpu().numpy(), shift)
+            self._shifted_features = torch.as_tensor(shifted, device=self.device)
+        return self._shifted_features
 
 
 class BatchedClients:
@@ -43,6 +95,9 @@ class BatchedClients:
         Each client's seed for drawing its test set (not privacy randomness).
     device : torch.device
         Where the records and the training live.
+    records : StackedRecords, optional
+        The clients' records already stacked on ``device`` (shared with :class:`BatchedUpdates`);
+        stacked from ``data`` when not given.
 
     """
 
@@ -53,46 +108,31 @@ class BatchedClients:
         noise_entropy: int,
         test_seeds: Sequence[int],
         device: torch.device,
+        records: StackedRecords | None = None,
     ) -> None:
-        counts = np.array([len(d) for d in data], dtype=np.int64)
-        self._train_labels = [d.labels for d in data]
-        features = np.concatenate([d.features.reshape(len(d), -1) for d in data]).astype(np.float32)
+        self.records = records if records is not None else StackedRecords(data, device)
         self.device = device
-        self.features = torch.as_tensor(features, device=device)  # (Σnᵢ, in)
-        self.labels = torch.as_tensor(np.concatenate(self._train_labels), dtype=torch.int64, device=device)
-        self.counts = torch.as_tensor(counts, device=device)  # (N,)
-        self.offsets = torch.as_tensor(np.concatenate([[0], np.cumsum(counts)[:-1]]), device=device)
         stream = np.random.SeedSequence([noise_entropy, BATCHED_CLIENTS_TAG])
         seed = int(stream.generate_state(1, np.uint64)[0] >> 1)
         self._generator = torch.Generator(device=device).manual_seed(seed)
         self._test_seeds = list(test_seeds)
         self._tests: dict[tuple[int, int, tuple[float, ...] | None], tuple[torch.Tensor, torch.Tensor]] = {}
-        self._shift_key: tuple[float, ...] | None = None
-        self._shifted_features = self.features
 
     def train(self, helpers: np.ndarray, agent_ids: np.ndarray, training: NoisyTraining) -> np.ndarray:
         """Private models (m, d) of clients ``agent_ids``, each trained from its row of ``helpers``."""
+        records = self.records
         ids = torch.as_tensor(np.asarray(agent_ids, dtype=np.int64), device=self.device)
         start = torch.as_tensor(np.asarray(helpers, dtype=np.float32), device=self.device)  # (m, d)
         trained = noisy_local_training(
             start,
-            self._shifted(training.input_shift),
-            self.labels,
-            self.offsets[ids],
-            self.counts[ids],
+            records.shifted(training.input_shift),
+            records.labels,
+            records.offsets[ids],
+            records.counts[ids],
             training,
             self._generator,
         )
         return trained.cpu().numpy()
-
-    def _shifted(self, shift: tuple[float, ...] | None) -> torch.Tensor:
-        """Every record minus the public constant ``shift`` (in,), kept for the next round."""
-        if shift is None:
-            return self.features
-        if self._shift_key != shift:
-            self._shift_key = shift
-            self._shifted_features = self.features - torch.as_tensor(shift, device=self.device)
-        return self._shifted_features
 
     def accuracies(
         self,
@@ -120,7 +160,7 @@ class BatchedClients:
                 client_test_indices(
                     [labels], test.labels, per_client, np.random.default_rng([seed, 0x7E57])
                 )[0]
-                for labels, seed in zip(self._train_labels, self._test_seeds, strict=True)
+                for labels, seed in zip(self.records.train_labels, self._test_seeds, strict=True)
             ]
             index = np.stack(rows)  # (N, per_client)
             flat = test.features.reshape(len(test), -1).astype(np.float32)
@@ -131,3 +171,93 @@ class BatchedClients:
                 torch.as_tensor(test.labels[index], dtype=torch.int64, device=self.device),
             )
         return self._tests[key]
+
+
+class BatchedUpdates:
+    """The gradient baselines' sampled agents trained as one vectorised computation.
+
+    For FedAvg, DP-FedAvg and DP-FedSGD on a perceptron (``logistic``, ``mlp``): the m
+    agents of a round start from θ as m stacked models and take their E local steps
+    together (:func:`~fedvote.models.batched_sgd.batched_sgd`,
+    :func:`~fedvote.models.batched_sgd.batched_dp_sgd`) on batches padded to the largest.
+    Every agent still draws its own batches and DP-SGD noise from its own generator
+    (:func:`~fedvote.agents.local_updates.local_draws`) and releases its update through
+    :func:`~fedvote.agents.local_updates.release_update` (clip to S, its noise share, the
+    one exit), so a round equals the per-agent loop up to floating-point rounding.
+
+    Parameters
+    ----------
+    records : StackedRecords
+        Every agent's records, stacked (agent i's are its rows).
+    example_shape : tuple of int
+        One record's shape (the model's input).
+    num_classes : int
+        C, the model's outputs.
+
+    """
+
+    def __init__(self, records: StackedRecords, example_shape: tuple[int, ...], num_classes: int) -> None:
+        self.records = records
+        self._shape = example_shape
+        self._classes = num_classes
+
+    def supports(self, training: LocalTraining) -> bool:
+        """Whether the round's model is a perceptron (batched); a CNN stays in the loop."""
+        return resolve_model_name(training.model, self._shape) in ("logistic", "mlp")
+
+    def updates(
+        self, agents: Sequence[Agent], theta: np.ndarray, training: LocalTraining
+    ) -> list[np.ndarray]:
+        """Each agent's released update (d,) float32 from θ (d,), in the order of ``agents``."""
+        model = build_model(training.model, self._shape, self._classes)
+        sizes = perceptron_layer_sizes(model)
+        shapes = [tuple(p.shape) for p in model.parameters()]
+        start = np.asarray(theta, dtype=np.float32)  # (d,)
+        draws = [local_draws(agent, training, shapes) for agent in agents]  # each from its own generator
+        trained = np.repeat(start[None, :], len(agents), axis=0)  # (m, d); agents without records stay at θ
+        active = [j for j, agent in enumerate(agents) if agent.num_records > 0]
+        if active:
+            trained[active] = self._train(start, [agents[j] for j in active], [draws[j] for j in active],
+                                          sizes, training)
+        return [
+            release_update(agent, trained[j] - start, training) for j, agent in enumerate(agents)
+        ]  # through each agent's exit, in order
+
+    def _train(
+        self,
+        start: np.ndarray,
+        agents: list[Agent],
+        draws: list[LocalDraws],
+        sizes: tuple[int, ...],
+        training: LocalTraining,
+    ) -> np.ndarray:
+        """The agents' trained parameters (m, d) after their E local steps, all at once."""
+        records = self.records
+        device = records.device
+        ids = torch.as_tensor([agent.agent_id for agent in agents], dtype=torch.int64, device=device)
+        params = torch.as_tensor(start, device=device).unsqueeze(0).repeat(len(agents), 1)  # (m, d)
+        steps = [
+            PaddedBatches.pad([draw.batches[k] for draw in draws], device) for k in range(training.steps)
+        ]  # E × (m, L_k)
+        features = records.shifted(training.input_shift)
+        if training.dp_sgd is None:
+            trained = batched_sgd(
+                params, sizes, features, records.labels, records.offsets[ids], steps, training.learning_rate
+            )
+        else:
+            spec = training.dp_sgd
+            noise = torch.stack([draw.noise for draw in draws if draw.noise is not None], dim=1).to(device)
+            expected = [spec.sampling_rate * agent.num_records for agent in agents]  # q_b·n_j, public
+            step_sizes = torch.tensor([training.learning_rate / e for e in expected], device=device)  # (m,)
+            trained = batched_dp_sgd(
+                params,
+                sizes,
+                features,
+                records.labels,
+                records.offsets[ids],
+                steps,
+                noise,  # (E, m, d)
+                step_sizes,
+                spec.max_grad_norm,
+            )
+        return trained.cpu().numpy()

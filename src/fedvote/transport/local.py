@@ -38,7 +38,7 @@ from fedvote.transport.base import (
     agent_noise_seeds,
     agent_training_seeds,
 )
-from fedvote.transport.batched_clients import BatchedClients, default_device
+from fedvote.transport.batched_clients import BatchedClients, BatchedUpdates, StackedRecords, default_device
 from fedvote.transport.capabilities import (
     AgentBehaviours,
     KnnVotes,
@@ -145,7 +145,9 @@ class LocalTransport(
         self._ensemble: ModelEnsemble | None = None
         self._knn: _LocalKnn | None = None
         self._weighted: list[WeightedVoter] | None = None  # agent-side weights (assign_weights)
+        self._records: StackedRecords | None = None  # every agent's records stacked, built on first use
         self._batched_clients: BatchedClients | None = None  # PriFedSync's, built on first use
+        self._batched_updates: BatchedUpdates | None = None  # the gradient baselines', built on first use
 
     @property
     def num_agents(self) -> int:
@@ -501,11 +503,11 @@ class LocalTransport(
     def local_updates(
         self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
     ) -> local_training.LocalUpdates:
-        """The listed agents' updates from θ, one agent after another (m, d).
+        """The listed agents' updates from θ (m, d): trained together, or one agent after another.
 
-        A loop, not the batched ensemble: a round samples few agents (q·N, 2-3 with the
-        paper's q = 0.05 and 50 agents), each for a few local steps from the same θ.
-        The input shift, when the round has one, goes down with θ (counted).
+        Batched (:meth:`_updates`) when the transport is and the model is a perceptron; the
+        per-agent loop otherwise. The input shift, when the round has one, goes down with θ
+        (counted).
         """
         theta = np.asarray(global_params, dtype=np.float32)
         ids = np.asarray(agent_ids, dtype=np.int64).reshape(-1)
@@ -514,17 +516,31 @@ class LocalTransport(
         self.communication.upload_floats += d * ids.shape[0]
         self.communication.rounds += 1
         updates = np.zeros((ids.shape[0], d), dtype=np.float32)
-        # One agent's step is a few tiny matrix products: intra-op threads only add
-        # synchronisation (10-30x slower on a busy 2-core machine), so use one.
+        for row, update in enumerate(self._updates(theta, [self._agents[int(i)] for i in ids], training)):
+            updates[row] = update
+        records = np.array([self._agents[int(i)].num_records for i in ids], dtype=np.int64)
+        return local_training.LocalUpdates(agent_ids=ids, updates=updates, records=records)
+
+    def _updates(self, theta: np.ndarray, agents: list[Agent], training: LocalTraining) -> list[np.ndarray]:
+        """The ``agents``' released updates (d,) from θ, each through its agent's exit, in order.
+
+        Batched clients (:class:`~fedvote.transport.batched_clients.BatchedUpdates`) when
+        :attr:`batched` and the model is a perceptron; else one agent after another
+        (:func:`~fedvote.agents.local_updates.local_update`). Either way every agent draws
+        its batches, DP-SGD noise and noise share from its own generators, so both give the
+        same updates up to floating-point rounding.
+        """
+        batched = self._gradient_clients() if self._batched and agents else None
+        # One agent's step (or m small agents' steps) is a few small matrix products:
+        # intra-op threads only add synchronisation (10-30x slower on a busy 2-core machine).
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            for row, agent_id in enumerate(ids):
-                updates[row] = local_update(self._agents[int(agent_id)], theta, training)
+            if batched is not None and batched.supports(training):
+                return batched.updates(agents, theta, training)
+            return [local_update(agent, theta, training) for agent in agents]
         finally:
             torch.set_num_threads(threads)
-        records = np.array([self._agents[int(i)].num_records for i in ids], dtype=np.int64)
-        return local_training.LocalUpdates(agent_ids=ids, updates=updates, records=records)
 
     def secure_update_sum(
         self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
@@ -532,16 +548,17 @@ class LocalTransport(
         """Σ over *every* agent of its release, (d,) float64: the only thing the server gets.
 
         θ goes to all N agents. An agent in ``agent_ids`` (its own coin said it takes part)
-        sends its update, clipped and noised as ``training`` says; every other agent sends
-        its noise share N(0, training.noise_std²) alone, from its own generator. The server
-        learns the total, not an update, nor who took part (DP-FedAvg with distributed
-        noise). As for votes, the in-process sum stands for secure aggregation; with
-        ``secure_sum`` the N vectors really go through
-        :func:`~fedvote.aggregation.secure_sum.secure_sum` (pairwise masks, every agent
-        responds). Counts N·d floats each way (and the input shift down with θ), one round.
+        sends its update, clipped and noised as ``training`` says (trained as
+        :meth:`local_updates` trains them); every other agent sends its noise share
+        N(0, training.noise_std²) alone, from its own generator. The server learns the
+        total, not an update, nor who took part (DP-FedAvg with distributed noise). As for
+        votes, the in-process sum stands for secure aggregation; with ``secure_sum`` the N
+        vectors really go through :func:`~fedvote.aggregation.secure_sum.secure_sum`
+        (pairwise masks, every agent responds). Counts N·d floats each way (and the input
+        shift down with θ), one round.
         """
         theta = np.asarray(global_params, dtype=np.float32)
-        chosen = {int(i) for i in np.asarray(agent_ids).reshape(-1)}
+        chosen = sorted({int(i) for i in np.asarray(agent_ids).reshape(-1)})
         d, n = theta.shape[0], self.num_agents
         codec = self._secure_codec
         if codec is not None:
@@ -549,20 +566,27 @@ class LocalTransport(
         self.communication.download_floats += (d + training.shift_floats) * n
         self.communication.upload_floats += d * n
         self.communication.rounds += 1
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # one agent's steps are tiny: intra-op threads only contend
-        try:
-            releases = [
-                local_update(agent, theta, training).astype(np.float64)
-                if i in chosen
-                else agent.noise_share((d,), training.noise_std)  # its noise share alone
-                for i, agent in enumerate(self._agents)
-            ]
-        finally:
-            torch.set_num_threads(threads)
+        updates = self._updates(theta, [self._agents[i] for i in chosen], training)
+        trained = dict(zip(chosen, updates, strict=True))
+        releases = [
+            trained[i].astype(np.float64) if i in trained else agent.noise_share((d,), training.noise_std)
+            for i, agent in enumerate(self._agents)
+        ]  # each agent's own release: its update, or its noise share alone
         if codec is None:
             return np.sum(releases, axis=0)
         return secure_sum(releases, threshold=n // 2 + 1, codec=codec)
+
+    def _stacked_records(self) -> StackedRecords:
+        """Every agent's records, stacked on the batched device (PriFedSync's and the gradient baselines')."""
+        if self._records is None:
+            self._records = StackedRecords(self._private, default_device(self._device))
+        return self._records
+
+    def _gradient_clients(self) -> BatchedUpdates:
+        if self._batched_updates is None:
+            shape = tuple(self._private[0].features.shape[1:])
+            self._batched_updates = BatchedUpdates(self._stacked_records(), shape, self._num_classes)
+        return self._batched_updates
 
     # --- PriFedSync (federated-f-dp-prifedsync.txt) -------------------------------------------
 
@@ -601,11 +625,13 @@ class LocalTransport(
     def _prifedsync_clients(self) -> BatchedClients:
         clients = self._batched_clients
         if clients is None:
+            records = self._stacked_records()
             clients = BatchedClients(
                 self._private,
                 noise_entropy=self._noise_entropy,
                 test_seeds=self._training_seeds,
-                device=default_device(self._device),
+                device=records.device,
+                records=records,
             )
             self._batched_clients = clients
         return clients

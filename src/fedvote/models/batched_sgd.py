@@ -1,0 +1,85 @@
+"""The gradient baselines' local rounds for m agents at once: stacked perceptrons, padded batches.
+
+FedAvg and DP-FedAvg (Algorithms 4 and 6 of the voting paper's appendix) run E plain SGD
+iterations on mini-batches from θ; DP-FedSGD runs E DP-SGD iterations (Abadi et al.
+2016, as Opacus computes them). An in-process transport that holds every agent can run
+the sampled agents' rounds together: their m models (one architecture, each its own
+parameters) are stacked (m, d), each step's batches are padded to the largest with
+zero-weight rows (:class:`~fedvote.models.batched_dp_sgd.PaddedBatches`), and a step is a
+handful of batched matrix products (:func:`~fedvote.models.batched_dp_sgd.per_sample_backprop`)
+instead of m autograd passes.
+
+Nothing here draws randomness: the batches (and DP-SGD's noise) are each agent's own draws
+(:func:`fedvote.agents.local_updates.local_draws`), so a batched round equals the loop's
+(:func:`fedvote.models.local_training.sgd_steps`, :func:`~fedvote.models.local_training.dp_sgd_steps`)
+up to floating-point rounding. It covers the perceptrons of :mod:`fedvote.models.zoo`
+(``logistic``, ``mlp``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from fedvote.models.batched_dp_sgd import PaddedBatches, clipped_gradient_sum, mean_gradient
+
+
+def batched_sgd(
+    params: torch.Tensor,
+    sizes: tuple[int, ...],
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    offsets: torch.Tensor,
+    steps: Sequence[PaddedBatches],
+    learning_rate: float,
+) -> torch.Tensor:
+    """Plain mini-batch SGD of m perceptrons from ``params`` (m, d); the trained parameters (m, d).
+
+    Step k: θ_j ← θ_j − η·∇(mean cross-entropy over agent j's batch I_jk), the batch
+    ``steps[k]`` (local indices into agent j's records, which are
+    ``features[offsets[j] :]``, (R, in)). An empty batch leaves θ_j as it is.
+    """
+    weights = params.clone()
+    for batches in steps:
+        if batches.index.shape[1] == 0:
+            continue
+        rows = batches.index + offsets.unsqueeze(1)  # (m, L), rows of ``features``
+        per_row = batches.weight / batches.weight.sum(dim=1, keepdim=True).clamp(min=1.0)  # (m, L)
+        gradient = mean_gradient(weights, sizes, features[rows], labels[rows], per_row)  # (m, d)
+        weights.add_(gradient, alpha=-learning_rate)
+    return weights
+
+
+def batched_dp_sgd(
+    params: torch.Tensor,
+    sizes: tuple[int, ...],
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    offsets: torch.Tensor,
+    steps: Sequence[PaddedBatches],
+    noise: torch.Tensor,
+    step_sizes: torch.Tensor,
+    clip: float,
+) -> torch.Tensor:
+    """DP-SGD of m perceptrons from ``params`` (m, d) on given batches and noise; trained (m, d).
+
+    Step k: θ_j ← θ_j − η_j·(Σ_{ℓ∈I_jk} clip_C(vₗ) + ξ_jk), with ``noise[k]`` = ξ_k (m, d)
+    the agents' own N(0, z²C²) draws and ``step_sizes`` η_j (m,) — η/(q_b·n_j) in
+    :func:`~fedvote.models.local_training.dp_sgd_steps`, Opacus's summed loss over the
+    expected batch. Each per-sample gradient is clipped to norm ≤ C
+    (:func:`~fedvote.models.batched_dp_sgd.clipped_gradient_sum`, factor min(1, C/‖vₗ‖);
+    Opacus's C/(‖vₗ‖ + 10⁻⁶) differs by under 10⁻⁶/C relative). An empty batch is a step of
+    noise alone.
+    """
+    weights = params.clone()
+    scale = step_sizes.to(params.dtype).unsqueeze(1)  # (m, 1)
+    for batches, xi in zip(steps, noise, strict=True):
+        if batches.index.shape[1] == 0:
+            summed = torch.zeros_like(weights)
+        else:
+            rows = batches.index + offsets.unsqueeze(1)  # (m, L)
+            x, y = features[rows], labels[rows]  # (m, L, in), (m, L)
+            summed, _ = clipped_gradient_sum(weights, sizes, x, y, clip, batches.weight)
+        weights.sub_(scale * summed.add_(xi))
+    return weights
