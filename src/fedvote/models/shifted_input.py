@@ -9,6 +9,8 @@ no privacy (``docs/privacy.md``).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -31,7 +33,7 @@ def shift_features(features: np.ndarray, shift: tuple[float, ...] | None) -> np.
     """
     if shift is None:
         return features
-    flat = np.asarray(features).reshape(len(features), -1)
+    flat = np.asarray(features).reshape(len(features), math.prod(features.shape[1:]))  # also for n = 0
     offset = np.asarray(shift, dtype=np.float64)
     if flat.shape[1] != offset.shape[0]:
         raise ValueError(f"the input shift has {offset.shape[0]} entries, the records {flat.shape[1]}")

@@ -57,7 +57,8 @@ class StackedRecords:
     def __init__(self, data: Sequence[LabeledData], device: torch.device) -> None:
         counts = np.array([len(d) for d in data], dtype=np.int64)
         self.train_labels = [d.labels for d in data]
-        features = np.concatenate([d.features.reshape(len(d), -1) for d in data]).astype(np.float32)
+        width = int(np.prod(data[0].features.shape[1:]))  # flattened input size (agents may hold no records)
+        features = np.concatenate([d.features.reshape(len(d), width) for d in data]).astype(np.float32)
         self.device = device
         self.features = torch.as_tensor(features, device=device)  # (Σnᵢ, in)
         self.labels = torch.as_tensor(np.concatenate(self.train_labels), dtype=torch.int64, device=device)
