@@ -158,3 +158,27 @@ def test_the_cli_flag_reaches_the_run(capsys, flag):
 def test_public_mean_shift_reads_the_pool_only(small_federation):
     server = small_federation.server_data()
     assert FedAvg(center_inputs=True).input_shift(server) == public_mean_shift(server.public_features)
+
+
+RUNS = {  # a few rounds of each method on the MLP, the transport's batched clients against its loop
+    "fedavg": lambda: FedAvg(rounds=3, sampling_rate=0.5, local_steps=5, model="mlp", noise_seed=1),
+    "dp-fedavg": lambda: DpFedAvg(sigma=1.0, rounds=3, sampling_rate=0.5, local_steps=5, model="mlp", noise_seed=1),
+    "dp-fedavg server noise": lambda: DpFedAvg(sigma=1.0, rounds=3, sampling_rate=0.5, local_steps=5, model="mlp",
+                                               noise="server", noise_seed=1),
+    "dp-fedsgd": lambda: DpFedSgd(sigma=1.0, rounds=3, local_steps=2, model="mlp", noise_seed=1),
+}
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_a_run_with_batched_clients_equals_the_per_agent_loop(small_federation, name):
+    """Same seeds, same events: the released model of the batched run is the loop's within float32 rounding."""
+    students, ledgers = [], []
+    for batched in (True, False):
+        ledger = PrivacyLedger()
+        transport = LocalTransport(small_federation, seed=0, noise_seed=1, batched=batched)
+        outcome = RUNS[name]().run(small_federation.server_data(), transport, ledger)
+        students.append(torch.cat([p.detach().reshape(-1) for p in outcome.student.parameters()]).numpy())
+        ledgers.append(tuple(epsilon_for(ledger.event(level), 1e-3) for level in ("agent", "instance")))
+    # three rounds of float32 updates summed into θ: rtol 1e-4, atol 1e-5 (θ's entries are ~0.01-1)
+    np.testing.assert_allclose(students[0], students[1], rtol=1e-4, atol=1e-5)
+    assert ledgers[0] == ledgers[1]
