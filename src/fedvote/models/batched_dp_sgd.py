@@ -260,9 +260,12 @@ class PaddedBatches:
         """The m clients' batches (each a 1-D tensor of local indices, any lengths), padded."""
         sizes = torch.tensor([len(b) for b in batches], dtype=torch.int64)
         longest = int(sizes.max()) if len(batches) else 0
-        index = torch.zeros(len(batches), longest, dtype=torch.int64)  # (m, L)
-        for row, batch in enumerate(batches):
-            index[row, : len(batch)] = batch
+        if len(batches) and int(sizes.min()) == longest:  # no padding (plain SGD, every n ≥ the batch)
+            index = torch.stack(list(batches)).to(torch.int64)  # (m, L)
+        else:
+            index = torch.zeros(len(batches), longest, dtype=torch.int64)  # (m, L)
+            for row, batch in enumerate(batches):
+                index[row, : len(batch)] = batch
         weight = (torch.arange(longest) < sizes.unsqueeze(1)).to(torch.float32)  # (m, L)
         return cls(index=index.to(device), weight=weight.to(device))
 

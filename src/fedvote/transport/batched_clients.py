@@ -58,7 +58,8 @@ class StackedRecords:
         counts = np.array([len(d) for d in data], dtype=np.int64)
         self.train_labels = [d.labels for d in data]
         width = int(np.prod(data[0].features.shape[1:]))  # flattened input size (agents may hold no records)
-        features = np.concatenate([d.features.reshape(len(d), width) for d in data]).astype(np.float32)
+        flat = [d.features.reshape(len(d), width) for d in data]
+        features = np.concatenate(flat).astype(np.float32, copy=False)
         self.device = device
         self.features = torch.as_tensor(features, device=device)  # (Σnᵢ, in)
         self.labels = torch.as_tensor(np.concatenate(self.train_labels), dtype=torch.int64, device=device)
@@ -201,6 +202,7 @@ class BatchedUpdates:
         self.records = records
         self._shape = example_shape
         self._classes = num_classes
+        self._layouts: dict[str, tuple[tuple[int, ...], list[tuple[int, ...]]]] = {}
 
     def supports(self, training: LocalTraining) -> bool:
         """Whether the round's model is a perceptron (batched); a CNN stays in the loop."""
@@ -210,9 +212,7 @@ class BatchedUpdates:
         self, agents: Sequence[Agent], theta: np.ndarray, training: LocalTraining
     ) -> list[np.ndarray]:
         """Each agent's released update (d,) float32 from θ (d,), in the order of ``agents``."""
-        model = build_model(training.model, self._shape, self._classes)
-        sizes = perceptron_layer_sizes(model)
-        shapes = [tuple(p.shape) for p in model.parameters()]
+        sizes, shapes = self._layout(training.model)
         start = np.asarray(theta, dtype=np.float32)  # (d,)
         draws = [local_draws(agent, training, shapes) for agent in agents]  # each from its own generator
         trained = np.repeat(start[None, :], len(agents), axis=0)  # (m, d); agents without records stay at θ
@@ -223,6 +223,14 @@ class BatchedUpdates:
         return [
             release_update(agent, trained[j] - start, training) for j, agent in enumerate(agents)
         ]  # through each agent's exit, in order
+
+    def _layout(self, model_name: str) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+        """The perceptron's layer widths and its parameters' shapes (``parameters()`` order)."""
+        if model_name not in self._layouts:
+            model = build_model(model_name, self._shape, self._classes)
+            shapes = [tuple(p.shape) for p in model.parameters()]
+            self._layouts[model_name] = (perceptron_layer_sizes(model), shapes)
+        return self._layouts[model_name]
 
     def _train(
         self,

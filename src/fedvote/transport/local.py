@@ -573,7 +573,10 @@ class LocalTransport(
             for i, agent in enumerate(self._agents)
         ]  # each agent's own release: its update, or its noise share alone
         if codec is None:
-            return np.sum(releases, axis=0)
+            total = np.zeros(d, dtype=np.float64)
+            for release in releases:  # in the agents' order, as they arrive
+                total += release
+            return total
         return secure_sum(releases, threshold=n // 2 + 1, codec=codec)
 
     def _stacked_records(self) -> StackedRecords:

@@ -1,0 +1,201 @@
+"""Batched sampled clients vs the per-agent loop: FedAvg, DP-FedAvg, DP-FedSGD (issue 21, item 2).
+
+For each case, one federation is built and ``fedvote.runner.run`` runs the method twice per
+repeat on it — with :class:`~fedvote.transport.local.LocalTransport`'s batched clients (the
+default) and with its per-agent loop (``batched=False``) — interleaved, with the same seeds
+and noise seed, so both release the same model up to float32 rounding (the accuracies
+printed should agree). Reported: the method's seconds per round (``timings.method_s`` over
+T; no calibration, σ is given), the median over the repeats, and loop / batched.
+
+Cases: DP-FedAvg on the digits defaults (50 agents, q = 0.05, E = 20, MLP 64-128-10,
+distributed noise) and on MNIST (100 agents x 600, MLP 784-128-10, q = 0.05); FedAvg on
+MNIST; DP-FedSGD on digits (q = 1: all 50 agents every round, logistic for small agents)
+and on MNIST (q = 1, E = 1, MLP); and the MNIST cases again on the ``unbalanced`` partition
+(record counts differ across agents, so batches are padded to the largest). The load
+average is recorded before and after: the machine may be shared.
+
+Run: ``python benchmarks/bench_batched_clients.py`` (``make bench``); ``--quick`` for fewer
+rounds and repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import default_data_dir, print_table, write_results
+from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
+from fedvote.data.partition import PartitionSpec
+from fedvote.runner import make_federation, run
+from fedvote.transport.batched_clients import StackedRecords
+from fedvote.transport.local import LocalTransport
+
+COLUMNS = [
+    {"key": "case", "label": "case"},
+    {"key": "method", "label": "method"},
+    {"key": "data", "label": "data"},
+    {"key": "agents", "label": "N"},
+    {"key": "partition", "label": "partition"},
+    {"key": "mean_sampled", "label": "agents/round", "format": ".1f"},
+    {"key": "local_steps", "label": "E"},
+    {"key": "rounds", "label": "T timed"},
+    {"key": "batched_s_per_round", "label": "batched s/round", "format": ".4f"},
+    {"key": "loop_s_per_round", "label": "loop s/round", "format": ".4f"},
+    {"key": "speedup", "label": "loop/batched", "format": ".1f"},
+    {"key": "stack_s", "label": "stack s (once)", "format": ".2f"},
+    {"key": "batched_accuracy", "label": "acc batched", "format": ".4f"},
+    {"key": "loop_accuracy", "label": "acc loop", "format": ".4f"},
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One benchmark case: a method on a federation, T rounds, σ given (no calibration)."""
+
+    name: str
+    method: str
+    dataset: str
+    agents: int
+    rounds: int
+    sigma: float
+    partition: str = "iid"
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+CASES = [
+    Case("dp-fedavg digits defaults", "dp-fedavg", "digits", 50, 20, 0.767),
+    Case("dp-fedavg mnist", "dp-fedavg", "mnist", 100, 5, 0.767),
+    Case("dp-fedavg mnist server noise", "dp-fedavg", "mnist", 100, 5, 0.767, options=(("noise", "server"),)),
+    Case("fedavg mnist", "fedavg", "mnist", 100, 5, 0.0),
+    Case("dp-fedsgd digits defaults", "dp-fedsgd", "digits", 50, 10, 1.0),
+    Case("dp-fedsgd mnist", "dp-fedsgd", "mnist", 100, 2, 1.0),
+    Case("dp-fedavg mnist unbalanced", "dp-fedavg", "mnist", 100, 5, 0.767, "unbalanced"),
+    Case("dp-fedsgd mnist unbalanced", "dp-fedsgd", "mnist", 100, 2, 1.0, "unbalanced"),
+]
+
+
+def config_for(case: Case, data_dir: Path | None, rounds: int) -> RunConfig:
+    federation = FederationConfig(
+        dataset=case.dataset,
+        data_dir=str(data_dir) if data_dir is not None and case.dataset == "mnist" else None,
+        agents=case.agents,
+        partition=PartitionSpec(case.partition),
+    )
+    return RunConfig(
+        method=case.method,
+        federation=federation,
+        privacy=PrivacyConfig(sigma=case.sigma, noise_seed=1),
+        options={"rounds": rounds, **dict(case.options)},
+    )
+
+
+def time_case(case: Case, data_dir: Path | None, repeats: int, rounds: int) -> dict[str, Any]:
+    """Batched and loop, interleaved ``repeats`` times on one federation: seconds per round and accuracy.
+
+    Each variant's transport is made once and warmed by a one-round run (imports, and the
+    batched clients' one-time stacking of every agent's records, timed apart as ``stack_s``),
+    then every timed run reuses it, as the rounds of one long run would.
+    """
+    config = config_for(case, data_dir, rounds)
+    federation = make_federation(config)
+    start = time.perf_counter()
+    StackedRecords(federation.agents, torch.device("cpu"))  # what the batched transport builds once per run
+    stack_s = time.perf_counter() - start
+    transports = {
+        batched: LocalTransport(federation, seed=config.seed, noise_seed=1, batched=batched) for batched in (True, False)
+    }
+    for transport in transports.values():
+        run(config_for(case, data_dir, 1), federation=federation, transport=transport)  # warm-up, untimed
+    seconds: dict[bool, list[float]] = {True: [], False: []}
+    accuracy: dict[bool, float] = {}
+    details: dict[str, Any] = {}
+    for _ in range(repeats):
+        for batched, transport in transports.items():
+            result = run(config, federation=federation, transport=transport)
+            seconds[batched].append(result.timings["method_s"] / rounds)
+            accuracy[batched] = result.accuracy
+            details = result.details
+    batched_s, loop_s = statistics.median(seconds[True]), statistics.median(seconds[False])
+    sampled = float(details.get("mean_sampled_agents", 0.0))
+    local_steps = details.get("local_steps_per_round")
+    return {
+        "case": case.name,
+        "method": case.method,
+        "data": case.dataset,
+        "agents": case.agents,
+        "partition": case.partition,
+        "mean_sampled": sampled,
+        "local_steps": local_steps,
+        "rounds": rounds,
+        "batched_s_per_round": batched_s,
+        "loop_s_per_round": loop_s,
+        "speedup": loop_s / batched_s,
+        "batched_accuracy": accuracy[True],
+        "loop_accuracy": accuracy[False],
+        "stack_s": stack_s,
+        "batched_s_all": seconds[True],
+        "loop_s_all": seconds[False],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats per variant (median)")
+    parser.add_argument("--quick", action="store_true", help="1 repeat, at most 2 rounds per case")
+    parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    args = parser.parse_args(argv)
+    data_dir = default_data_dir()
+    wanted = {name.strip() for name in args.cases.split(",") if name.strip()}
+    load_before = os.getloadavg()
+    rows = []
+    for case in CASES:
+        if wanted and case.name not in wanted:
+            continue
+        if case.dataset == "mnist" and (data_dir is None or not (data_dir / "mnist").is_dir()):
+            print(f"skipped {case.name}: MNIST not found (set FEDVOTE_DATA or put it in ../shared/datasets/mnist)")
+            continue
+        rounds = min(case.rounds, 2) if args.quick else case.rounds
+        row = time_case(case, data_dir, 1 if args.quick else args.repeats, rounds)
+        print(f"{case.name}: batched {row['batched_s_per_round']:.4f} s/round, loop {row['loop_s_per_round']:.4f}, "
+              f"{row['speedup']:.1f}x", flush=True)
+        rows.append(row)
+    load_after = os.getloadavg()
+    print_table(rows, COLUMNS)
+    load = f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after (1-minute; the machine is shared)"
+    summary = [
+        f"{row['case']} ({row['mean_sampled']:.1f} agents a round): batched {row['batched_s_per_round']:.4f} s per "
+        f"round, loop {row['loop_s_per_round']:.4f} s: {row['speedup']:.1f}x"
+        for row in rows
+    ] + [load]
+    out = write_results(
+        "batched_clients",
+        title="Batched sampled clients vs the per-agent loop: FedAvg, DP-FedAvg, DP-FedSGD",
+        rows=rows,
+        columns=COLUMNS,
+        notes=(
+            "seconds per round: fedvote.runner.run's timings.method_s over the T rounds timed (σ given: no "
+            "calibration), median of interleaved repeats; both variants run the same seeds and noise seed "
+            "(equal models up to float32 rounding, tests/transport/test_batched_clients.py). DP-FedAvg's "
+            "distributed noise: every one of the N agents draws its d-float noise share each round, in both "
+            "variants. unbalanced: record counts differ across agents (padding to the largest batch). "
+            f"OMP_NUM_THREADS {os.environ.get('OMP_NUM_THREADS', 'unset')}; {load}."
+        ),
+        summary=summary,
+    )
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
