@@ -134,3 +134,25 @@ def test_padded_batches_weight_real_rows_only():
     assert padded.index.tolist() == [[4, 1, 0], [0, 0, 0], [0, 2, 3]]
     assert padded.weight.tolist() == [[1, 1, 0], [0, 0, 0], [1, 1, 1]]
     assert padded.sizes.tolist() == [2, 0, 3]
+
+
+def test_dp_fedsgds_batched_clip_is_opacus_factor():
+    """min(1, C/(‖v‖ + δ)) with Opacus's δ: in float64 with a visible δ, the clipped norm is C·‖v‖/(‖v‖ + δ)."""
+    from fedvote.models.batched_dp_sgd import clipped_gradient_sum
+    from fedvote.models.batched_sgd import OPACUS_NORM_OFFSET
+
+    assert OPACUS_NORM_OFFSET == 1e-6  # opacus/optimizers/optimizer.py: max_grad_norm / (norms + 1e-6)
+    model, theta = _theta("mlp")
+    sizes = perceptron_layer_sizes(model)
+    params = torch.as_tensor(theta, dtype=torch.float64).unsqueeze(0) * 50  # large weights: large gradients
+    x = torch.as_tensor(np.random.default_rng(0).random((1, 1, 64)))
+    y = torch.tensor([[3]])
+    plain, norms = clipped_gradient_sum(params, sizes, x, y, 1e9)  # nothing clipped: the gradient itself
+    assert float(norms[0, 0]) > 1.0
+    np.testing.assert_allclose(float(plain.norm()), float(norms[0, 0]), rtol=1e-12)
+    clip, offset = 0.5, 0.25
+    clipped, _ = clipped_gradient_sum(params, sizes, x, y, clip, norm_offset=offset)
+    norm = float(norms[0, 0])
+    np.testing.assert_allclose(float(clipped.norm()), clip * norm / (norm + offset), rtol=1e-12)
+    exact, _ = clipped_gradient_sum(params, sizes, x, y, clip)  # PriFedSync's min(1, C/‖v‖)
+    np.testing.assert_allclose(float(exact.norm()), clip, rtol=1e-12)

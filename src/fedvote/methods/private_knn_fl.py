@@ -19,6 +19,11 @@ Privacy (Theorem 3; ``docs/privacy.md``)
   even for an agent with fewer records (its vote then sums to n_i/k < 1), so k_min = k.
   ``privacy.instance.epsilon_paper_bound`` reports the paper's figure (√(2/k_min)) for the
   same releases beside the tight one (equal at k_min = 1).
+* ``--secure-noise``: each agent releases the integer counts of its neighbours' labels
+  with exact discrete Gaussian shares on the count scale K = k_max (the run's largest k,
+  public); the server divides the sum by K. Accounted in counts
+  (:func:`~fedvote.privacy.events.private_knn_fl_discrete_events`): agent level Δ₂ = K
+  (ratio 1/σ), instance level two coordinates by 1 (ratio √2/(Kσ) ≤ √2/(k_min σ)).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from fedvote.aggregation.voting import resolve_k
 from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
+from fedvote.methods.integer_votes import on_integer_scale
 from fedvote.methods.options.voting import KnnOptions
 from fedvote.methods.voting import check_voting_run, check_voting_settings, label_and_teach
 from fedvote.models.features import (
@@ -49,6 +55,7 @@ from fedvote.privacy.events import (
     KNN_BOUNDS,
     LevelEvents,
     gaussian_release_event,
+    private_knn_fl_discrete_events,
     private_knn_fl_events,
     private_knn_fl_sensitivity,
 )
@@ -134,6 +141,7 @@ class PrivateKnnFL(Method):
     seed: int = 0
     delta: float = 1e-5
     accountant: str = "pld"
+    secure_noise: bool = False
 
     def __post_init__(self) -> None:
         check_voting_settings(self)
@@ -177,6 +185,7 @@ class PrivateKnnFL(Method):
             seed=config.seed,
             delta=config.privacy.delta,
             accountant=config.privacy.accountant,
+            secure_noise=config.privacy.secure_noise,
         )
 
     def with_sigma(self, sigma: float) -> PrivateKnnFL:
@@ -204,9 +213,29 @@ class PrivateKnnFL(Method):
             return 1
         return min(resolve_k(n, None, self.k_fraction) for n in self.agent_records)
 
+    def planned_k_max(self) -> int:
+        """The largest k any agent will use, as far as is known before the run (else k_min's plan).
+
+        The count scale K of ``--secure-noise``. Unknown record counts plan K = k_min = 1,
+        which gives the larger instance-level ε (ratio √2/(Kσ)).
+        """
+        if self.k is not None:
+            return int(self.k)
+        if not self.agent_records:
+            return self.planned_k_min()
+        return max(resolve_k(n, None, self.k_fraction) for n in self.agent_records)
+
     def planned_events(self) -> LevelEvents:
         """All ``queries`` releases: agent level s = 1; instance level s = √2/k_min (or paper's)."""
-        return private_knn_fl_events(self.sigma, self.queries, self.planned_k_min(), self.bound)
+        return self.events(self.queries, self.planned_k_min(), self.planned_k_max())
+
+    def events(self, count: int, k_min: int, k_max: int) -> LevelEvents:
+        """``count`` kNN vote sums: Gaussian (Theorem 3), or integer counts on the scale k_max (secure)."""
+        if self.secure_noise:
+            return private_knn_fl_discrete_events(
+                self.sigma, self.min_responders, count, k_min, k_max, self.bound
+            )
+        return private_knn_fl_events(self.sigma, count, k_min, self.bound)
 
     def fit_features(self, server: ServerData) -> FeatureExtractor:
         """φ fitted on the server's public pool only (the one input it receives).
@@ -243,38 +272,48 @@ class PrivateKnnFL(Method):
         with progress.step("embedding the agents' records", total=1) as bar:
             ks = transport.prepare_knn(extractor, k=self.k, k_fraction=self.k_fraction)  # (N,)
             bar.advance()
-        k_min = int(np.min(ks))
-
+        k_min, k_max = int(np.min(ks)), int(np.max(ks))
+        # --secure-noise: integer counts on the public scale K = k_max, the sum divided by K.
+        vote_sum = transport.knn_vote_sum
+        if self.secure_noise:
+            vote_sum = on_integer_scale(vote_sum, k_max)
         outcome = label_and_teach(
             self,
             server,
-            events=lambda count: private_knn_fl_events(self.sigma, count, k_min, self.bound),
-            vote_sum=transport.knn_vote_sum,
+            events=lambda count: self.events(count, k_min, k_max),
+            vote_sum=vote_sum,
             ledger=ledger,
             progress=progress,
         )
         return dataclasses.replace(
             outcome,
-            statements=self.paper_statement(k_min, int(outcome.query_indices.shape[0])),
+            statements=self.paper_statement(k_min, int(outcome.query_indices.shape[0]), k_max),
             details={
                 **outcome.details,
                 "bound": self.bound,
                 "k": k_min,
+                "count_scale": k_max if self.secure_noise else None,
                 "k_per_agent": [int(k) for k in ks],
                 "features": extractor.kind,
                 "feature_dim": extractor.dim,
             },
         )
 
-    def paper_statement(self, k_min: int, released: int) -> tuple[PrivacyStatement, ...]:
+    def paper_statement(
+        self, k_min: int, released: int, k_max: int | None = None
+    ) -> tuple[PrivacyStatement, ...]:
         """The instance ε at the paper's looser sensitivity √(2/k_min) (Theorem 3 as stated).
 
         Empty when the paper's bound is the one in use, or nothing private was released.
+        With ``--secure-noise``, of the integer release on the scale ``k_max``.
         """
         if self.bound == "paper" or released == 0 or not self.sigma > 0:
             return ()
-        sensitivity = private_knn_fl_sensitivity(k_min, "instance", "paper")
-        event = gaussian_release_event(self.sigma, sensitivity, released)
+        if self.secure_noise:
+            event = dataclasses.replace(self, bound="paper").events(released, k_min, k_max or k_min).instance
+        else:
+            sensitivity = private_knn_fl_sensitivity(k_min, "instance", "paper")
+            event = gaussian_release_event(self.sigma, sensitivity, released)
         return (
             PrivacyStatement(
                 name=PAPER_STATEMENT,

@@ -12,6 +12,13 @@ histogram of all agents' accuracies (one Gaussian release, charged) and each age
 derives its percentile / rank / z-score from it locally. The votes then have L2
 sensitivity w_max (agent level) and √2·w_max (instance level) — the paper's Sec. 3.1.1
 "sensitivity changes from 1 to max-weight" — so at equal ε the noise σ grows with w_max.
+
+``--secure-noise``: each weight is rounded to the public grid W = round(K·w) (K =
+``--weight-scale``, default 100), each agent releases the integer vote W·e_y with exact
+discrete Gaussian shares N_Z(0, (Kσ)²/t), and the server divides the sum by K; the
+accounting is in those integer units, Δ = round(K·w_max) a coordinate
+(:func:`~fedvote.privacy.events.weighted_voting_discrete_events`); the accuracy summary's
+one-hot bins take discrete noise too.
 """
 
 from __future__ import annotations
@@ -30,13 +37,17 @@ from fedvote.data.federation import ServerData
 from fedvote.data.validation import ValidationNeed
 from fedvote.errors import ConfigError
 from fedvote.methods.base import MethodOutcome
+from fedvote.methods.integer_votes import on_integer_scale
 from fedvote.methods.options.voting import WeightedVotingOptions
 from fedvote.methods.pate_fl import PateFL
 from fedvote.methods.voting import check_voting_run, label_and_teach
 from fedvote.privacy.events import (
     LevelEvents,
+    accuracy_summary_discrete_events,
     accuracy_summary_events,
+    weighted_pate_discrete_events,
     weighted_pate_events,
+    weighted_voting_discrete_events,
     weighted_voting_events,
 )
 from fedvote.privacy.ledger import PrivacyLedger
@@ -94,6 +105,7 @@ class WeightedPate(PateFL):
             semi_supervised=config.semi_supervised,
             seed=config.seed,
         )
+            secure_noise=config.privacy.secure_noise,
 
     @classmethod
     def validation_need(cls, config: RunConfig) -> ValidationNeed | None:
@@ -116,9 +128,37 @@ class WeightedPate(PateFL):
         return ValidationNeed(size=options.validation_size)
 
     def planned_events(self) -> LevelEvents:
-        """The accuracy summary (relative schemes) then ``queries`` weighted votes (s = w_max, √2·w_max)."""
-        summary = self.options.summary_sigma if self.options.relative else None
-        return weighted_pate_events(self.sigma, self.queries, self.options.vote_max_weight, summary)
+        """The accuracy summary (relative schemes) then ``queries`` weighted votes (s = w_max, √2·w_max).
+
+        ``--secure-noise``: the discrete summary, then the integer votes on the scale K.
+        """
+        options = self.options
+        summary = options.summary_sigma if options.relative else None
+        if self.secure_noise:
+            return weighted_pate_discrete_events(
+                self.sigma,
+                self.min_responders,
+                self.queries,
+                options.vote_max_weight,
+                options.weight_scale,
+                summary,
+            )
+        return weighted_pate_events(self.sigma, self.queries, options.vote_max_weight, summary)
+
+    def vote_events(self, count: int) -> LevelEvents:
+        """``count`` weighted votes: Gaussian, or (secure) integer votes round(K·w)·e_y, discrete shares."""
+        options = self.options
+        if self.secure_noise:
+            return weighted_voting_discrete_events(
+                self.sigma, self.min_responders, count, options.vote_max_weight, options.weight_scale
+            )
+        return weighted_voting_events(self.sigma, count, options.vote_max_weight)
+
+    def summary_events(self) -> LevelEvents:
+        """The accuracy summary's one release: Gaussian, or (secure) discrete shares on its one-hot bins."""
+        if self.secure_noise:
+            return accuracy_summary_discrete_events(self.options.summary_sigma, self.min_responders)
+        return accuracy_summary_events(self.options.summary_sigma)
 
     def requirements(self) -> tuple[type, ...]:
         """Teacher and weighted votes; with simulated bad teachers (``bad_fraction`` > 0) their behaviours."""
@@ -156,7 +196,7 @@ class WeightedPate(PateFL):
         histogram = None
         if options.relative:
             assert validation is not None
-            charge = ledger.charge(accuracy_summary_events(options.summary_sigma))
+            charge = ledger.charge(self.summary_events())
             release = transport.accuracy_summary(
                 validation,
                 options.summary_bins,
@@ -173,13 +213,17 @@ class WeightedPate(PateFL):
             max_weight=options.max_weight,
             zscore_span=options.zscore_span,
             histogram=histogram,
+            scale=options.weight_scale if self.secure_noise else None,
         )
         transport.assign_weights(validation, rule)
+        vote_sum = transport.weighted_vote_sum
+        if self.secure_noise:  # integer votes round(K·w)·e_y, the sum divided by K
+            vote_sum = on_integer_scale(vote_sum, options.weight_scale)
         outcome = label_and_teach(
             self,
             server,
-            events=lambda count: weighted_voting_events(self.sigma, count, options.vote_max_weight),
-            vote_sum=transport.weighted_vote_sum,
+            events=self.vote_events,
+            vote_sum=vote_sum,
             ledger=ledger,
             progress=progress,
         )
@@ -192,5 +236,6 @@ class WeightedPate(PateFL):
             "accuracy_histogram": None if histogram is None else histogram.round(3).tolist(),
             "bad_fraction": options.bad_fraction,
             "bad_kind": options.bad_kind if options.bad_fraction > 0 else None,
+            "weight_scale": options.weight_scale if self.secure_noise else None,
         }
         return dataclasses.replace(outcome, details=details)

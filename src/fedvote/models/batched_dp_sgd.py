@@ -216,20 +216,25 @@ def clipped_gradient_sum(
     y: torch.Tensor,
     clip: float,
     weights: torch.Tensor | None = None,
+    norm_offset: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Σₗ wₗ·vₗ/max(1, ‖vₗ‖/C) per model, (m, d), and the per-sample norms ‖vₗ‖, (m, B).
 
     vₗ is the gradient of the cross-entropy of sample ℓ (x (m, B, in), y (m, B)) at the
     model's parameters, computed layer by layer without materialising it. ``weights``
     (m, B) of 0 and 1 (default all 1) drop the padding rows of Poisson batches: a row of
-    weight 0 adds exactly nothing.
+    weight 0 adds exactly nothing. ``norm_offset`` δ: Opacus's clip factor
+    min(1, C/(‖vₗ‖ + δ)) instead (Opacus uses δ = 10⁻⁶), a clipped norm below C either way.
     """
     grads, inputs = per_sample_backprop(params, sizes, x, y)
     squared = torch.zeros(x.shape[:2], dtype=x.dtype, device=x.device)  # (m, B)
     for grad, inp in zip(grads, inputs, strict=True):
         squared += grad.pow(2).sum(-1) * (inp.pow(2).sum(-1) + 1.0)
     norms = squared.sqrt()
-    scale = 1.0 / torch.clamp(norms / clip, min=1.0)  # (m, B)
+    if norm_offset is None:
+        scale = 1.0 / torch.clamp(norms / clip, min=1.0)  # (m, B)
+    else:
+        scale = (clip / (norms + norm_offset)).clamp(max=1.0)  # (m, B), as Opacus's DPOptimizer
     if weights is not None:
         scale = scale * weights
     return weighted_gradient_sum(params, sizes, grads, inputs, scale), norms

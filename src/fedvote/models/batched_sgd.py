@@ -24,6 +24,9 @@ import torch
 
 from fedvote.models.batched_dp_sgd import PaddedBatches, clipped_gradient_sum, mean_gradient
 
+# Opacus's DPOptimizer clips by C/(‖v‖ + 10⁻⁶) (opacus/optimizers/optimizer.py, clip_and_accumulate).
+OPACUS_NORM_OFFSET = 1e-6
+
 
 def batched_sgd(
     params: torch.Tensor,
@@ -67,10 +70,9 @@ def batched_dp_sgd(
     Step k: θ_j ← θ_j − η_j·(Σ_{ℓ∈I_jk} clip_C(vₗ) + ξ_jk), with ``noise[k]`` = ξ_k (m, d)
     the agents' own N(0, z²C²) draws and ``step_sizes`` η_j (m,) — η/(q_b·n_j) in
     :func:`~fedvote.models.local_training.dp_sgd_steps`, Opacus's summed loss over the
-    expected batch. Each per-sample gradient is clipped to norm ≤ C
-    (:func:`~fedvote.models.batched_dp_sgd.clipped_gradient_sum`, factor min(1, C/‖vₗ‖);
-    Opacus's C/(‖vₗ‖ + 10⁻⁶) differs by under 10⁻⁶/C relative). An empty batch is a step of
-    noise alone.
+    expected batch. Each per-sample gradient is clipped by Opacus's factor
+    min(1, C/(‖vₗ‖ + 10⁻⁶)) (:func:`~fedvote.models.batched_dp_sgd.clipped_gradient_sum`), so
+    its norm is below C as in the loop. An empty batch is a step of noise alone.
     """
     weights = params.clone()
     scale = step_sizes.to(params.dtype).unsqueeze(1)  # (m, 1)
@@ -80,6 +82,6 @@ def batched_dp_sgd(
         else:
             rows = batches.index + offsets.unsqueeze(1)  # (m, L)
             x, y = features[rows], labels[rows]  # (m, L, in), (m, L)
-            summed, _ = clipped_gradient_sum(weights, sizes, x, y, clip, batches.weight)
+            summed, _ = clipped_gradient_sum(weights, sizes, x, y, clip, batches.weight, OPACUS_NORM_OFFSET)
         weights.sub_(scale * summed.add_(xi))
     return weights
