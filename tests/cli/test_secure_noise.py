@@ -66,8 +66,6 @@ def test_a_run_without_secure_noise_states_its_pcg64_source(capsys):
     ("args", "says"),
     [
         (["--method", "pate-fl", "--noise-seed", "3"], "cannot be seeded"),
-        (["--method", "private-knn-fl"], "kNN votes are means of k labels"),
-        (["--method", "weighted-pate"], "real weights"),
         (["--method", "fedavg"], "adds no noise"),
         (["--method", "prifedsync"], "does not apply to prifedsync"),
         (["--method", "pate-fl", "--release", "labels"], "Confident-GNMax"),

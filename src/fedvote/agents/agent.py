@@ -161,6 +161,11 @@ class Agent:
         return self._num_classes
 
     @property
+    def secure_noise(self) -> bool:
+        """Whether this agent draws ``--secure-noise`` (integer votes then leave as integers)."""
+        return self._secure_noise
+
+    @property
     def seed(self) -> int:
         """The agent's training seed (initialisation, batch order, behaviour stream)."""
         return self._seed

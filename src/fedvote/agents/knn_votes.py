@@ -17,6 +17,14 @@ from fedvote.errors import ConfigError
 from fedvote.models.features import FeatureExtractor
 
 
+def neighbour_counts(votes: np.ndarray, k: int) -> np.ndarray:
+    """The integer label counts of k neighbours, k·``votes`` (Q, C), from their means (exact: n/k·k)."""
+    counts = np.rint(np.asarray(votes, dtype=np.float64) * k)  # (Q, C)
+    if not np.allclose(counts, np.asarray(votes, dtype=np.float64) * k, rtol=0.0, atol=1e-6):
+        raise ValueError(f"the votes are not means of {k} labels")
+    return counts
+
+
 class KnnVoter:
     """What an agent keeps for kNN voting: φ, its k, φ(own records) (n, d) and φ(pool) (P, d)."""
 
@@ -90,8 +98,17 @@ class KnnVoter:
         return self.release_votes(self._votes(self._public[query_indices]), noise_std, len(query_indices))
 
     def release_votes(self, votes: np.ndarray, noise_std: float, num_queries: int) -> np.ndarray:
-        """Release kNN votes computed in a batch for this agent (LocalTransport's index): + noise, (Q, C)."""
-        return self.agent.release(votes, noise_std, VoteOutput(num_queries=num_queries))
+        """Release kNN votes computed in a batch for this agent (LocalTransport's index): + noise, (Q, C).
+
+        With ``--secure-noise`` the agent releases the integer *counts* k·vote of its k
+        neighbours' labels (rows summing to at most k) plus N_Z(0, ``noise_std``²), where
+        ``noise_std`` is then in count units (K·σ/√t; ``docs/privacy.md``, "Secure noise
+        for kNN and weighted votes").
+        """
+        if not self.agent.secure_noise:
+            return self.agent.release(votes, noise_std, VoteOutput(num_queries=num_queries))
+        counts = neighbour_counts(votes, self.k)  # (Q, C), rows summing to at most k
+        return self.agent.release(counts, noise_std, VoteOutput(num_queries=num_queries, bound=float(self.k)))
 
     def accuracy(self, test: LabeledData) -> float:
         """Simulation-only diagnostic: accuracy of the noiseless kNN vote's argmax on ``test``."""

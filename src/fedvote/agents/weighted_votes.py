@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedvote.agents.agent import Agent, VoteOutput
-from fedvote.aggregation.voting import WeightRule, accuracy_bin, one_hot_votes
+from fedvote.aggregation.voting import WeightRule, accuracy_bin, integer_weight, one_hot_votes
 from fedvote.data.federation import LabeledData
 from fedvote.errors import ConfigError
 
@@ -58,13 +58,19 @@ class WeightedVoter:
         """Fix the agent's weight from ``rule`` and its own validation accuracy, clipped to the range.
 
         ``validation`` may be None for ``one-vote`` (every weight 1).
+        With ``rule.scale`` K (``--secure-noise``) the weight is the integer round(K·w) and
+        the vote W·e_y an integer vector (its sum is divided by K at the server).
         """
         if rule.scheme == "one-vote":
-            return cls(agent, 1.0)
-        if validation is None:
+            weight = 1.0
+        elif validation is None:
             raise ConfigError("validation_size", f"the {rule.scheme} scheme needs a labelled validation set")
-        weight = rule.weight(validation_accuracy(agent, validation))
-        return cls(agent, min(max(weight, rule.min_weight), rule.max_weight))
+        else:
+            weight = rule.weight(validation_accuracy(agent, validation))
+            weight = min(max(weight, rule.min_weight), rule.max_weight)
+        if rule.scale is not None:
+            return cls(agent, float(integer_weight(weight, rule.scale)))
+        return cls(agent, weight)
 
     def noisy_votes(self, query_indices: np.ndarray, noise_std: float) -> np.ndarray:
         """The agent's weighted release: w_i · one-hot vote + N(0, noise_std²), (Q, C)."""

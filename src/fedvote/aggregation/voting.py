@@ -178,6 +178,11 @@ def scheme_score(
     return zscore_score(accuracy, histogram, zscore_span)
 
 
+def integer_weight(weight: float, scale: int) -> int:
+    """round(K·w) (halves up): a weight on the secure path's public grid of step 1/K; monotone in w."""
+    return int(math.floor(float(weight) * int(scale) + 0.5))
+
+
 @dataclass(frozen=True, eq=False)
 class WeightRule:
     """How an agent turns its own validation accuracy into its vote weight (Sec. 4.1.1).
@@ -185,6 +190,8 @@ class WeightRule:
     Sent to every agent; each applies it *locally* to its own accuracy, so the server never
     sees a weight. ``histogram`` (B,) is the released, projected summary of all agents'
     accuracies (relative schemes only; None otherwise). ``one-vote`` gives w = 1.
+    ``scale`` K (``--secure-noise`` only): each agent votes with the integer weight
+    round(K·w) (:func:`fedvote.privacy.events.integer_weight`).
     """
 
     scheme: str
@@ -192,8 +199,11 @@ class WeightRule:
     max_weight: float = 3.0
     zscore_span: float = 1.0
     histogram: np.ndarray | None = None
+    scale: int | None = None
 
     def __post_init__(self) -> None:
+        if self.scale is not None and (isinstance(self.scale, bool) or self.scale < 1):
+            raise ValueError(f"scale must be an integer >= 1 or None, got {self.scale!r}")
         if self.scheme not in WEIGHT_SCHEMES:
             raise ValueError(f"scheme must be one of {WEIGHT_SCHEMES}, got {self.scheme!r}")
         _check_weight_range(self.min_weight, self.max_weight)

@@ -213,8 +213,8 @@ def deployed_config(config: RunConfig, *, secure_noise: bool) -> RunConfig:
 
     Secure noise cannot be seeded: a config with ``noise_seed`` (a reproducible simulation)
     is refused under it, naming the flag that turns it off. The method must be on the
-    secure path (:func:`~fedvote.methods.registry.check_secure_noise`: Private-kNN-FL's
-    mean votes are not).
+    secure path (:func:`~fedvote.methods.registry.check_secure_noise`), and on Flower
+    Private-kNN-FL's counts and weighted votes are not yet (the SecAgg+ clip is one-hot's).
     """
     from fedvote.methods.registry import check_secure_noise
 
@@ -224,10 +224,25 @@ def deployed_config(config: RunConfig, *, secure_noise: bool) -> RunConfig:
             "is fedvote deploy's default and cannot be seeded, but the config sets noise_seed: "
             "drop it, or pass --no-secure-noise for a seeded simulation",
         )
+    if secure_noise and config.method in _NOT_SECURE_ON_FLOWER:
+        raise ConfigError(
+            "secure_noise",
+            f"does not apply to {config.method} on Flower: {_NOT_SECURE_ON_FLOWER[config.method]}",
+        )
     privacy = dataclasses.replace(config.privacy, secure_noise=secure_noise)
     deployed = dataclasses.replace(config, privacy=privacy)
     check_secure_noise(deployed)
     return deployed
+
+
+# Secure noise runs in process (fedvote run) for these, not yet on Flower: SecAgg+'s integer
+# clip (flower/secagg.py) is set for one-hot votes, not for counts up to k or weights up to K·w_max.
+_NOT_SECURE_ON_FLOWER: dict[str, str] = {
+    "private-knn-fl": "kNN neighbour counts exceed the SecAgg+ integer clip set for one-hot votes; "
+    "pass --no-secure-noise",
+    "weighted-pate": "integer weighted votes exceed the SecAgg+ integer clip set for one-hot votes; "
+    "pass --no-secure-noise",
+}
 
 
 class _open:

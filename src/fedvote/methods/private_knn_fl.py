@@ -40,7 +40,7 @@ from fedvote.aggregation.voting import resolve_k
 from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.integer_votes import on_integer_scale
+from fedvote.methods.integer_votes import VoteSumFn, on_integer_scale
 from fedvote.methods.options.voting import KnnOptions
 from fedvote.methods.voting import check_voting_run, check_voting_settings, label_and_teach
 from fedvote.models.features import (
@@ -112,7 +112,7 @@ class PrivateKnnFL(Method):
         itself charges the k_min the agents report.
     student : TrainingConfig
         How the student is trained.
-    query_batch_size, self_training_rounds, semi_supervised, student_min_margin, seed
+    query_batch_size, self_training_rounds, semi_supervised, query_selection, student_min_margin, seed
         As in :class:`fedvote.methods.pate_fl.PateFL`.
 
     """
@@ -137,6 +137,7 @@ class PrivateKnnFL(Method):
     query_batch_size: int = 1000
     self_training_rounds: int = 2
     semi_supervised: str = "auto"
+    query_selection: str = "typical"
     student_min_margin: float = 0.5
     seed: int = 0
     delta: float = 1e-5
@@ -182,6 +183,7 @@ class PrivateKnnFL(Method):
             student=config.student,
             self_training_rounds=config.self_training_rounds,
             semi_supervised=config.semi_supervised,
+            query_selection=config.query_selection,
             seed=config.seed,
             delta=config.privacy.delta,
             accountant=config.privacy.accountant,
@@ -274,7 +276,7 @@ class PrivateKnnFL(Method):
             bar.advance()
         k_min, k_max = int(np.min(ks)), int(np.max(ks))
         # --secure-noise: integer counts on the public scale K = k_max, the sum divided by K.
-        vote_sum = transport.knn_vote_sum
+        vote_sum: VoteSumFn = transport.knn_vote_sum
         if self.secure_noise:
             vote_sum = on_integer_scale(vote_sum, k_max)
         outcome = label_and_teach(

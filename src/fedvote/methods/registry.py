@@ -53,14 +53,12 @@ METHOD_NAMES: tuple[str, ...] = tuple(sorted(OPTIONS))
 # its privacy noise (fedvote.aggregation.secure_noise), and why each other method refuses it.
 SECURE_NOISE_SOURCES: dict[str, str] = {
     "pate-fl": "csprng-discrete-gaussian",
+    "private-knn-fl": "csprng-discrete-gaussian",
+    "weighted-pate": "csprng-discrete-gaussian",
     "dp-fedavg": "csprng-seeded-pcg64",
     "dp-fedsgd": "csprng-seeded-torch",
 }
 _NO_SECURE_NOISE: dict[str, str] = {
-    "private-knn-fl": "kNN votes are means of k labels with k set per agent (k_fraction·n_i), not integer "
-    "counts on one scale; --secure-noise releases integer votes only",
-    "weighted-pate": "weighted votes w·e_a carry real weights, not integers; --secure-noise releases "
-    "integer votes only",
     "majority-vote": "adds no noise",
     "fedavg": "adds no noise",
     "prifedsync": "its clients' DP-SGD noise comes from the batched trainer's generator, not yet a "

@@ -37,7 +37,7 @@ from fedvote.data.federation import ServerData
 from fedvote.data.validation import ValidationNeed
 from fedvote.errors import ConfigError
 from fedvote.methods.base import MethodOutcome
-from fedvote.methods.integer_votes import on_integer_scale
+from fedvote.methods.integer_votes import VoteSumFn, on_integer_scale
 from fedvote.methods.options.voting import WeightedVotingOptions
 from fedvote.methods.pate_fl import PateFL
 from fedvote.methods.voting import check_voting_run, label_and_teach
@@ -75,7 +75,7 @@ class WeightedPate(PateFL):
         Std of the total noise on each weighted vote sum (σ); 0 runs the non-private
         reference (the accuracy summary keeps its own noise).
     queries, min_responders, teacher, student, query_batch_size, self_training_rounds,
-    semi_supervised, student_min_margin, seed
+    semi_supervised, query_selection, student_min_margin, seed
         As :class:`fedvote.methods.pate_fl.PateFL`.
     options : WeightedVotingOptions
         Scheme, weight range, validation set, accuracy summary and simulated bad teachers.
@@ -103,9 +103,10 @@ class WeightedPate(PateFL):
             student=config.student,
             self_training_rounds=config.self_training_rounds,
             semi_supervised=config.semi_supervised,
+            query_selection=config.query_selection,
             seed=config.seed,
-        )
             secure_noise=config.privacy.secure_noise,
+        )
 
     @classmethod
     def validation_need(cls, config: RunConfig) -> ValidationNeed | None:
@@ -216,7 +217,7 @@ class WeightedPate(PateFL):
             scale=options.weight_scale if self.secure_noise else None,
         )
         transport.assign_weights(validation, rule)
-        vote_sum = transport.weighted_vote_sum
+        vote_sum: VoteSumFn = transport.weighted_vote_sum
         if self.secure_noise:  # integer votes round(K·w)·e_y, the sum divided by K
             vote_sum = on_integer_scale(vote_sum, options.weight_scale)
         outcome = label_and_teach(

@@ -30,7 +30,7 @@ from scipy import optimize, special
 
 from fedvote.errors import ConfigError
 from fedvote.privacy.config import ACCOUNTANTS
-from fedvote.privacy.discrete import DiscreteGaussianDpEvent, discrete_gaussian_rdp, is_distributed
+from fedvote.privacy.discrete import DiscreteGaussianDpEvent, discrete_gaussian_rdp, has_pld, is_distributed
 from fedvote.privacy.events import ReplaceOneDpEvent
 
 # Dense RDP orders: fine steps near 1, every integer to 256, then a geometric tail of
@@ -495,11 +495,15 @@ class MixedRelationPLDAccountant(pld.PLDAccountant):
     def _compose_discrete_gaussian(
         self, event: DiscreteGaussianDpEvent, count: int, do_compose: bool
     ) -> PrivacyAccountant.CompositionErrorDetails | None:
-        """One share: dp-accounting's discrete Gaussian PLD (CKS20), ``count`` times; several: refused."""
-        if event.shares > 1:
+        """One share, one coordinate: dp-accounting's discrete Gaussian PLD (CKS20), ``count`` times.
+
+        Several shares, several coordinates or a non-integer shift: refused (accounted by RDP).
+        """
+        if not has_pld(event):
             return PrivacyAccountant.CompositionErrorDetails(
                 invalid_event=event,
-                error_message="no PLD of a sum of discrete Gaussians; it is accounted by RDP (KLS21)",
+                error_message="no PLD of a sum of discrete Gaussians, nor of one in several dimensions "
+                "or at a non-integer shift; it is accounted by RDP (CKS20, KLS21)",
             )
         if do_compose:
             if event.sigma <= 0:
@@ -531,7 +535,7 @@ class MixedRelationRdpAccountant(rdp.RdpAccountant):
         if isinstance(event, DiscreteGaussianDpEvent):
             if do_compose:
                 self._rdp += count * discrete_gaussian_rdp(
-                    self._orders, event.sigma, event.shares, event.sensitivity
+                    self._orders, event.sigma, event.shares, event.sensitivity, event.dimension
                 )
             return None
         if not isinstance(event, ReplaceOneDpEvent):

@@ -31,9 +31,32 @@ the accountant composes those with everything else (``docs/privacy.md``, "Secure
   bound at integer orders; fedvote evaluates it at ⌈α⌉ (RDP grows with α), so every
   order of the accountant's list is covered.
 
-There is no PLD of the distributed sum in dp-accounting; a composition that holds a
-t > 1 event is therefore accounted by RDP whatever ``--accountant`` says
+* **Several coordinates at once** (``dimension`` d > 1): a Private-kNN-FL agent's neighbour
+  counts c ∈ ℤ^C (Σ c = k) move up to min(k, C) coordinates of a query's sum together,
+  with ‖c‖₂ ≤ k; such a release is one event of L2 sensitivity Δ₂ (a real bound on the
+  integer shift, not itself an integer) in d dimensions. One share: ρ = Δ₂²/(2σ²)-zCDP
+  (CKS20 Theorem 14, multivariate: the coordinates are independent and the Rényi
+  divergences add, Σ_j αΔ_j²/(2σ²) ≤ αΔ₂²/(2σ²)); several shares: KLS21's bound above
+  with that d. Only the coordinates that can move count in d (the others' noise is the
+  same on both sides and contributes nothing), and the bound grows with d, so any d at
+  least the number of moved coordinates is sound.
+
+There is no PLD of the distributed sum in dp-accounting, nor of a discrete Gaussian in
+several dimensions or at a non-integer shift; a composition that holds such an event is
+therefore accounted by RDP whatever ``--accountant`` says
 (:func:`fedvote.privacy.accountant.epsilon_for`), and the run reports ``rdp``.
+
+**A smaller shift is never worse** (used where a coordinate moves by at most Δ, e.g. a
+weighted vote W·e_y with 0 ≤ W ≤ W_max, accounted at Δ = W_max). The RDP bounds above
+grow with Δ₂, so they hold for every shift below it. For the PLD (one share, one
+coordinate): the discrete Gaussians N_Z(θ, σ²), θ ∈ ℤ, have a monotone likelihood ratio
+in x (p_θ(x)/p_0(x) = exp((2θx − θ²)/(2σ²)) increases with x for θ > 0); the set that
+attains the hockey-stick divergence sup_S P_θ'(S) − e^ε P_0(S) is {x : p_θ'(x) > e^ε p_0(x)},
+a half-line {x ≥ c}, and P_θ'(x ≥ c) ≤ P_θ(x ≥ c) for 0 ≤ θ' ≤ θ (MLR implies stochastic
+order; Lehmann & Romano, *Testing Statistical Hypotheses*, Lemma 3.4.2), so
+H_{e^ε}(P_θ' ‖ P_0) ≤ H_{e^ε}(P_θ ‖ P_0) at every ε; the other direction follows by the
+pmf's symmetry. The pair at Δ therefore dominates every pair at Δ' ≤ Δ, and dominating
+pairs compose (Zhu, Dong & Wang 2022, Theorem 10).
 """
 
 from __future__ import annotations
@@ -47,15 +70,19 @@ from dp_accounting import dp_event
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
 class DiscreteGaussianDpEvent(dp_event.DpEvent):
-    """One integer coordinate released with the noise of ``shares`` discrete Gaussian shares.
+    """Integer coordinates released with the noise of ``shares`` discrete Gaussian shares each.
 
-    The sum's noise is Σ_{i=1}^{shares} N_Z(0, ``sigma``²/``shares``) (``shares`` = 1: one
-    N_Z(0, σ²)); between neighbours the coordinate moves by the integer ``sensitivity``.
+    The sum's noise is Σ_{i=1}^{shares} N_Z(0, ``sigma``²/``shares``) on each coordinate
+    (``shares`` = 1: one N_Z(0, σ²)). ``dimension`` 1 (the default): one coordinate that
+    moves between neighbours by at most the integer ``sensitivity``. ``dimension`` d > 1:
+    d coordinates moved together by an integer vector of L2 norm at most ``sensitivity``
+    (a real number then; module docstring).
     """
 
     sigma: float
     shares: int = 1
-    sensitivity: int = 1
+    sensitivity: float = 1
+    dimension: int = 1
 
 
 def share_sigma(sigma: float, shares: int) -> float:
@@ -73,12 +100,17 @@ def kls21_tau(sigma: float, shares: int) -> float:
     return 10.0 * math.fsum(terms)
 
 
-def discrete_gaussian_rdp(orders: np.ndarray, sigma: float, shares: int, sensitivity: int) -> np.ndarray:
+def discrete_gaussian_rdp(
+    orders: np.ndarray, sigma: float, shares: int, sensitivity: float, dimension: int = 1
+) -> np.ndarray:
     """RDP ε(α) at ``orders`` of one :class:`DiscreteGaussianDpEvent` (module docstring).
 
-    One share: αΔ²/(2σ²) (CKS20). Several: the smaller of KLS21's bound at ⌈α⌉ (when
-    σ_l ≥ 1/2) and one share's αΔ²/(2σ_l²). ``inf`` where σ is 0.
+    One share: αΔ²/(2σ²) (CKS20, Theorem 14, in any dimension). Several: the smaller of
+    KLS21's bound at ⌈α⌉ in ``dimension`` d (when σ_l ≥ 1/2; its τd and τ√d terms) and
+    one share's αΔ²/(2σ_l²). ``inf`` where σ is 0.
     """
+    if isinstance(dimension, bool) or not isinstance(dimension, int | np.integer) or dimension < 1:
+        raise ValueError(f"dimension must be an integer >= 1, got {dimension!r}")
     alphas = np.asarray(orders, dtype=np.float64)
     if sigma <= 0:
         return np.full(alphas.shape, math.inf)
@@ -92,14 +124,25 @@ def discrete_gaussian_rdp(orders: np.ndarray, sigma: float, shares: int, sensiti
     tau = kls21_tau(sigma, shares)
     integer = np.ceil(alphas)
     scale = delta / sigma  # Δ₂/(√n·σ_l)
-    kls21 = np.minimum(integer * scale**2 / 2.0 + tau, integer / 2.0 * (scale + tau) ** 2)
+    d = float(dimension)
+    kls21 = np.minimum(
+        integer * scale**2 / 2.0 + tau * d, integer / 2.0 * (scale + tau * math.sqrt(d)) ** 2
+    )
     return np.minimum(kls21, one_share)
 
 
+def has_pld(event: DiscreteGaussianDpEvent) -> bool:
+    """Whether dp-accounting's discrete Gaussian PLD describes ``event``: one share, one coordinate, Δ ∈ ℤ."""
+    return event.shares == 1 and event.dimension == 1 and float(event.sensitivity).is_integer()
+
+
 def is_distributed(event: dp_event.DpEvent) -> bool:
-    """Whether ``event`` holds a discrete Gaussian of several shares (accounted by RDP only)."""
+    """Whether ``event`` holds a discrete Gaussian with no PLD (several shares, several coordinates, Δ ∉ ℤ).
+
+    Such a composition is accounted by RDP only (module docstring).
+    """
     if isinstance(event, DiscreteGaussianDpEvent):
-        return event.shares > 1
+        return not has_pld(event)
     inner = getattr(event, "event", None)
     if isinstance(inner, dp_event.DpEvent):
         return is_distributed(inner)

@@ -25,6 +25,7 @@ import attr
 import numpy as np
 from dp_accounting import DpEventBuilder, dp_event
 
+from fedvote.aggregation.voting import integer_weight
 from fedvote.errors import ConfigError
 from fedvote.privacy.config import KNN_BOUNDS, LEVELS
 from fedvote.privacy.discrete import DiscreteGaussianDpEvent
@@ -245,6 +246,62 @@ def private_knn_fl_events(sigma: float, queries: int, k: int, bound: str = "tigh
     )
 
 
+def private_knn_fl_discrete_events(
+    sigma: float, shares: int, queries: int, k_min: int, scale: int, bound: str = "tight"
+) -> LevelEvents:
+    """Private-kNN-FL with ``--secure-noise``: integer neighbour counts, noise N_Z(0, (Kσ)²/t) a share.
+
+    Each agent releases the counts c ∈ ℤ^C of its k_i neighbours' labels (k_i·its mean
+    vote, Σ c = k_i ≤ K = ``scale``, the largest k of the run, public), and every one of
+    ``shares`` agents adds N_Z(0, (Kσ)²/t) to each coordinate; the server divides the
+    integer sum by K (post-processing). In count units (``docs/privacy.md``, "Secure
+    noise for kNN and weighted votes"):
+
+    * agent level (zero-out): c moves to 0, ‖c‖₂ ≤ ‖c‖₁ = k_i ≤ K on at most min(K, C) ≤ K
+      coordinates: one K-dimensional event of Δ₂ = K a query (ratio Δ₂/σ_count = 1/σ,
+      as for the mean vote);
+    * instance level (replace-one): one neighbour changes, so one count moves by 1 from
+      one class to another: two one-coordinate events of Δ = 1 a query (Δ₂/σ_count =
+      √2/(Kσ) ≤ √2/(k_min σ), the tight mean-unit bound); with ``bound="paper"`` the
+      paper's √(2/k_min) in mean units, K·√(2/k_min) ≥ √2 in counts, on those two
+      coordinates (looser, as without secure noise).
+
+    ``k_min`` is the smallest k (the paper bound's); ``scale`` K the largest.
+    """
+    if isinstance(scale, bool) or not isinstance(scale, int | np.integer) or scale < 1:
+        raise ConfigError("k", f"the count scale must be an integer >= 1, got {scale!r}")
+    private_knn_fl_sensitivity(k_min, "instance", bound)  # validates k_min and bound
+    if k_min > scale:
+        raise ValueError(f"k_min {k_min} exceeds the count scale {scale}")
+    count_sigma = float(sigma) * int(scale)
+    if bound == "tight":
+        instance = discrete_coordinate_events(count_sigma, shares, 2 * queries)
+    else:
+        paper = int(scale) * math.sqrt(2.0 / k_min)  # in counts
+        instance = _discrete_events(count_sigma, shares, paper, 2, queries)
+    # Reported in mean-vote units (counts / K), comparable with private_knn_fl_events'.
+    return LevelEvents(
+        agent=_discrete_events(count_sigma, shares, float(scale), int(scale), queries),
+        instance=instance,
+        agent_sensitivity=1.0,
+        instance_sensitivity=math.sqrt(2.0) / int(scale) if bound == "tight" else math.sqrt(2.0 / k_min),
+    )
+
+
+def _discrete_events(
+    sigma: float, shares: int, sensitivity: float, dimension: int, count: int
+) -> dp_event.DpEvent:
+    """``count`` releases of ``dimension`` integer coordinates moved by L2 ≤ ``sensitivity`` together."""
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    if count == 0:
+        return dp_event.NoOpDpEvent()
+    if sigma <= 0:
+        return dp_event.NonPrivateDpEvent()
+    event = DiscreteGaussianDpEvent(float(sigma), int(shares), float(sensitivity), int(dimension))
+    return dp_event.SelfComposedDpEvent(event, int(count))
+
+
 # --- Weighted (reputation) voting and multi-label votes --------------------------------------
 
 
@@ -265,6 +322,45 @@ def weighted_voting_events(sigma: float, queries: int, max_weight: float) -> Lev
         agent_sensitivity=agent_s,
         instance_sensitivity=instance_s,
     )
+
+
+def weighted_voting_discrete_events(
+    sigma: float, shares: int, queries: int, max_weight: float, scale: int
+) -> LevelEvents:
+    """Weighted voting with ``--secure-noise``: integer weights W = round(K·w), noise N_Z(0, (Kσ)²/t) a share.
+
+    Each agent releases W_i·e_y with W_i = round(K·w_i) ∈ [0, W_max], W_max = round(K·w_max)
+    (K = ``scale``, public), plus its share of N_Z(0, (Kσ)²/t) on every coordinate; the
+    server divides the sum by K. Agent level (zero-out): one coordinate moves by
+    W_i ≤ W_max — one event of Δ = W_max a query. Instance level (replace-one): the vote
+    and the weight may change, W·e_a − W'·e_b, two coordinates by at most W_max each (one by
+    |W − W'| ≤ W_max when a = b) — two events of Δ = W_max a query. A smaller shift is never
+    worse (:mod:`fedvote.privacy.discrete`). The sensitivities reported are in weight units
+    (W_max/K and √2·W_max/K), comparable with :func:`weighted_voting_events`'.
+    """
+    if isinstance(scale, bool) or not isinstance(scale, int | np.integer) or scale < 1:
+        raise ConfigError("weight_scale", f"must be an integer >= 1, got {scale!r}")
+    if not max_weight > 0 or not math.isfinite(max_weight):
+        raise ConfigError("max_weight", f"must be a finite number > 0, got {max_weight}")
+    top = integer_weight(max_weight, scale)
+    if top < 1:
+        raise ConfigError("weight_scale", f"K = {scale} rounds w_max = {max_weight} to 0; take a larger K")
+    count_sigma = float(sigma) * int(scale)
+    return LevelEvents(
+        agent=_discrete_events(count_sigma, shares, top, 1, queries),
+        instance=_discrete_events(count_sigma, shares, top, 1, 2 * queries),
+        agent_sensitivity=top / scale,
+        instance_sensitivity=math.sqrt(2.0) * top / scale,
+    )
+
+
+def accuracy_summary_discrete_events(sigma: float, shares: int) -> LevelEvents:
+    """The accuracy summary with ``--secure-noise``: a one-hot bin, ``shares`` shares of N_Z(0, σ²/t).
+
+    As :func:`pate_fl_discrete_events` for one query: one coordinate moves by 1 (zero-out)
+    or two by 1 each (replace-one).
+    """
+    return pate_fl_discrete_events(sigma, shares, 1)
 
 
 # Sensitivity of one agent's one-hot accuracy bin (the summary the relative weighting
@@ -305,6 +401,22 @@ def weighted_pate_events(
         return votes
     summary = accuracy_summary_events(summary_sigma)
     # Two parts, as in confident_gnmax_events (compose_events would merge equal noise).
+    return LevelEvents(
+        agent=dp_event.ComposedDpEvent([summary.agent, votes.agent]),
+        instance=dp_event.ComposedDpEvent([summary.instance, votes.instance]),
+        agent_sensitivity=votes.agent_sensitivity,
+        instance_sensitivity=votes.instance_sensitivity,
+    )
+
+
+def weighted_pate_discrete_events(
+    sigma: float, shares: int, queries: int, max_weight: float, scale: int, summary_sigma: float | None = None
+) -> LevelEvents:
+    """:func:`weighted_pate_events` with ``--secure-noise``: the discrete summary, then the integer votes."""
+    votes = weighted_voting_discrete_events(sigma, shares, queries, max_weight, scale)
+    if summary_sigma is None:
+        return votes
+    summary = accuracy_summary_discrete_events(summary_sigma, shares)
     return LevelEvents(
         agent=dp_event.ComposedDpEvent([summary.agent, votes.agent]),
         instance=dp_event.ComposedDpEvent([summary.instance, votes.instance]),

@@ -102,8 +102,16 @@ class WeightedVotingOptions:
         "adversarial", "Simulation: what bad teachers do.", choices=BAD_KINDS
     )
     bad_target_class: int = method_option(0, "Simulation: the wrong class adversaries vote for.")
+    weight_scale: int = method_option(
+        100,
+        "--secure-noise only: weights are rounded to the public grid round(K·w)/K and vote as "
+        "integers round(K·w)·e_y (sensitivity round(K·w_max) in those units).",
+    )
 
     def __post_init__(self) -> None:
+        scale = self.weight_scale
+        if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+            raise ConfigError("weight_scale", f"must be an integer >= 1, got {self.weight_scale!r}")
         if self.scheme not in WEIGHT_SCHEMES:
             choices = ", ".join(WEIGHT_SCHEMES)
             raise ConfigError("scheme", f"unknown scheme {self.scheme!r}; choose from {choices}")
