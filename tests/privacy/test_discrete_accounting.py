@@ -140,3 +140,28 @@ def test_discrete_events_round_trip_through_the_ledger_format() -> None:
     events = pate_fl_discrete_events(7.5, 20, 30)
     for event in (events.agent, events.instance):
         assert event_from_json(event_to_json(event)) == event
+
+
+@pytest.mark.parametrize(("sigma", "shares"), [(1.5, 1), (2.0, 3), (6.0, 5)])
+def test_a_several_coordinate_event_bounds_every_count_shift_of_its_norm(sigma: float, shares: int) -> None:
+    """Private-kNN-FL's agent event (Δ₂ = K = 3 counts, d = 3) ≥ Σ_j D_α over every split of 3 counts."""
+    _, log_p = log_pmf_of_sum(sigma, shares)
+    orders = np.array([1.5, 2.0, 4.0, 8.0])
+    charged = discrete_gaussian_rdp(orders, sigma, shares, 3.0, 3)
+    for split in ((3,), (2, 1), (1, 1, 1)):
+        for alpha, bound in zip(orders, charged, strict=True):
+            exact = sum(renyi_of_shift(log_p, float(alpha), shift) for shift in split)
+            assert exact <= bound + 1e-12, f"split {split}, α = {alpha}: {exact} > {bound}"
+    event = DiscreteGaussianDpEvent(sigma, shares, 3.0, 3)
+    assert epsilon_for(event, 1e-3, "pld") == epsilon_for(event, 1e-3, "rdp")  # no PLD: RDP
+
+
+@pytest.mark.parametrize("sigma", [0.8, 2.0])
+def test_the_pld_at_the_largest_shift_bounds_every_smaller_shift(sigma: float) -> None:
+    """Weighted votes move a coordinate by W ≤ W_max: the PLD at Δ = 3 is ≥ the exact δ(ε) at shifts 1, 2, 3."""
+    _, log_p = log_pmf_of_sum(sigma, 1)
+    event = DiscreteGaussianDpEvent(sigma, 1, 3)
+    for epsilon in (0.5, 1.5, 3.0):
+        accounted = delta_for(event, epsilon, "pld")
+        for shift in (1, 2, 3):
+            assert hockey_stick(log_p, epsilon, shift) <= accounted + 1e-12
