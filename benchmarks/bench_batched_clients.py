@@ -26,6 +26,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +55,43 @@ COLUMNS = [
     {"key": "batched_s_per_round", "label": "batched s/round", "format": ".4f"},
     {"key": "loop_s_per_round", "label": "loop s/round", "format": ".4f"},
     {"key": "speedup", "label": "loop/batched", "format": ".1f"},
+    {"key": "batched_clients_s", "label": "clients batched s/round", "format": ".4f"},
+    {"key": "loop_clients_s", "label": "clients loop s/round", "format": ".4f"},
+    {"key": "clients_speedup", "label": "clients loop/batched", "format": ".1f"},
     {"key": "stack_s", "label": "stack s (once)", "format": ".2f"},
     {"key": "batched_accuracy", "label": "acc batched", "format": ".4f"},
     {"key": "loop_accuracy", "label": "acc loop", "format": ".4f"},
 ]
+
+
+class TimedTransport(LocalTransport):
+    """A LocalTransport that adds up the seconds of the clients' side of every round.
+
+    ``local_updates`` and ``secure_update_sum``: θ down, the sampled agents' training and
+    releases (and, with distributed noise, every other agent's noise share) — what batching
+    changes; the server's side (sampling, the ledger's charge, aggregation) is the rest of
+    the round.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.client_seconds = 0.0
+
+    @contextmanager
+    def _clock(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.client_seconds += time.perf_counter() - start
+
+    def local_updates(self, global_params: Any, agent_ids: Any, training: Any) -> Any:
+        with self._clock():
+            return super().local_updates(global_params, agent_ids, training)
+
+    def secure_update_sum(self, global_params: Any, agent_ids: Any, training: Any) -> Any:
+        with self._clock():
+            return super().secure_update_sum(global_params, agent_ids, training)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,20 +148,24 @@ def time_case(case: Case, data_dir: Path | None, repeats: int, rounds: int) -> d
     StackedRecords(federation.agents, torch.device("cpu"))  # what the batched transport builds once per run
     stack_s = time.perf_counter() - start
     transports = {
-        batched: LocalTransport(federation, seed=config.seed, noise_seed=1, batched=batched) for batched in (True, False)
+        batched: TimedTransport(federation, seed=config.seed, noise_seed=1, batched=batched) for batched in (True, False)
     }
     for transport in transports.values():
         run(config_for(case, data_dir, 1), federation=federation, transport=transport)  # warm-up, untimed
     seconds: dict[bool, list[float]] = {True: [], False: []}
+    clients: dict[bool, list[float]] = {True: [], False: []}
     accuracy: dict[bool, float] = {}
     details: dict[str, Any] = {}
     for _ in range(repeats):
         for batched, transport in transports.items():
+            transport.client_seconds = 0.0
             result = run(config, federation=federation, transport=transport)
             seconds[batched].append(result.timings["method_s"] / rounds)
+            clients[batched].append(transport.client_seconds / rounds)
             accuracy[batched] = result.accuracy
             details = result.details
     batched_s, loop_s = statistics.median(seconds[True]), statistics.median(seconds[False])
+    batched_c, loop_c = statistics.median(clients[True]), statistics.median(clients[False])
     sampled = float(details.get("mean_sampled_agents", 0.0))
     local_steps = details.get("local_steps_per_round")
     return {
@@ -141,6 +180,9 @@ def time_case(case: Case, data_dir: Path | None, repeats: int, rounds: int) -> d
         "batched_s_per_round": batched_s,
         "loop_s_per_round": loop_s,
         "speedup": loop_s / batched_s,
+        "batched_clients_s": batched_c,
+        "loop_clients_s": loop_c,
+        "clients_speedup": loop_c / batched_c,
         "batched_accuracy": accuracy[True],
         "loop_accuracy": accuracy[False],
         "stack_s": stack_s,
@@ -168,14 +210,15 @@ def main(argv: list[str] | None = None) -> int:
         rounds = min(case.rounds, 2) if args.quick else case.rounds
         row = time_case(case, data_dir, 1 if args.quick else args.repeats, rounds)
         print(f"{case.name}: batched {row['batched_s_per_round']:.4f} s/round, loop {row['loop_s_per_round']:.4f}, "
-              f"{row['speedup']:.1f}x", flush=True)
+              f"{row['speedup']:.1f}x; clients {row['clients_speedup']:.1f}x", flush=True)
         rows.append(row)
     load_after = os.getloadavg()
     print_table(rows, COLUMNS)
     load = f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after (1-minute; the machine is shared)"
     summary = [
         f"{row['case']} ({row['mean_sampled']:.1f} agents a round): batched {row['batched_s_per_round']:.4f} s per "
-        f"round, loop {row['loop_s_per_round']:.4f} s: {row['speedup']:.1f}x"
+        f"round, loop {row['loop_s_per_round']:.4f} s: {row['speedup']:.1f}x (the clients' side alone: "
+        f"{row['batched_clients_s']:.4f} s vs {row['loop_clients_s']:.4f} s, {row['clients_speedup']:.1f}x)"
         for row in rows
     ] + [load]
     out = write_results(
@@ -185,7 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         columns=COLUMNS,
         notes=(
             "seconds per round: fedvote.runner.run's timings.method_s over the T rounds timed (σ given: no "
-            "calibration), median of interleaved repeats; both variants run the same seeds and noise seed "
+            "calibration), median of interleaved repeats; clients: the transport's local_updates / "
+            "secure_update_sum alone (θ down, training, releases, noise shares), the rest of a round being the "
+            "server's sampling, ledger charge and aggregation; stack: stacking every agent's records once per "
+            "run (batched only); both variants run the same seeds and noise seed "
             "(equal models up to float32 rounding, tests/transport/test_batched_clients.py). DP-FedAvg's "
             "distributed noise: every one of the N agents draws its d-float noise share each round, in both "
             "variants. unbalanced: record counts differ across agents (padding to the largest batch). "

@@ -364,9 +364,7 @@ def noisy_local_training(
     )
     for _ in range(training.steps):
         batches = poisson_batches(counts, training.batch_size, generator)
-        picked = batches.index + offsets.unsqueeze(1)  # (m, L), rows of ``features``
-        x, y = features[picked], labels[picked]  # (m, L, in), (m, L)
-        summed = _clipped_sum_or_zero(holder.detach(), sizes, x, y, training, batches)
+        summed = clipped_batch_sum(holder.detach(), sizes, features, labels, offsets, batches, training.clip)
         if training.noise_std > 0:
             noise = torch.randn(m, d, generator=generator, device=device)
             summed.add_(noise, alpha=training.noise_std)
@@ -379,18 +377,26 @@ def noisy_local_training(
     return holder.detach()
 
 
-def _clipped_sum_or_zero(
+def clipped_batch_sum(
     params: torch.Tensor,
     sizes: tuple[int, ...],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    training: NoisyTraining,
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    offsets: torch.Tensor,
     batches: PaddedBatches,
+    clip: float,
+    norm_offset: float | None = None,
 ) -> torch.Tensor:
-    """The clipped sums (m, d) of one step's Poisson batches (x (m, L, in)); zeros when L = 0."""
+    """The clipped gradient sums (m, d) of one step's batches; zeros when every batch is empty.
+
+    Client j's batch is ``batches`` row j, local indices into its records
+    ``features[offsets[j] :]`` (R, in); the clip is :func:`clipped_gradient_sum`'s.
+    """
     if batches.index.shape[1] == 0:
         return torch.zeros_like(params)
-    summed, _ = clipped_gradient_sum(params, sizes, x, y, training.clip, batches.weight.to(x.dtype))
+    picked = batches.index + offsets.unsqueeze(1)  # (m, L), rows of ``features``
+    x, y = features[picked], labels[picked]  # (m, L, in), (m, L)
+    summed, _ = clipped_gradient_sum(params, sizes, x, y, clip, batches.weight.to(x.dtype), norm_offset)
     return summed
 
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from fedvote.models.batched_dp_sgd import PaddedBatches, clipped_gradient_sum, mean_gradient
+from fedvote.models.batched_dp_sgd import PaddedBatches, clipped_batch_sum, mean_gradient
 
 # Opacus's DPOptimizer clips by C/(‖v‖ + 10⁻⁶) (opacus/optimizers/optimizer.py, clip_and_accumulate).
 OPACUS_NORM_OFFSET = 1e-6
@@ -77,11 +77,8 @@ def batched_dp_sgd(
     weights = params.clone()
     scale = step_sizes.to(params.dtype).unsqueeze(1)  # (m, 1)
     for batches, xi in zip(steps, noise, strict=True):
-        if batches.index.shape[1] == 0:
-            summed = torch.zeros_like(weights)
-        else:
-            rows = batches.index + offsets.unsqueeze(1)  # (m, L)
-            x, y = features[rows], labels[rows]  # (m, L, in), (m, L)
-            summed, _ = clipped_gradient_sum(weights, sizes, x, y, clip, batches.weight, OPACUS_NORM_OFFSET)
-        weights.sub_(scale * summed.add_(xi))
+        summed = clipped_batch_sum(
+            weights, sizes, features, labels, offsets, batches, clip, norm_offset=OPACUS_NORM_OFFSET
+        )  # (m, d)
+        weights.sub_(scale * summed.add_(xi))  # (m, d)
     return weights
