@@ -10,8 +10,10 @@ T; no calibration, σ is given), the median over the repeats, and loop / batched
 Cases: DP-FedAvg on the digits defaults (50 agents, q = 0.05, E = 20, MLP 64-128-10,
 distributed noise) and on MNIST (100 agents x 600, MLP 784-128-10, q = 0.05); FedAvg on
 MNIST; DP-FedSGD on digits (q = 1: all 50 agents every round, logistic for small agents)
-and on MNIST (q = 1, E = 1, MLP); and the MNIST cases again on the ``unbalanced`` partition
-(record counts differ across agents, so batches are padded to the largest). The load
+and on MNIST (q = 1, E = 1, MLP); and the MNIST cases again on the ``dirichlet`` partition
+(β = 0.5: 76 to 1,406 records an agent, so DP-SGD's Poisson batches differ in size and are
+padded). Padding is measured apart: one DP-FedSGD round of all 100 Dirichlet agents as one
+padded computation against the size groups LocalTransport uses. The load
 average is recorded before and after: the machine may be shared.
 
 Run: ``python benchmarks/bench_batched_clients.py`` (``make bench``); ``--quick`` for fewer
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import statistics
 import sys
@@ -31,16 +34,26 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import default_data_dir, print_table, write_results
+from fedvote.agents.agent import Agent
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.data.partition import PartitionSpec
+from fedvote.models.local_training import DpSgdSpec, LocalTraining, flat_parameters
+from fedvote.models.zoo import build_model
 from fedvote.runner import make_federation, run
-from fedvote.transport.batched_clients import StackedRecords
+from fedvote.transport.batched_clients import (
+    GROUP_RATIO,
+    BatchedUpdates,
+    StackedRecords,
+    expected_batch,
+    size_groups,
+)
 from fedvote.transport.local import LocalTransport
 
 COLUMNS = [
@@ -115,8 +128,9 @@ CASES = [
     Case("fedavg mnist", "fedavg", "mnist", 100, 5, 0.0),
     Case("dp-fedsgd digits defaults", "dp-fedsgd", "digits", 50, 10, 1.0),
     Case("dp-fedsgd mnist", "dp-fedsgd", "mnist", 100, 2, 1.0),
-    Case("dp-fedavg mnist unbalanced", "dp-fedavg", "mnist", 100, 5, 0.767, "unbalanced"),
-    Case("dp-fedsgd mnist unbalanced", "dp-fedsgd", "mnist", 100, 2, 1.0, "unbalanced"),
+    Case("dp-fedavg mnist dirichlet", "dp-fedavg", "mnist", 100, 5, 0.767, "dirichlet"),
+    # the smallest agent's 76 records would pick the logistic model (docs/defaults.md): keep the MLP
+    Case("dp-fedsgd mnist dirichlet", "dp-fedsgd", "mnist", 100, 2, 1.0, "dirichlet", (("gradient_model", "mlp"),)),
 ]
 
 
@@ -191,6 +205,55 @@ def time_case(case: Case, data_dir: Path | None, repeats: int, rounds: int) -> d
     }
 
 
+PADDING_COLUMNS = [
+    {"key": "grouping", "label": "batched clients"},
+    {"key": "groups", "label": "groups"},
+    {"key": "padded_rows", "label": "rows computed / rows drawn (expected)", "format": ".2f"},
+    {"key": "seconds", "label": "s per round", "format": ".4f"},
+]
+
+
+def padding_rows(data_dir: Path, repeats: int) -> list[dict[str, Any]]:
+    """DP-FedSGD's round on MNIST Dirichlet(0.5), all 100 agents: one padded computation vs size groups.
+
+    :class:`~fedvote.transport.batched_clients.BatchedUpdates` directly, one round's
+    training (E = 1, q_b = 0.25, MLP) of every agent from one θ, interleaved repeats, median.
+    Rows computed / drawn: Σ over groups of (agents × the largest expected batch) over Σ q_b·nᵢ.
+    """
+    case = next(c for c in CASES if c.name == "dp-fedsgd mnist dirichlet")
+    federation = make_federation(config_for(case, data_dir, 1))
+    records = StackedRecords(federation.agents, torch.device("cpu"))
+    training = LocalTraining(model="mlp", steps=1, learning_rate=1.0,
+                             dp_sgd=DpSgdSpec(sampling_rate=0.25, noise_multiplier=1.0, max_grad_norm=1.0))
+    theta = flat_parameters(build_model("mlp", federation.example_shape, federation.num_classes))
+    agents = [
+        Agent(agent_id=i, data=data, public_features=federation.public.features, num_classes=federation.num_classes,
+              noise_rng=np.random.default_rng(i), seed=i)
+        for i, data in enumerate(federation.agents)
+    ]
+    expected = [expected_batch(agent.num_records, training) for agent in agents]
+    variants = {"one padded computation": math.inf, f"size groups (ratio {GROUP_RATIO:g})": GROUP_RATIO}
+    seconds: dict[str, list[float]] = {name: [] for name in variants}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as LocalTransport runs them
+    try:
+        for _ in range(repeats + 1):  # the first round of each warms up, untimed
+            for name, ratio in variants.items():
+                clients = BatchedUpdates(records, federation.example_shape, federation.num_classes, group_ratio=ratio)
+                start = time.perf_counter()
+                clients.updates(agents, theta, training)
+                seconds[name].append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    rows = []
+    for name, ratio in variants.items():
+        groups = size_groups(expected, ratio)
+        computed = sum(len(group) * max(expected[j] for j in group) for group in groups)
+        rows.append({"grouping": name, "groups": len(groups), "padded_rows": computed / sum(expected),
+                     "seconds": statistics.median(seconds[name][1:])})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats per variant (median)")
@@ -212,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{case.name}: batched {row['batched_s_per_round']:.4f} s/round, loop {row['loop_s_per_round']:.4f}, "
               f"{row['speedup']:.1f}x; clients {row['clients_speedup']:.1f}x", flush=True)
         rows.append(row)
+    padding: list[dict[str, Any]] = []
+    if data_dir is not None and (data_dir / "mnist").is_dir() and (not wanted or "padding" in wanted):
+        padding = padding_rows(data_dir, 1 if args.quick else args.repeats)
+        print_table(padding, PADDING_COLUMNS)
     load_after = os.getloadavg()
     print_table(rows, COLUMNS)
     load = f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after (1-minute; the machine is shared)"
@@ -220,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
         f"round, loop {row['loop_s_per_round']:.4f} s: {row['speedup']:.1f}x (the clients' side alone: "
         f"{row['batched_clients_s']:.4f} s vs {row['loop_clients_s']:.4f} s, {row['clients_speedup']:.1f}x)"
         for row in rows
+    ] + [
+        f"padding, DP-FedSGD round of all 100 MNIST Dirichlet(0.5) agents: {row['grouping']}, {row['groups']} "
+        f"group(s), {row['padded_rows']:.2f}x the drawn rows computed, {row['seconds']:.4f} s"
+        for row in padding
     ] + [load]
     out = write_results(
         "batched_clients",
@@ -234,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             "run (batched only); both variants run the same seeds and noise seed "
             "(equal models up to float32 rounding, tests/transport/test_batched_clients.py). DP-FedAvg's "
             "distributed noise: every one of the N agents draws its d-float noise share each round, in both "
-            "variants. unbalanced: record counts differ across agents (padding to the largest batch). "
+            "variants. dirichlet: record counts differ across agents (76 to 1,406 on MNIST; batches padded). "
             f"OMP_NUM_THREADS {os.environ.get('OMP_NUM_THREADS', 'unset')}; {load}."
         ),
         summary=summary,

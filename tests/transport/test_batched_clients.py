@@ -123,3 +123,17 @@ def test_a_cnn_round_stays_in_the_loop(uneven_federation, monkeypatch):
     transport = LocalTransport(uneven_federation, seed=5, noise_seed=11)
     transport.local_updates(_theta(uneven_federation, "cnn"), np.array([0, 3]), training)
     assert calls == [0, 3]
+
+
+def test_size_groups_bound_the_padding():
+    from fedvote.transport.batched_clients import size_groups
+
+    expected = [19.0, 350.0, 40.0, 37.0, 150.0, 80.0, 20.0]
+    groups = size_groups(expected, 2.0)
+    assert sorted(j for group in groups for j in group) == list(range(7))  # every agent once
+    for group in groups:
+        sizes = [expected[j] for j in group]
+        assert max(sizes) <= 2.0 * min(sizes)
+    assert [[expected[j] for j in group] for group in groups] == [[19.0, 20.0, 37.0], [40.0, 80.0], [150.0], [350.0]]
+    assert size_groups(expected, float("inf")) == [[0, 6, 3, 2, 5, 4, 1]]  # one padded computation
+    assert size_groups([], 2.0) == []
