@@ -150,12 +150,14 @@ def audit_config(
         raise ConfigError("method", f"{method.name} is not private at any level; nothing to audit")
     if not math.isfinite(claimed[level]):
         raise ConfigError("level", f"{method.name} claims no finite ε at the {level} level; nothing to audit")
-    release = getattr(method, "release_options", None)
-    if release is not None and release.labels_only:
-        raise ConfigError("release", "the label release (Confident-GNMax) is not audited; use --release sums")
+    if config.privacy.secure_noise and method.name != "pate-fl":
+        raise ConfigError("secure_noise", f"is audited for pate-fl's vote sums only, not {method.name}")
     run = AuditRun(
         config, method.name, float(method.sigma), level, claimed[level], confidence, trials, started
     )
+    release = getattr(method, "release_options", None)
+    if release is not None and release.labels_only:
+        return _label_audit(run, method, federation, progress)
     if isinstance(method, (*VOTE_METHODS, FedAuxFdp)):
         return _multi_trial_audit(run, method, federation, progress)
     if isinstance(method, ONE_RUN_METHODS):
@@ -195,12 +197,14 @@ def _multi_trial_audit(run: AuditRun, method: Any, federation: Any, progress: Pr
             seed=config.seed,
             noise_seed=config.privacy.noise_seed,
             progress=progress,
+            secure_noise=config.privacy.secure_noise,
         )
         rows, description = int(release.clean.shape[1]), release.canary.description
         details = {
             "queries": rows,
             "agents": int(release.clean.shape[0]),
             "noise_share_std": release.noise_std,
+            "noise_source": "csprng-discrete-gaussian" if config.privacy.secure_noise else "pcg64",
             "canary_sensitivity_per_query": float(np.max(np.linalg.norm(release.canary.difference, axis=1))),
         }
     scores_in, scores_out = release_scores(release, trials, rows, progress)
@@ -223,6 +227,81 @@ def _multi_trial_audit(run: AuditRun, method: Any, federation: Any, progress: Pr
         ),
         details={
             **details,
+            "threshold": outcome.threshold,
+            "direction": outcome.direction,
+            "true_positives": counts.true_positives,
+            "positives": counts.positives,
+            "false_positives": counts.false_positives,
+            "negatives": counts.negatives,
+        },
+    )
+
+
+def _label_audit(run: AuditRun, method: Any, federation: Any, progress: Progress) -> AuditResult:
+    """PATE-FL's label release (Confident-GNMax), tested by per-query likelihood ratios.
+
+    Pilot releases fix the ratios; fresh releases are scored (:mod:`fedvote.audit.label_release`).
+    """
+    import numpy as np
+
+    from fedvote.audit.label_release import LabelRelease, outcome_log_ratios, outcome_scores
+    from fedvote.audit.runner import CHUNK_ROWS
+    from fedvote.audit.vote_release import build_vote_release
+
+    config, trials = run.config, run.trials
+    sums = build_vote_release(
+        method, federation, run.level, seed=config.seed, noise_seed=config.privacy.noise_seed,
+        progress=progress,
+    )
+    num_agents, queries = int(sums.clean.shape[0]), int(sums.clean.shape[1])
+    release = LabelRelease.of(
+        sums,
+        threshold=method.threshold_for(num_agents),
+        threshold_sigma=method.threshold_sigma,
+        sigma=method.sigma,
+        min_responders=method.min_responders,
+    )
+    chunk = max(1, CHUNK_ROWS // queries)
+
+    def outcomes(canary_in: bool, count: int) -> np.ndarray:  # (count, Q), chunk by chunk
+        parts = [release.outcomes(canary_in, min(chunk, count - s)) for s in range(0, count, chunk)]
+        return np.concatenate(parts)
+
+    pilot = max(1_000, trials // 2)
+    with progress.step("pilot releases (likelihood ratios)", total=2) as bar:
+        pilot_in, pilot_out = outcomes(True, pilot), outcomes(False, pilot)
+        bar.advance(2)
+    ratios = outcome_log_ratios(pilot_in, pilot_out, release.num_classes)  # (Q, C + 1), fixed from here on
+    with progress.step("releasing on D and D'", total=2) as bar:
+        received_in, received_out = outcomes(True, trials), outcomes(False, trials)
+        bar.advance(2)
+    outcome = audit_scores(
+        outcome_scores(received_in, ratios),
+        outcome_scores(received_out, ratios),
+        delta=config.privacy.delta,
+        confidence=run.confidence,
+        selection_fraction=SELECTION_FRACTION,
+    )
+    counts = outcome.counts
+    return run.result(
+        outcome.epsilon_lower_bound,
+        mode="multi-trial",
+        canary=sums.canary.description + "; released as Confident-GNMax pass bits and labels",
+        test=(
+            "likelihood-ratio test on the released outcomes (not answered, or the label) of the Q "
+            f"queries: sum of per-query log P_D/P_D' estimated from {pilot} separate pilot releases "
+            "of each neighbour; threshold chosen on a separate "
+            f"{SELECTION_FRACTION:.0%} of the scored trials, Clopper-Pearson on the rest"
+        ),
+        details={
+            "release": "labels",
+            "queries": queries,
+            "agents": num_agents,
+            "threshold_votes": release.threshold,
+            "threshold_sigma": float(method.threshold_sigma),
+            "pilot_trials": pilot,
+            "answered_fraction_in": float(np.mean(received_in != -1)),
+            "answered_fraction_out": float(np.mean(received_out != -1)),
             "threshold": outcome.threshold,
             "direction": outcome.direction,
             "true_positives": counts.true_positives,

@@ -9,8 +9,13 @@ built as :class:`~fedvote.transport.local.LocalTransport` builds it (its own noi
 stream), every release leaves through the method's agent-side release function and so
 through :meth:`Agent.release` — validation, then the agent's noise share of std
 ``noise_share_std(σ, t)`` — and the server's view is the sum of the N releases. Agent 0
-is the canary (:mod:`fedvote.audit.canaries`); in D' at agent level it sends its noise
-share alone (:meth:`Agent.noise_share`), as zero-out prescribes.
+is the canary (:mod:`fedvote.audit.canaries`); in D' at agent level it sends a zero vote
+through the same exit (its noise share alone), as zero-out prescribes.
+
+``secure_noise`` (``fedvote audit --secure-noise``, PATE-FL): the agents are built as a
+``--secure-noise`` run builds them, so each integer vote leaves with an exact discrete
+Gaussian share N_Z(0, σ²/t) from OpenDP's CSPRNG sampler — the release a deployment
+runs, audited against its discrete accounting (:mod:`fedvote.privacy.discrete`).
 
 Many trials are released in one call per agent: a trial is Q rows, so T trials are one
 release of T·Q rows (each row validated and noised independently, exactly as T releases
@@ -26,14 +31,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedvote.agents import teacher_votes
-from fedvote.agents.agent import Agent
+from fedvote.agents.agent import Agent, VoteOutput
 from fedvote.agents.knn_votes import KnnVoter
 from fedvote.agents.weighted_votes import WeightedVoter, validation_accuracy
 from fedvote.aggregation import voting as aggregation_voting
+from fedvote.aggregation.secure_noise import csprng_seeded_generator
 from fedvote.aggregation.voting import WeightRule, accuracy_bin, one_hot_votes
 from fedvote.audit.canaries import VoteCanary, vote_canary
 from fedvote.data.federation import Federation
 from fedvote.methods import PateFL, PrivateKnnFL, WeightedPate
+from fedvote.errors import ConfigError
 from fedvote.methods.voting import choose_queries
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import agent_noise_seeds, agent_training_seeds
@@ -82,8 +89,9 @@ class VoteRelease:
             total += release(np.tile(votes, (trials, 1)), self.noise_std, rows)
         if canary_in:
             total += self.releases[0](np.tile(self.canary.present, (trials, 1)), self.noise_std, rows)
-        elif self.canary.absent is None:  # zero-out: the canary agent sends its noise share alone
-            total += self.agents[0].noise_share((rows, classes), self.noise_std)
+        elif self.canary.absent is None:  # zero-out: the canary agent sends a zero vote and its share
+            zeros = np.zeros((rows, classes), dtype=np.float64)
+            total += self.agents[0].release(zeros, self.noise_std, VoteOutput(num_queries=rows))
         else:
             total += self.releases[0](np.tile(self.canary.absent, (trials, 1)), self.noise_std, rows)
         return total.reshape(trials, queries, classes)
@@ -97,12 +105,19 @@ def build_vote_release(
     seed: int,
     noise_seed: int | None,
     progress: Progress = NO_PROGRESS,
+    secure_noise: bool = False,
 ) -> VoteRelease:
     """The canary federation of ``method`` (planned on ``federation``) at ``level``.
 
     Teachers are trained (kNN voters prepared, weights fixed) once, with the run's seeds;
-    the agents' noise streams come from ``noise_seed`` (None: OS entropy).
+    the agents' noise streams come from ``noise_seed`` (None: OS entropy). With
+    ``secure_noise`` (PATE-FL only) the agents draw discrete Gaussian shares from the CSPRNG.
     """
+    if secure_noise and (type(method) is not PateFL or noise_seed is not None):
+        raise ConfigError(
+            "secure_noise",
+            "is audited for PATE-FL's vote sums only, and cannot be seeded (drop --noise-seed)",
+        )
     entropy = noise_seed if noise_seed is not None else secrets.randbits(128)
     training_seeds = agent_training_seeds(seed, federation.num_agents)
     agents = tuple(
@@ -111,8 +126,11 @@ def build_vote_release(
             data=data,
             public_features=federation.public.features,
             num_classes=federation.num_classes,
-            noise_rng=np.random.default_rng(agent_noise_seeds(entropy, i)),
+            noise_rng=csprng_seeded_generator()
+            if secure_noise
+            else np.random.default_rng(agent_noise_seeds(entropy, i)),
             seed=training_seeds[i],
+            secure_noise=secure_noise,
         )
         for i, data in enumerate(federation.agents)
     )

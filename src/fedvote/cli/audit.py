@@ -10,9 +10,9 @@ from fedvote.cli.run_options import run_config_options
 from fedvote.config import RunConfig
 from fedvote.methods.registry import check_options
 
-# Run flags an audit does not take: it charges no ledger, simulates the sums in process and
-# draws the floating-point noise of a simulation (the secure-noise path is not audited yet).
-_NOT_AUDIT_FLAGS = frozenset({"ledger", "budget_epsilon", "secure_sum", "secure_noise"})
+# Run flags an audit does not take: it charges no ledger and simulates the sums in process.
+# --secure-noise is taken (PATE-FL: the agents' discrete Gaussian shares from the CSPRNG).
+_NOT_AUDIT_FLAGS = frozenset({"ledger", "budget_epsilon", "secure_sum"})
 
 
 @click.command()
