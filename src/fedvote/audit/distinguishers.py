@@ -73,3 +73,23 @@ def subsampled_gaussian_scores(
     if taking_part is not None:
         ratio = np.where(taking_part, ratio, 0.0)
     return ratio.sum(axis=0)
+
+
+def visible_gaussian_scores(
+    received: np.ndarray, sampled: np.ndarray, noise_stds: np.ndarray, *, shift: float, antipodal: bool
+) -> np.ndarray:
+    """Per-canary log-likelihood ratio of its own noisy updates, seen with who was sampled, (m,).
+
+    DP-FedAvg's ``distributed-unmasked`` noise: the server sees canary j's update in every
+    round r it was sampled (``sampled`` (R, m)), y = c + N(0, s_r²) with s_r =
+    ``noise_stds[r]``; in D the canary adds c = ``shift``, in D' zeros (zero-out) or
+    −``shift`` (``antipodal``). The exact log ratio of those Gaussians is a·z − a²/2 per
+    round (z = y/s_r, a = shift/s_r), or 2a·z antipodal (Neyman–Pearson); rounds it was
+    not sampled carry nothing.
+    """
+    stds = np.asarray(noise_stds, dtype=np.float64)[:, None]  # (R, 1)
+    safe = np.where(stds > 0, stds, 1.0)
+    z = np.asarray(received, dtype=np.float64) / safe  # (R, m)
+    a = shift / safe
+    ratio = 2.0 * a * z if antipodal else a * z - a * a / 2.0
+    return np.where(np.asarray(sampled, dtype=bool), ratio, 0.0).sum(axis=0)

@@ -35,13 +35,14 @@ import numpy as np
 from fedvote.agents.agent import Agent, ArrayOutput
 from fedvote.audit.api import AuditResult, AuditRun
 from fedvote.audit.canaries import UpdateCanaries, draw_update_canaries
-from fedvote.audit.distinguishers import subsampled_gaussian_scores
+from fedvote.audit.distinguishers import subsampled_gaussian_scores, visible_gaussian_scores
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
 from fedvote.methods.dp_fedavg import DpFedAvg
 from fedvote.methods.dp_fedsgd import DpFedSgd
 from fedvote.methods.gradient import privacy_generator
 from fedvote.methods.prifedsync import PriFedSync
+from fedvote.models.local_training import LocalUpdates
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import agent_noise_seeds
 
@@ -165,11 +166,14 @@ def dp_fedavg_releases(
     :meth:`DpFedAvg.noise_share` (σS/√m), any other its noise share alone
     (:meth:`Agent.noise_share`); the server receives the sum. The update lives on the
     canaries' m coordinates (the model's other coordinates carry independent noise only).
+    ``noise="server"``: the sampled agents' shares are 0 and the sum is what the method's
+    own :meth:`DpFedAvg.aggregate` releases (θ + (Σ + N(0, σ²S²))/(qN), its noise from a
+    privacy generator), times qN — what every observer of the models can compute.
     """
+    if method.noise == "server":
+        return _server_noise_releases(method, canaries, noise_seed, progress)
     if method.noise != "distributed":
-        raise ConfigError(
-            "noise", f"the one-run audit covers DP-FedAvg's distributed noise, not {method.noise!r}"
-        )
+        raise ConfigError("noise", f"use unmasked_releases for {method.noise!r}")
     m = canaries.count
     agents = _canary_agents(m, noise_seed)
     coins = privacy_generator(noise_seed, 0xA0D1)
@@ -186,6 +190,66 @@ def dp_fedavg_releases(
                     received[t] += agent.noise_share((m,), share)
             bar.advance()
     return received
+
+
+def _server_noise_releases(
+    method: DpFedAvg, canaries: UpdateCanaries, noise_seed: int | None, progress: Progress
+) -> np.ndarray:
+    """:func:`dp_fedavg_releases` for ``noise="server"`` (Algorithm 3, trusted server), (T, m)."""
+    m = canaries.count
+    agents = _canary_agents(m, noise_seed)
+    coins = privacy_generator(noise_seed, 0xA0D1)
+    server_rng = privacy_generator(noise_seed, 0x5E7E)
+    expected = ArrayOutput("update", (m,), norm_bound=method.clip_norm)
+    denominator = method.sampling_rate * m
+    received = np.zeros((method.rounds, m))
+    with progress.step("one run of DP-FedAvg (server noise) with canary agents", total=method.rounds) as bar:
+        for t in range(method.rounds):
+            chosen = np.flatnonzero(coins.random(m) < method.sampling_rate)  # the agents' coins
+            share = method.noise_share(int(chosen.size), m)  # 0: the server adds the noise
+            rows = [agents[j].release(canaries.contribution(int(j)), share, expected) for j in chosen]
+            updates = np.stack(rows) if rows else np.zeros((0, m))  # (m_t, m)
+            ones = np.ones(chosen.size, dtype=np.int64)
+            sent = LocalUpdates(agent_ids=chosen, updates=updates, records=ones)
+            released = method.aggregate(np.zeros(m), sent, server_rng, m)  # θ_{t+1} − θ_t, θ_t = 0
+            received[t] = released * denominator
+            bar.advance()
+    return received
+
+
+def unmasked_releases(
+    method: DpFedAvg, canaries: UpdateCanaries, noise_seed: int | None, progress: Progress = NO_PROGRESS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """T rounds of ``noise="distributed-unmasked"`` (Algorithm 5 as written) over m canary agents.
+
+    The server sees every sampled agent's noisy update (its release through
+    :meth:`Agent.release` with the share σS/√m_t of :meth:`DpFedAvg.noise_share`) and who
+    was sampled. Returns canary j's coordinate of its own update per round (R, m), the
+    sample (R, m) and each round's share std (R,). The accounting assumes m_t ≤ N (the
+    planned number of agents): a round with more sampled canaries is refused.
+    """
+    if method.num_agents is None:
+        raise ConfigError("noise", "distributed-unmasked needs the number of agents N for its ε")
+    m = canaries.count
+    agents = _canary_agents(m, noise_seed)
+    coins = privacy_generator(noise_seed, 0xA0D1)
+    expected = ArrayOutput("update", (m,), norm_bound=method.clip_norm)
+    received = np.zeros((method.rounds, m))
+    sampled = np.zeros((method.rounds, m), dtype=bool)
+    stds = np.zeros(method.rounds)
+    with progress.step("one run of DP-FedAvg (unmasked) with canary agents", total=method.rounds) as bar:
+        for t in range(method.rounds):
+            chosen = coins.random(m) < method.sampling_rate
+            count = int(chosen.sum())
+            if count > method.num_agents:
+                problem = f"{count} canaries sampled in one round exceed N = {method.num_agents}"
+                raise ConfigError("trials", problem)
+            stds[t] = method.noise_share(count, method.num_agents)
+            sampled[t] = chosen
+            for j in np.flatnonzero(chosen):
+                received[t, j] = agents[j].release(canaries.contribution(int(j)), stds[t], expected)[j]
+            bar.advance()
+    return received, sampled, stds
 
 
 @dataclass(frozen=True)
@@ -312,7 +376,20 @@ def one_run_audit(run: AuditRun, method: Any, federation: Federation, progress: 
         raise ConfigError("trials", f"a one-run audit needs at least 2 canaries, got {canaries}")
     noise_seed = config.privacy.noise_seed
     coin_rng = privacy_generator(noise_seed, 0xCA7A)
-    if isinstance(method, DpFedAvg):
+    if isinstance(method, DpFedAvg) and method.noise == "distributed-unmasked":
+        drawn = draw_update_canaries(level, canaries, method.clip_norm, coin_rng)
+        own, sampled, stds = unmasked_releases(method, drawn, noise_seed, progress)  # (T, m), (T, m), (T,)
+        scores = visible_gaussian_scores(
+            own, sampled, stds, shift=method.clip_norm, antipodal=level == "instance"
+        )
+        mechanism = {
+            "rounds": int(method.rounds),
+            "sampling_rate": float(method.sampling_rate),
+            "clip_norm": float(method.clip_norm),
+            "noise": method.noise,
+            "test_kind": "Gaussian LR of the canary's own noisy updates in the rounds it was seen sampled",
+        }
+    elif isinstance(method, DpFedAvg):
         drawn = draw_update_canaries(level, canaries, method.clip_norm, coin_rng)
         received = dp_fedavg_releases(method, drawn, noise_seed, progress)  # (T, m)
         scores = subsampled_gaussian_scores(
@@ -326,6 +403,7 @@ def one_run_audit(run: AuditRun, method: Any, federation: Federation, progress: 
             "rounds": int(method.rounds),
             "sampling_rate": float(method.sampling_rate),
             "clip_norm": float(method.clip_norm),
+            "noise": method.noise,
         }
     else:
         plan = dp_sgd_plan(method, [len(data) for data in federation.agents])
