@@ -208,10 +208,35 @@ def _multi_trial_audit(run: AuditRun, method: Any, federation: Any, progress: Pr
             "canary_sensitivity_per_query": float(np.max(np.linalg.norm(release.canary.difference, axis=1))),
         }
     scores_in, scores_out = release_scores(release, trials, rows, progress)
+    return _threshold_result(
+        run,
+        scores_in,
+        scores_out,
+        canary=description,
+        test="likelihood-ratio (Neyman-Pearson) test: <received - known baseline, canary difference> >= "
+        "threshold, the threshold and the inequality ({direction}) chosen on a separate "
+        f"{SELECTION_FRACTION:.0%} of the trials, Clopper-Pearson on the rest",
+        details=details,
+    )
+
+
+def _threshold_result(
+    run: AuditRun,
+    scores_in: Any,
+    scores_out: Any,
+    *,
+    canary: str,
+    test: str,
+    details: dict[str, Any],
+) -> AuditResult:
+    """The threshold test on the scores of D and D' (:func:`audit_scores`) as an :class:`AuditResult`.
+
+    ``test`` describes it; ``{direction}`` in it becomes the inequality chosen.
+    """
     outcome = audit_scores(
         scores_in,
         scores_out,
-        delta=config.privacy.delta,
+        delta=run.config.privacy.delta,
         confidence=run.confidence,
         selection_fraction=SELECTION_FRACTION,
     )
@@ -219,12 +244,8 @@ def _multi_trial_audit(run: AuditRun, method: Any, federation: Any, progress: Pr
     return run.result(
         outcome.epsilon_lower_bound,
         mode="multi-trial",
-        canary=description,
-        test=(
-            "likelihood-ratio (Neyman-Pearson) test: <received - known baseline, canary difference> >= "
-            f"threshold, the threshold and the inequality ({outcome.direction}) chosen on a separate "
-            f"{SELECTION_FRACTION:.0%} of the trials, Clopper-Pearson on the rest"
-        ),
+        canary=canary,
+        test=test.replace("{direction}", outcome.direction),
         details={
             **details,
             "threshold": outcome.threshold,
@@ -275,24 +296,15 @@ def _label_audit(run: AuditRun, method: Any, federation: Any, progress: Progress
     with progress.step("releasing on D and D'", total=2) as bar:
         received_in, received_out = outcomes(True, trials), outcomes(False, trials)
         bar.advance(2)
-    outcome = audit_scores(
+    return _threshold_result(
+        run,
         outcome_scores(received_in, ratios),
         outcome_scores(received_out, ratios),
-        delta=config.privacy.delta,
-        confidence=run.confidence,
-        selection_fraction=SELECTION_FRACTION,
-    )
-    counts = outcome.counts
-    return run.result(
-        outcome.epsilon_lower_bound,
-        mode="multi-trial",
         canary=sums.canary.description + "; released as Confident-GNMax pass bits and labels",
-        test=(
-            "likelihood-ratio test on the released outcomes (not answered, or the label) of the Q "
-            f"queries: sum of per-query log P_D/P_D' estimated from {pilot} separate pilot releases "
-            "of each neighbour; threshold chosen on a separate "
-            f"{SELECTION_FRACTION:.0%} of the scored trials, Clopper-Pearson on the rest"
-        ),
+        test="likelihood-ratio test on the released outcomes (not answered, or the label) of the Q "
+        f"queries: sum of per-query log P_D/P_D' estimated from {pilot} separate pilot releases "
+        "of each neighbour; threshold and inequality ({direction}) chosen on a separate "
+        f"{SELECTION_FRACTION:.0%} of the scored trials, Clopper-Pearson on the rest",
         details={
             "release": "labels",
             "queries": queries,
@@ -302,11 +314,5 @@ def _label_audit(run: AuditRun, method: Any, federation: Any, progress: Progress
             "pilot_trials": pilot,
             "answered_fraction_in": float(np.mean(received_in != -1)),
             "answered_fraction_out": float(np.mean(received_out != -1)),
-            "threshold": outcome.threshold,
-            "direction": outcome.direction,
-            "true_positives": counts.true_positives,
-            "positives": counts.positives,
-            "false_positives": counts.false_positives,
-            "negatives": counts.negatives,
         },
     )
