@@ -4,6 +4,7 @@ Usage (from the repository root; about a quarter of an hour on 2 shared cores):
 
     .venv/bin/python experiments/audit_table.py            # run every row, save, render
     .venv/bin/python experiments/audit_table.py --render   # rewrite the section from the saved rows
+    .venv/bin/python experiments/audit_table.py --only secure-noise,labels  # re-run those variants, merge
 
 Each row is one ``fedvote audit`` (its command is in the table) on digits with the method's
 defaults, σ calibrated to --epsilon 4 (δ = 1e-3) as ``fedvote run`` would. Results go to
@@ -37,8 +38,9 @@ NOISE_SEED = 1
 MULTI_TRIALS = 20_000  # releases on each neighbour
 ONE_RUN_CANARIES = 200  # one run: 2·m·δ = 0.4 at δ = 1e-3 (Steinke et al.'s δ term grows with m)
 
-# (method, level, trials): every method of `fedvote run --help` with a finite ε at that level.
-ROWS: tuple[tuple[str, str, int], ...] = (
+# (method, level, trials[, variant]): every method of `fedvote run --help` with a finite ε at
+# that level, and the variants of a release (VARIANTS) audited beside the plain one.
+ROWS: tuple[tuple[str, str, int] | tuple[str, str, int, str], ...] = (
     ("pate-fl", "agent", MULTI_TRIALS),
     ("pate-fl", "instance", MULTI_TRIALS),
     ("private-knn-fl", "agent", MULTI_TRIALS),
@@ -55,7 +57,27 @@ ROWS: tuple[tuple[str, str, int], ...] = (
     ("dp-fedavg", "instance", ONE_RUN_CANARIES),
     ("dp-fedsgd", "instance", ONE_RUN_CANARIES),
     ("prifedsync", "instance", ONE_RUN_CANARIES),
+    ("pate-fl", "agent", 4_000, "secure-noise"),
+    ("pate-fl", "agent", MULTI_TRIALS, "labels"),
+    ("dp-fedavg", "agent", ONE_RUN_CANARIES, "server-noise"),
+    ("dp-fedavg", "instance", ONE_RUN_CANARIES, "server-noise"),
+    ("dp-fedavg", "agent", ONE_RUN_CANARIES, "unmasked"),
+    ("dp-fedavg", "instance", ONE_RUN_CANARIES, "unmasked"),
 )
+
+# A variant's run settings and flags (DP-FedAvg's noise modes: one run, as its default). Secure noise: OpenDP's exact sampler costs ~15 µs a
+# value, so that row runs a smaller federation (10 agents, 20 queries) and fewer trials
+# (about 4 min); it cannot be seeded. Labels: Confident-GNMax's pass bits and labels.
+VARIANTS: dict[str, tuple[dict[str, object], str]] = {
+    "": ({}, ""),
+    "secure-noise": (
+        {"secure_noise": True, "agents": 10, "queries": 20},
+        " --secure-noise --agents 10 --queries 20",
+    ),
+    "labels": ({"release": "labels"}, " --release labels"),
+    "server-noise": ({"noise": "server"}, " --noise server"),
+    "unmasked": ({"noise": "distributed-unmasked"}, " --noise distributed-unmasked"),
+}
 
 # Methods of `fedvote run --help` that claim no finite ε at any level: nothing to audit.
 NOT_PRIVATE = {
@@ -74,36 +96,45 @@ UNPROTECTED = {
 }
 
 
-def settings(method: str) -> dict[str, object]:
-    """The run settings of ``method``'s row: --epsilon 4 unless it budgets per head."""
-    return (
-        {"noise_seed": NOISE_SEED}
-        if method in PER_HEAD_BUDGET
-        else {"epsilon": 4.0, "noise_seed": NOISE_SEED}
-    )
+def settings(method: str, variant: str = "") -> dict[str, object]:
+    """The run settings of ``method``'s row: --epsilon 4 unless it budgets per head; the variant's."""
+    extra, _ = VARIANTS[variant]
+    base: dict[str, object] = {} if method in PER_HEAD_BUDGET else {"epsilon": 4.0}
+    if not extra.get("secure_noise"):
+        base["noise_seed"] = NOISE_SEED
+    return {**base, **extra}
 
 
-def command(method: str, level: str, trials: int) -> str:
+def command(method: str, level: str, trials: int, variant: str = "") -> str:
     """The command line that reproduces one row."""
     budget = "" if method in PER_HEAD_BUDGET else " --epsilon 4"
-    return f"fedvote audit --method {method} --level {level} --trials {trials}{budget} --noise-seed {NOISE_SEED} --json"
+    flags = VARIANTS[variant][1]
+    seed = "" if "secure_noise" in VARIANTS[variant][0] else f" --noise-seed {NOISE_SEED}"
+    return f"fedvote audit --method {method} --level {level} --trials {trials}{budget}{flags}{seed} --json"
 
 
-def run_rows() -> dict:
-    """Every row's audit, as a JSON-ready record."""
-    covered = {method for method, _, _ in ROWS} | set(NOT_PRIVATE)
+def unpack(row: tuple[str, str, int] | tuple[str, str, int, str]) -> tuple[str, str, int, str]:
+    """(method, level, trials, variant) of a ROWS entry (variant "" for the plain release)."""
+    return (row[0], row[1], row[2], row[3] if len(row) == 4 else "")  # type: ignore[misc]
+
+
+def run_rows(only: frozenset[str] | None = None) -> dict:
+    """Every row's audit (``only``: the rows of those variants), as a JSON-ready record."""
+    covered = {row[0] for row in ROWS} | set(NOT_PRIVATE)
     missing = set(METHOD_NAMES) - covered
     if missing:
         raise SystemExit(f"audit_table: methods with no row and no reason: {', '.join(sorted(missing))}")
     rows = []
     started = time.perf_counter()
-    for method, level, trials in ROWS:
-        config = build_config(method=method, **settings(method))
+    for method, level, trials, variant in map(unpack, ROWS):
+        if only is not None and variant not in only:
+            continue
+        config = build_config(method=method, **settings(method, variant))
         result = audit_config(config, level, trials, progress=NO_PROGRESS)
-        row = {**result.to_dict(), "command": command(method, level, trials)}
+        row = {**result.to_dict(), "variant": variant, "command": command(method, level, trials, variant)}
         rows.append(row)
         print(
-            f"{method:>15} {level:>8}: claimed {result.claimed_epsilon:8.3f}  lower bound "
+            f"{method:>15} {variant:>12} {level:>8}: claimed {result.claimed_epsilon:8.3f}  lower bound "
             f"{result.epsilon_lower_bound:6.3f}  ({result.seconds:.0f} s)",
             file=sys.stderr,
             flush=True,
@@ -136,8 +167,17 @@ def section(record: dict) -> str:
             if row["mode"] == "one-run"
             else (f"LR projection, threshold from 30 %, CP on 70 % ({row['details']['direction']})")
         )
+        variant = row.get("variant", "")
+        if variant == "labels":
+            test = (
+                "LR of the per-query outcomes (unanswered / label), ratios from "
+                f"{row['details']['pilot_trials']:,} pilot releases, threshold from 30 %, CP on 70 %"
+            )
+        if variant == "unmasked":
+            test = "per-canary Gaussian LR of its own updates in the rounds it was seen sampled, Steinke et al. Thm 5.2"
+        name = row["method"] + (f" ({variant})" if variant else "")
         lines.append(
-            f"| {row['method']} | {row['level']} | {row['claimed_epsilon']:.3f} | "
+            f"| {name} | {row['level']} | {row['claimed_epsilon']:.3f} | "
             f"{row['epsilon_lower_bound']:.3f} | {mode} | {row['trials']:,} {unit} | {row['canary']} | "
             f"{test} | `{row['command']}` |"
         )
@@ -174,11 +214,29 @@ def render(record: dict) -> None:
     DOC.write_text(before + section(record) + after)
 
 
+def merged(saved: dict, fresh: dict) -> dict:
+    """``saved``'s record with the rows of ``fresh`` put in (same method, level and variant replaced)."""
+    def key(row: dict) -> tuple[str, str, str]:
+        return (row["method"], row["level"], row.get("variant", ""))
+
+    replaced = {key(row): row for row in fresh["rows"]}
+    rows = [replaced.pop(key(row), row) for row in saved["rows"]] + list(replaced.values())
+    return {**saved, "rows": rows, "total_seconds": saved["total_seconds"] + fresh["total_seconds"]}
+
+
 def main(argv: list[str]) -> None:
     if "--render" in argv:
         record = json.loads(RESULT.read_text())
     else:
-        record = run_rows()
+        only = None
+        if "--only" in argv:
+            only = frozenset(argv[argv.index("--only") + 1].split(","))
+            unknown = only - set(VARIANTS)
+            if unknown:
+                raise SystemExit(f"audit_table: unknown variants {', '.join(sorted(unknown))}")
+        record = run_rows(only)
+        if only is not None:
+            record = merged(json.loads(RESULT.read_text()), record)
         RESULT.parent.mkdir(exist_ok=True)
         RESULT.write_text(json.dumps(record, indent=2) + "\n")
     render(record)
