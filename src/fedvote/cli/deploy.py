@@ -43,7 +43,8 @@ DEFAULT_CLIP_SIGMAS = 20.0  # fedvote.flower.secagg.DEFAULT_CLIP_SIGMAS (not imp
 SECURE_NOISE_HELP = (
     "Exact discrete Gaussian shares on integer votes from the OS CSPRNG; SecAgg+ sums the integers "
     "unrounded, so the headline (ε, δ) carries no rounding slack (docs/privacy.md, \"Secure noise\"). "
-    "--no-secure-noise: Gaussian shares from NumPy (needed for a seeded config, private-knn-fl or weighted-pate)."
+    "--no-secure-noise: Gaussian shares from NumPy (needed for a seeded config, private-knn-fl "
+    "or weighted-pate)."
 )
 CLIP_SIGMAS_HELP = (
     "k in SecAgg+'s clipping range c = 1 + k·σ/√t; the run is refused when clipping could add "
