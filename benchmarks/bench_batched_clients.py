@@ -13,7 +13,8 @@ MNIST; DP-FedSGD on digits (q = 1: all 50 agents every round, logistic for small
 and on MNIST (q = 1, E = 1, MLP); and the MNIST cases again on the ``dirichlet`` partition
 (β = 0.5: 76 to 1,406 records an agent, so DP-SGD's Poisson batches differ in size and are
 padded). Padding is measured apart: one DP-FedSGD round of all 100 Dirichlet agents as one
-padded computation against the size groups LocalTransport uses. The load
+padded computation against the size groups LocalTransport uses. Last, whole default digits
+runs (T = 100) of DP-FedAvg and DP-FedSGD, each in a fresh process, start-up costs included. The load
 average is recorded before and after: the machine may be shared.
 
 Run: ``python benchmarks/bench_batched_clients.py`` (``make bench``); ``--quick`` for fewer
@@ -24,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -254,6 +257,41 @@ def padding_rows(data_dir: Path, repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
+WHOLE_RUN = """
+import json, sys
+from fedvote.config import PrivacyConfig, RunConfig
+from fedvote.runner import make_federation, run
+from fedvote.transport.local import LocalTransport
+config = RunConfig(method=sys.argv[1], privacy=PrivacyConfig(sigma=float(sys.argv[2]), noise_seed=1))
+federation = make_federation(config)
+transport = LocalTransport(federation, seed=config.seed, noise_seed=1, batched=sys.argv[3] == "batched")
+result = run(config, federation=federation, transport=transport)
+print(json.dumps({"method_s": result.timings["method_s"], "accuracy": result.accuracy}))
+"""
+
+
+def whole_runs(repeats: int) -> list[str]:
+    """A default digits run (T = 100) of DP-FedAvg and DP-FedSGD, each in a fresh process: method seconds.
+
+    What ``fedvote run --method dp-fedavg --sigma 0.767`` spends in the method, start-up costs
+    of either path included (the loop's first ``torch.optim`` and Opacus use), median of
+    interleaved repeats.
+    """
+    lines = []
+    for method, sigma in (("dp-fedavg", 0.767), ("dp-fedsgd", 1.0)):
+        seconds: dict[str, list[float]] = {"batched": [], "loop": []}
+        for _ in range(repeats):
+            for variant in seconds:
+                done = subprocess.run([sys.executable, "-c", WHOLE_RUN, method, str(sigma), variant],
+                                      capture_output=True, text=True, check=True)
+                seconds[variant].append(json.loads(done.stdout.strip().splitlines()[-1])["method_s"])
+        batched, loop = statistics.median(seconds["batched"]), statistics.median(seconds["loop"])
+        lines.append(f"whole default digits run of {method} (T = 100, σ {sigma}), fresh process: method "
+                     f"{batched:.2f} s batched, {loop:.2f} s loop ({loop / batched:.1f}x)")
+        print(lines[-1], flush=True)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats per variant (median)")
@@ -275,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{case.name}: batched {row['batched_s_per_round']:.4f} s/round, loop {row['loop_s_per_round']:.4f}, "
               f"{row['speedup']:.1f}x; clients {row['clients_speedup']:.1f}x", flush=True)
         rows.append(row)
+    whole = whole_runs(1 if args.quick else args.repeats) if not wanted or "whole" in wanted else []
     padding: list[dict[str, Any]] = []
     if data_dir is not None and (data_dir / "mnist").is_dir() and (not wanted or "padding" in wanted):
         padding = padding_rows(data_dir, 1 if args.quick else args.repeats)
@@ -291,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         f"padding, DP-FedSGD round of all 100 MNIST Dirichlet(0.5) agents: {row['grouping']}, {row['groups']} "
         f"group(s), {row['padded_rows']:.2f}x the drawn rows computed, {row['seconds']:.4f} s"
         for row in padding
-    ] + [load]
+    ] + whole + [load]
     out = write_results(
         "batched_clients",
         title="Batched sampled clients vs the per-agent loop: FedAvg, DP-FedAvg, DP-FedSGD",
