@@ -12,20 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedvote.agents.agent import Agent
 from fedvote.audit import audit
 from fedvote.audit.label_release import UNANSWERED, outcome_log_ratios, outcome_scores
 
-SMALL = {
-    "agents": 10,
-    "queries": 20,
-    "teacher_model": "logistic",
-    "epochs": 2,
-    "epsilon": 2.0,
-    "seed": 0,
-    "noise_seed": 7,
-    "release": "labels",
-}
 TRIALS = 10_000
 
 
@@ -42,18 +31,14 @@ def test_outcome_ratios_and_scores_by_hand() -> None:
 
 
 def test_the_label_release_is_audited_below_its_claim_and_a_broken_one_rises(
-    monkeypatch: pytest.MonkeyPatch,
+    small_audit, cut_agent_noise
 ) -> None:
-    sound = audit("pate-fl", "agent", TRIALS, **SMALL)
+    settings = {**small_audit, "release": "labels"}
+    sound = audit("pate-fl", "agent", TRIALS, **settings)
     assert sound.details["release"] == "labels"
     assert sound.claimed_epsilon == pytest.approx(2.0, abs=1e-3)
     assert 0.0 <= sound.epsilon_lower_bound <= sound.claimed_epsilon and not sound.violated
 
-    release = Agent.release
-
-    def broken(self: Agent, values, noise_std, expected):  # noqa: ANN001
-        return release(self, values, noise_std / 2, expected)
-
-    monkeypatch.setattr(Agent, "release", broken)
-    halved = audit("pate-fl", "agent", TRIALS, **SMALL)
+    cut_agent_noise(2)
+    halved = audit("pate-fl", "agent", TRIALS, **settings)
     assert halved.epsilon_lower_bound > sound.epsilon_lower_bound + 0.5

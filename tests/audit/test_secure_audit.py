@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 
-from fedvote.agents.agent import Agent
 from fedvote.audit import audit
 from fedvote.errors import ConfigError
 
@@ -37,13 +36,8 @@ def test_the_secure_release_stays_below_its_discrete_claim() -> None:
     assert not result.violated
 
 
-def test_a_quartered_discrete_share_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    release = Agent.release
-
-    def broken(self: Agent, values, noise_std, expected):  # noqa: ANN001
-        return release(self, values, noise_std / 4, expected)
-
-    monkeypatch.setattr(Agent, "release", broken)
+def test_a_quartered_discrete_share_is_caught(cut_agent_noise) -> None:
+    cut_agent_noise(4)
     result = audit("pate-fl", "agent", TRIALS, **SMALL)
     assert result.violated and result.epsilon_lower_bound > result.claimed_epsilon
 
