@@ -136,14 +136,7 @@ def discrete_coordinate_events(sigma: float, shares: int, coordinates: int) -> d
     """
     if coordinates < 0:
         raise ValueError(f"coordinates must be >= 0, got {coordinates}")
-    if shares < 1:
-        raise ValueError(f"shares must be >= 1, got {shares}")
-    if coordinates == 0:
-        return dp_event.NoOpDpEvent()
-    if sigma <= 0:
-        return dp_event.NonPrivateDpEvent()
-    coordinate = DiscreteGaussianDpEvent(float(sigma), int(shares), 1)
-    return dp_event.SelfComposedDpEvent(coordinate, int(coordinates))
+    return _discrete_events(sigma, shares, 1, 1, coordinates)
 
 
 def pate_fl_discrete_events(sigma: float, shares: int, queries: int) -> LevelEvents:
@@ -291,14 +284,19 @@ def private_knn_fl_discrete_events(
 def _discrete_events(
     sigma: float, shares: int, sensitivity: float, dimension: int, count: int
 ) -> dp_event.DpEvent:
-    """``count`` releases of ``dimension`` integer coordinates moved by L2 ≤ ``sensitivity`` together."""
+    """``count`` releases of ``dimension`` integer coordinates moved by L2 ≤ ``sensitivity`` together.
+
+    σ 0 is non-private; ``count`` 0 releases nothing.
+    """
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
+    if shares < 1:
+        raise ValueError(f"shares must be >= 1, got {shares}")
     if count == 0:
         return dp_event.NoOpDpEvent()
     if sigma <= 0:
         return dp_event.NonPrivateDpEvent()
-    event = DiscreteGaussianDpEvent(float(sigma), int(shares), float(sensitivity), int(dimension))
+    event = DiscreteGaussianDpEvent(float(sigma), int(shares), sensitivity, int(dimension))
     return dp_event.SelfComposedDpEvent(event, int(count))
 
 
