@@ -39,8 +39,8 @@ from fedvote.aggregation.secure_noise import csprng_seeded_generator
 from fedvote.aggregation.voting import WeightRule, accuracy_bin, one_hot_votes
 from fedvote.audit.canaries import VoteCanary, vote_canary
 from fedvote.data.federation import Federation
-from fedvote.methods import PateFL, PrivateKnnFL, WeightedPate
 from fedvote.errors import ConfigError
+from fedvote.methods import PateFL, PrivateKnnFL, WeightedPate
 from fedvote.methods.voting import choose_queries
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import agent_noise_seeds, agent_training_seeds
