@@ -165,3 +165,16 @@ def test_the_pld_at_the_largest_shift_bounds_every_smaller_shift(sigma: float) -
         accounted = delta_for(event, epsilon, "pld")
         for shift in (1, 2, 3):
             assert hockey_stick(log_p, epsilon, shift) <= accounted + 1e-12
+
+
+def test_count_scale_events_round_trip_and_charge_their_ratio() -> None:
+    """kNN (K-dimensional, Δ₂ = K) and weighted (Δ = round(K·w_max)) events survive the ledger format."""
+    from fedvote.privacy.events import private_knn_fl_discrete_events, weighted_voting_discrete_events
+
+    knn = private_knn_fl_discrete_events(3.0, 4, 20, 2, 5)
+    weighted = weighted_voting_discrete_events(3.0, 4, 20, 0.5, 10)
+    for event in (knn.agent, knn.instance, weighted.agent, weighted.instance):
+        assert event_from_json(event_to_json(event)) == event
+    assert knn.agent.event == DiscreteGaussianDpEvent(15.0, 4, 5.0, 5)  # σ_count = Kσ, Δ₂ = K, d = K
+    assert weighted.agent.event == DiscreteGaussianDpEvent(30.0, 4, 5, 1)  # Δ = round(10 · 0.5)
+    assert weighted.instance.count == 40  # two coordinates a query
