@@ -45,8 +45,9 @@ from fedvote.aggregation.voting import (
 from fedvote.data.datasets import load_splits
 from fedvote.data.federation import Federation, build_domain_federation
 from fedvote.data.partition import PartitionSpec
+from fedvote.data.query_selection import random_queries
 from fedvote.data.validation import with_validation
-from fedvote.methods.voting import ReleasedVotes, choose_queries, student_from_votes
+from fedvote.methods.voting import ReleasedVotes, student_from_votes
 from fedvote.models.ensemble import fit_ensemble
 from fedvote.models.training import TrainingConfig, fit_classifier, predict_labels
 from fedvote.models.zoo import build_model
@@ -205,7 +206,8 @@ def main(argv: list[str]) -> None:
                 mark = time.perf_counter()
                 federation = build(setting, config, seed)
                 assert federation.validation is not None
-                chosen = choose_queries(len(federation.public), config["queries"], seed)  # (Q,)
+                # Random queries, as when its table was made (before typical selection).
+                chosen = random_queries(len(federation.public), config["queries"], seed)  # (Q,)
                 points = np.concatenate([federation.public.features[chosen], federation.validation.features])
                 predictions = teacher_predictions(federation, spec["model"], spec["epochs"], seed, points)
                 clean, clean_val = predictions[:, : chosen.shape[0]], predictions[:, chosen.shape[0] :]

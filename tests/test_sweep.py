@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 
 from fedvote.cli.sweep import sweep as sweep_command
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
+from fedvote.data.query_selection import choose_queries
 from fedvote.errors import ConfigError
 from fedvote.models.training import TrainingConfig
 from fedvote.runner import make_federation, run
@@ -58,12 +60,18 @@ def test_point_config_sets_sigma_or_epsilon_and_queries():
         point_config(SMALL, {"queries": 0})
 
 
-def test_sweep_trains_teachers_once_and_computes_each_clean_vote_once():
-    result = run_sweep([SMALL], parse_grid("sigma=2,4,8;queries=20,40"))
+@pytest.mark.parametrize("selection", ["random", "typical"])
+def test_sweep_trains_teachers_once_and_computes_each_clean_vote_once(selection):
+    config = dataclasses.replace(SMALL, query_selection=selection)
+    result = run_sweep([config], parse_grid("sigma=2,4,8;queries=20,40"))
     assert len(result.rows) == 6
     reuse = result.reuse["pate-fl/seed=0"]
     assert reuse["teacher_trainings"] == 1
-    assert reuse["clean_votes_computed"] == 40  # the Q=20 queries are among the Q=40 ones
+    pool = make_federation(config).public.features
+    asked = {int(i) for q in (20, 40) for i in choose_queries(pool, q, config.seed, selection)}
+    assert reuse["clean_votes_computed"] == len(asked)  # once per distinct query over the grid
+    if selection == "random":
+        assert len(asked) == 40  # the Q=20 queries are among the Q=40 ones
     for row in result.rows:
         assert row.sigma == row.point["sigma"] and row.queries == row.point["queries"]
         assert row.epsilon_agent is not None and row.epsilon_instance > row.epsilon_agent

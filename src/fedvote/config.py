@@ -20,6 +20,7 @@ from typing import Any
 
 from fedvote.data.framing import FRAMINGS
 from fedvote.data.partition import PartitionSpec
+from fedvote.data.query_selection import QUERY_SELECTIONS
 from fedvote.errors import ConfigError
 from fedvote.models.config import TrainingConfig, check_student_training
 from fedvote.privacy.config import ACCOUNTANTS, SIGMA_CEILING
@@ -227,6 +228,7 @@ class RunConfig:
     teacher: TrainingConfig = field(default_factory=TrainingConfig)
     student: TrainingConfig = field(default_factory=lambda: TrainingConfig(model="auto"))
     queries: int | None = None
+    query_selection: str = "auto"
     self_training_rounds: int = 2
     semi_supervised: str = "auto"
     seed: int = 0
@@ -246,6 +248,9 @@ class RunConfig:
         check_student_training(self.semi_supervised)
         if self.queries is not None and self.queries < 1:
             raise ConfigError("queries", f"must be at least 1, got {self.queries}")
+        if self.query_selection not in QUERY_SELECTIONS:
+            choices = ", ".join(QUERY_SELECTIONS)
+            raise ConfigError("query_selection", f"must be one of {choices}, got {self.query_selection!r}")
         _check_seed("seed", self.seed, MAX_SEED)
 
     def to_dict(self) -> dict[str, Any]:
@@ -268,6 +273,8 @@ class RunConfig:
         data = dict(_section(data, "config"))
         # A run recorded before ``semi_supervised`` existed self-trained its student: rerun it so.
         data.setdefault("semi_supervised", "self-training")
+        # ... and before ``query_selection`` existed chose its queries at random.
+        data.setdefault("query_selection", "random")
         legacy = _legacy_options(data)
         options = dict(_section(data.pop("options", None) or {}, "options"))
         for name in legacy:

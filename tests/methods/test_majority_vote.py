@@ -10,10 +10,10 @@ from dp_accounting import dp_event
 
 from fedvote.cli import main
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
+from fedvote.data.query_selection import choose_queries
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.methods.majority_vote import MajorityVote
-from fedvote.methods.voting import choose_queries
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import majority_vote_events
 from fedvote.privacy.ledger import PrivacyLedger
@@ -54,8 +54,8 @@ def test_pseudo_labels_are_the_argmax_of_the_clean_vote_histograms(small_federat
     transport = LocalTransport(small_federation, seed=0)
     ledger = PrivacyLedger()
     outcome = method.run(small_federation.server_data(), transport, ledger)
-    pool = len(small_federation.public)
-    np.testing.assert_array_equal(outcome.query_indices, choose_queries(pool, QUERIES, method.seed))
+    chosen = choose_queries(small_federation.public.features, QUERIES, method.seed, method.query_selection)
+    np.testing.assert_array_equal(outcome.query_indices, chosen)
     clean = transport.clean_vote_histograms(outcome.query_indices)  # (Q, C), the same teachers
     np.testing.assert_array_equal(outcome.pseudo_labels, np.argmax(clean, axis=1))
     assert outcome.details["student_queries"] == QUERIES  # σ = 0: every query teaches the student

@@ -2,7 +2,7 @@
 
 Everything that is not the randomness under audit is computed once, as ``fedvote sweep``
 reuses it: the federation and σ as the run plans them (:func:`fedvote.runner.plan`), the
-queries the method would ask (:func:`fedvote.methods.voting.choose_queries`), every
+queries the method would ask (:func:`fedvote.data.query_selection.choose_queries`), every
 agent's teacher (or kNN voter, or vote weight) and its clean votes. The noise is drawn
 through the code a real run executes: each agent is an :class:`~fedvote.agents.agent.Agent`
 built as :class:`~fedvote.transport.local.LocalTransport` builds it (its own noise
@@ -39,9 +39,9 @@ from fedvote.aggregation.secure_noise import csprng_seeded_generator
 from fedvote.aggregation.voting import WeightRule, accuracy_bin, one_hot_votes
 from fedvote.audit.canaries import VoteCanary, vote_canary
 from fedvote.data.federation import Federation
+from fedvote.data.query_selection import choose_queries
 from fedvote.errors import ConfigError
 from fedvote.methods import PateFL, PrivateKnnFL, WeightedPate
-from fedvote.methods.voting import choose_queries
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import agent_noise_seeds, agent_training_seeds
 
@@ -134,7 +134,9 @@ def build_vote_release(
         )
         for i, data in enumerate(federation.agents)
     )
-    queries = choose_queries(federation.public.features.shape[0], method.queries, method.seed)  # (Q,)
+    queries = choose_queries(
+        federation.public.features, method.queries, method.seed, method.query_selection
+    )  # (Q,)
     if isinstance(method, PrivateKnnFL):
         releases, clean, k = _knn_voters(method, federation, agents, queries, progress)
         canary = vote_canary(level, clean[1:].sum(axis=0), k=k)

@@ -18,6 +18,7 @@ import click
 
 from fedvote.cli.options import federation_options, method_option_flags
 from fedvote.config import DEFAULT_EPSILON
+from fedvote.data.query_selection import QUERY_SELECTIONS
 from fedvote.methods.registry import METHOD_NAMES
 from fedvote.methods.settings import RUN_SETTINGS, configs_from_settings
 from fedvote.models.config import MODEL_NAMES, STUDENT_TRAINING
@@ -36,6 +37,12 @@ _RUN_OPTIONS = (
                        "voting and DP-FedAvg, instance for DP-FedSGD]."),
     click.option("--queries", type=int, default=None,
                   help="Public queries Q to label [default: the pool, at most 100]."),
+    click.option("--query-selection", type=click.Choice(QUERY_SELECTIONS), default="auto",
+                  show_default=True,
+                  help="Which pool points to label: 'typical' = the most typical point of each of Q "
+                       "k-means clusters of the pool (TypiClust), 'random' = a seeded random subset; "
+                       "'auto': typical with at least 10 pool points per query, else random. "
+                       "Public: costs no ε."),
     click.option("--min-responders", type=int, default=None,
                   help="t: minimum honest responders; each agent adds N(0, σ²/t) [default: N]."),
     click.option("--teacher-model", type=click.Choice(MODEL_NAMES), default="mlp", show_default=True),

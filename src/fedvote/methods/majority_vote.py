@@ -48,6 +48,8 @@ class MajorityVote(Method):
         How the student learns from the rest of the pool
         (:data:`fedvote.models.student.STUDENT_TRAINING`; ``"auto"``: FixMatch for images of
         at least 16x16, else VAT).
+    query_selection : str
+        Which pool points are queried (as PATE-FL's).
     seed : int
         Seeds the choice of queries (the same as PATE-FL's under one seed) and the student.
 
@@ -64,6 +66,7 @@ class MajorityVote(Method):
     query_batch_size: int = 1000
     self_training_rounds: int = 2
     semi_supervised: str = "auto"
+    query_selection: str = "auto"
     seed: int = 0
     sigma: float = 0.0  # no noise, ever (the VotingSettings σ the shared voting steps read)
     student_min_margin: float = 0.0  # every labelled query teaches the student
@@ -92,6 +95,7 @@ class MajorityVote(Method):
             student=config.student,
             self_training_rounds=config.self_training_rounds,
             semi_supervised=config.semi_supervised,
+            query_selection=config.query_selection,
             seed=config.seed,
         )
 

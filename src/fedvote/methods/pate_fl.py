@@ -75,6 +75,10 @@ class PateFL(Method):
         How the student learns from the rest of the pool
         (:data:`fedvote.models.student.STUDENT_TRAINING`; ``"auto"``: FixMatch for images of
         at least 16x16, else VAT).
+    query_selection : str
+        Which pool points are queried (:data:`fedvote.data.query_selection.QUERY_SELECTIONS`;
+        ``"auto"``: TypiClust's most typical point per k-means cluster when the pool holds at
+        least 10 points per query, else random; public, costs no ε).
     student_min_margin : float
         The student learns only from queries whose *noisy* top-two gap is at least this
         many σ (post-processing of the released sums; the rest join the unlabelled pool).
@@ -97,6 +101,7 @@ class PateFL(Method):
     query_batch_size: int = 1000
     self_training_rounds: int = 2
     semi_supervised: str = "auto"
+    query_selection: str = "auto"
     student_min_margin: float = 0.5
     seed: int = 0
     release_options: PateFLOptions = PateFLOptions()
@@ -118,6 +123,7 @@ class PateFL(Method):
             student=config.student,
             self_training_rounds=config.self_training_rounds,
             semi_supervised=config.semi_supervised,
+            query_selection=config.query_selection,
             seed=config.seed,
             release_options=cls.options_from(config),
             secure_noise=config.privacy.secure_noise,

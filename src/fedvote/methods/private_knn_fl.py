@@ -112,7 +112,7 @@ class PrivateKnnFL(Method):
         itself charges the k_min the agents report.
     student : TrainingConfig
         How the student is trained.
-    query_batch_size, self_training_rounds, semi_supervised, student_min_margin, seed
+    query_batch_size, self_training_rounds, semi_supervised, query_selection, student_min_margin, seed
         As in :class:`fedvote.methods.pate_fl.PateFL`.
 
     """
@@ -137,6 +137,7 @@ class PrivateKnnFL(Method):
     query_batch_size: int = 1000
     self_training_rounds: int = 2
     semi_supervised: str = "auto"
+    query_selection: str = "auto"
     student_min_margin: float = 0.5
     seed: int = 0
     delta: float = 1e-5
@@ -182,6 +183,7 @@ class PrivateKnnFL(Method):
             student=config.student,
             self_training_rounds=config.self_training_rounds,
             semi_supervised=config.semi_supervised,
+            query_selection=config.query_selection,
             seed=config.seed,
             delta=config.privacy.delta,
             accountant=config.privacy.accountant,

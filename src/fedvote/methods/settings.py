@@ -22,6 +22,7 @@ from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.data.datasets import DATA_ENV
 from fedvote.data.framing import FRAMINGS
 from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
+from fedvote.data.query_selection import QUERY_SELECTIONS
 from fedvote.errors import ConfigError
 from fedvote.methods.registry import check_options, check_secure_noise, method_option_specs, option_names
 from fedvote.models.config import MODEL_NAMES, STUDENT_TRAINING, TrainingConfig
@@ -70,6 +71,7 @@ RUN_SETTINGS: tuple[Setting, ...] = (
     Setting("accountant", str, "pld", tuple(ACCOUNTANTS)),
     Setting("calibrate_level", str, None, ("agent", "instance")),
     Setting("queries", int),
+    Setting("query_selection", str, "auto", QUERY_SELECTIONS),
     Setting("min_responders", int),
     Setting("teacher_model", str, "mlp", tuple(MODEL_NAMES)),
     Setting("student_model", str, "auto", tuple(MODEL_NAMES)),
@@ -198,6 +200,7 @@ def _config_of(
             augment_shift=f["augment_shift"],
         ),
         queries=f["queries"],
+        query_selection=f["query_selection"],
         self_training_rounds=f["self_training_rounds"],
         semi_supervised=f["semi_supervised"],
         seed=f["seed"],

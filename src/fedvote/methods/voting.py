@@ -5,7 +5,7 @@ one-hot label, or the mean label of its k nearest records) and in the sensitivit
 that vote; the rest of Algorithms 1 and 2 is here:
 
 * :func:`check_voting_run` — refuse impossible runs before anything happens;
-* :func:`choose_queries` — the Q public-pool points to label (seeded);
+* :func:`~fedvote.data.query_selection.choose_queries` — the Q public-pool points to label (public);
 * :func:`vote_in_batches` — one round per batch: charge the ledger, ask the transport,
   void the charge when too few agents responded; noisy argmax of what was released;
 * :func:`student_from_votes` — keep the queries whose noisy margin clears the bar and
@@ -32,6 +32,7 @@ from torch import nn
 
 from fedvote.aggregation.voting import noise_share_std, noisy_argmax, top_two_gap
 from fedvote.data.federation import ServerData
+from fedvote.data.query_selection import choose_queries, resolve_query_selection
 from fedvote.errors import ConfigError
 from fedvote.methods.base import MethodOutcome
 from fedvote.models.student import train_student
@@ -79,16 +80,6 @@ def check_voting_run(queries: int, pool_size: int, min_responders: int, num_agen
         raise ConfigError("queries", f"{queries} queries asked but the public pool holds {pool_size}")
     if min_responders > num_agents:
         raise ConfigError("min_responders", f"t = {min_responders} exceeds the {num_agents} agents")
-
-
-def choose_queries(pool_size: int, queries: int, seed: int) -> np.ndarray:
-    """``queries`` distinct indices into the public pool, (Q,), a function of ``seed`` only.
-
-    The first Q of one seeded order of the pool, so a run with more queries asks the same
-    ones and then more (a sweep over Q computes each clean vote once).
-    """
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9A7E]))
-    return rng.permutation(pool_size)[:queries]
 
 
 def charged_rounds(
@@ -282,6 +273,9 @@ class VotingSettings(Protocol):
     def semi_supervised(self) -> str: ...  # noqa: D102
 
     @property
+    def query_selection(self) -> str: ...  # noqa: D102
+
+    @property
     def student_min_margin(self) -> float: ...  # noqa: D102
 
     @property
@@ -312,7 +306,9 @@ def label_and_teach(
     ``vote_sum(batch, noise_std, min_responders)`` is the transport's vote for the
     method (one-hot teacher votes or kNN votes); each agent adds N(0, σ²/t).
     """
-    chosen = choose_queries(server.public_features.shape[0], settings.queries, settings.seed)  # (Q,)
+    chosen = choose_queries(
+        server.public_features, settings.queries, settings.seed, settings.query_selection
+    )  # (Q,)
     noise_std = noise_share_std(settings.sigma, settings.min_responders)
     votes = vote_in_batches(
         chosen,
@@ -337,15 +333,20 @@ def label_and_teach(
         student=student,
         query_indices=votes.query_indices,
         pseudo_labels=votes.pseudo_labels,
-        details=voting_details(settings, student_queries=used, release="sums"),
+        details=voting_details(
+            settings, pool_size=server.public_features.shape[0], student_queries=used, release="sums"
+        ),
     )
 
 
-def voting_details(settings: VotingSettings, *, student_queries: int, release: str) -> dict[str, object]:
-    """The result keys every voting run records: t, Q asked, queries the student used, the release."""
+def voting_details(
+    settings: VotingSettings, *, pool_size: int, student_queries: int, release: str
+) -> dict[str, object]:
+    """The result keys every voting run records: t, Q asked and how, queries the student used, the release."""
     return {
         "min_responders": settings.min_responders,
         "queries_requested": settings.queries,
+        "query_selection": resolve_query_selection(settings.query_selection, pool_size, settings.queries),
         "student_queries": student_queries,
         "release": release,
     }
@@ -371,7 +372,9 @@ def label_and_teach_confident(
     ``details`` record the released pass bits, which the data-dependent analysis reads
     (:func:`fedvote.analysis.with_data_dependent_epsilon`).
     """
-    chosen = choose_queries(server.public_features.shape[0], settings.queries, settings.seed)  # (Q,)
+    chosen = choose_queries(
+        server.public_features, settings.queries, settings.seed, settings.query_selection
+    )  # (Q,)
     release = label_in_batches(
         chosen,
         batch_size=settings.query_batch_size,
@@ -401,7 +404,12 @@ def label_and_teach_confident(
         query_indices=release.answered_indices,
         pseudo_labels=release.labels,
         details={
-            **voting_details(settings, student_queries=int(release.answered.sum()), release="labels"),
+            **voting_details(
+                settings,
+                pool_size=server.public_features.shape[0],
+                student_queries=int(release.answered.sum()),
+                release="labels",
+            ),
             "confident_gnmax": confident_details(release, threshold, threshold_sigma, settings.sigma),
         },
     )

@@ -75,7 +75,7 @@ class WeightedPate(PateFL):
         Std of the total noise on each weighted vote sum (σ); 0 runs the non-private
         reference (the accuracy summary keeps its own noise).
     queries, min_responders, teacher, student, query_batch_size, self_training_rounds,
-    semi_supervised, student_min_margin, seed
+    semi_supervised, query_selection, student_min_margin, seed
         As :class:`fedvote.methods.pate_fl.PateFL`.
     options : WeightedVotingOptions
         Scheme, weight range, validation set, accuracy summary and simulated bad teachers.
@@ -103,6 +103,7 @@ class WeightedPate(PateFL):
             student=config.student,
             self_training_rounds=config.self_training_rounds,
             semi_supervised=config.semi_supervised,
+            query_selection=config.query_selection,
             seed=config.seed,
             secure_noise=config.privacy.secure_noise,
         )
