@@ -72,7 +72,7 @@ results: install-dev
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/voting_mnist_curve.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/run.py
 
-# Privacy audit of every method (fedvote audit): the table in docs/privacy.md, about 5 min on 2 cores.
+# Privacy audit of every method (fedvote audit): the table in docs/privacy.md, about 15 min on 2 cores.
 audit: install-dev
 	$(BIN)/python experiments/audit_table.py
 
