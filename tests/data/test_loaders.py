@@ -135,6 +135,13 @@ def test_missing_files_are_named_with_where_to_get_them(tmp_path, name, missing,
     assert missing in message and url in message and str(tmp_path / name) in message
 
 
+def test_a_data_directory_the_file_system_cannot_search_is_one_line_naming_data_dir(tmp_path):
+    too_long = tmp_path / ("n" * 300)  # a component longer than NAME_MAX: is_file() raises OSError
+    with pytest.raises(ConfigError) as error:
+        load_dataset("mnist", too_long)
+    assert error.value.argument == "data_dir" and "\n" not in str(error.value)
+
+
 def test_a_missing_test_file_is_named(tmp_path, samples_dir):
     shutil.copytree(samples_dir / "mnist", tmp_path / "mnist")
     (tmp_path / "mnist" / "t10k-labels-idx1-ubyte.gz").unlink()

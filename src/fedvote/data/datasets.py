@@ -274,7 +274,13 @@ def _find(root: Path | None, subdir: str, names: Sequence[str], dataset: str, wh
     for directory in dirs:
         for name in names:
             candidate = directory / name
-            if candidate.is_file():
+            try:
+                found = candidate.is_file()
+            except OSError as error:  # e.g. a name too long for the file system (is_file raises it)
+                raise ConfigError(
+                    "data_dir", f"cannot look in {directory} ({error.strerror or error}); {where}"
+                ) from error
+            if found:
                 return candidate
     looked = " or ".join(str(d) for d in dirs)
     raise DatasetMissing("data_dir", f"{dataset}: {names[0]} not found in {looked}; {where}")
