@@ -28,6 +28,7 @@ SMALL = {
 TRIALS = 2_000
 
 
+@pytest.mark.slow  # OpenDP's exact sampler at ~15 µs a draw: over 30 s each; make test-slow (CI)
 def test_the_secure_release_stays_below_its_discrete_claim() -> None:
     result = audit("pate-fl", "agent", TRIALS, **SMALL)
     assert result.details["noise_source"] == "csprng-discrete-gaussian"
@@ -36,6 +37,7 @@ def test_the_secure_release_stays_below_its_discrete_claim() -> None:
     assert not result.violated
 
 
+@pytest.mark.slow  # OpenDP's exact sampler at ~15 µs a draw: over 30 s each; make test-slow (CI)
 def test_a_quartered_discrete_share_is_caught(cut_agent_noise) -> None:
     cut_agent_noise(4)
     result = audit("pate-fl", "agent", TRIALS, **SMALL)
