@@ -36,7 +36,7 @@ from fedvote.agents.knn_votes import KnnVoter
 from fedvote.agents.weighted_votes import WeightedVoter, validation_accuracy
 from fedvote.aggregation import voting as aggregation_voting
 from fedvote.aggregation.secure_noise import csprng_seeded_generator
-from fedvote.aggregation.voting import WeightRule, accuracy_bin, one_hot_votes
+from fedvote.aggregation.voting import accuracy_bin, one_hot_votes
 from fedvote.audit.canaries import VoteCanary, vote_canary
 from fedvote.data.federation import Federation
 from fedvote.data.query_selection import choose_queries
@@ -195,13 +195,7 @@ def _weighted_voters(
         histogram = np.zeros(options.summary_bins)
         for agent in agents[1:]:
             histogram[accuracy_bin(validation_accuracy(agent, validation), options.summary_bins)] += 1
-    rule = WeightRule(
-        scheme=options.scheme,
-        min_weight=options.min_weight,
-        max_weight=options.max_weight,
-        zscore_span=options.zscore_span,
-        histogram=histogram,
-    )
+    rule = options.weight_rule(histogram)
     max_weight = options.vote_max_weight
     voters = [WeightedVoter(agents[0], max_weight)]
     voters += [WeightedVoter.from_rule(agent, validation, rule) for agent in agents[1:]]

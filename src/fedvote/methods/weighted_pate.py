@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from fedvote.agents.behaviour import assign_behaviours
 from fedvote.aggregation.voting import (
-    WeightRule,
     noise_share_std,
     project_histogram,
 )
@@ -208,14 +207,7 @@ class WeightedPate(PateFL):
                 ledger.void(charge)
                 raise RuntimeError("the accuracy summary did not reach the minimum number of responders")
             histogram = project_histogram(release.sums[0], release.responders)  # (B,), post-processing
-        rule = WeightRule(
-            scheme=options.scheme,
-            min_weight=options.min_weight,
-            max_weight=options.max_weight,
-            zscore_span=options.zscore_span,
-            histogram=histogram,
-            scale=options.weight_scale if self.secure_noise else None,
-        )
+        rule = options.weight_rule(histogram, scale=options.weight_scale if self.secure_noise else None)
         transport.assign_weights(validation, rule)
         vote_sum: VoteSumFn = transport.weighted_vote_sum
         if self.secure_noise:  # integer votes round(K·w)·e_y, the sum divided by K

@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from fedvote.agents.behaviour import BAD_KINDS
-from fedvote.aggregation.voting import RELATIVE_SCHEMES, WEIGHT_SCHEMES, resolve_k
+from fedvote.aggregation.voting import RELATIVE_SCHEMES, WEIGHT_SCHEMES, WeightRule, resolve_k
 from fedvote.errors import ConfigError
 from fedvote.methods.options import method_option
 from fedvote.models.config import FEATURE_KINDS
@@ -150,6 +152,21 @@ class WeightedVotingOptions:
     def vote_max_weight(self) -> float:
         """The largest weight a vote can carry: 1 for one-vote, else w_max."""
         return 1.0 if self.scheme == "one-vote" else self.max_weight
+
+    def weight_rule(self, histogram: np.ndarray | None, scale: int | None = None) -> WeightRule:
+        """The rule mapping a teacher's validation accuracy to its weight under these options.
+
+        ``histogram``: the released accuracy summary (relative schemes), else None; ``scale``:
+        the public integer weight scale of ``--secure-noise`` (None: real-valued weights).
+        """
+        return WeightRule(
+            scheme=self.scheme,
+            min_weight=self.min_weight,
+            max_weight=self.max_weight,
+            zscore_span=self.zscore_span,
+            histogram=histogram,
+            scale=scale,
+        )
 
 
 @dataclass(frozen=True)
