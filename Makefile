@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 # of modules a run never loads); halves the install, which make test pays on a fresh clone.
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-compile
 
-.PHONY: demo test test-slow lint bench results audit install install-dev clean chromium
+.PHONY: demo test test-slow lint bench results audit install install-dev clean chromium fonts
 
 # The full MNIST/USPS files: ../shared/datasets when it is there (FEDVOTE_DATA overrides).
 export FEDVOTE_DATA ?= $(shell [ -d ../shared/datasets ] && cd ../shared/datasets && pwd)
@@ -46,6 +46,22 @@ chromium:
 		$$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 || \
 		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }; }
 
+# The synthetic digits domain (fedvote.data.syndigits) renders every TrueType font under
+# /usr/share/fonts/truetype: DejaVu and Liberation, plus FreeFont and Lato (Debian's
+# fonts-freefont-ttf, fonts-lato) for more digit shapes. Installed here when missing
+# (needs root or sudo), silent when present. Another font set gives another (recorded) dataset.
+SYNDIGITS_FONTS := dejavu liberation freefont lato
+SYNDIGITS_FONT_PACKAGES := fonts-dejavu-core fonts-liberation fonts-freefont-ttf fonts-lato
+fonts:
+	@for d in $(SYNDIGITS_FONTS); do [ -d /usr/share/fonts/truetype/$$d ] || exit 1; done 2>/dev/null || { \
+		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		echo "installing $(SYNDIGITS_FONT_PACKAGES) (apt-get) for the synthetic digits"; \
+		$$SUDO apt-get install -y -qq $(SYNDIGITS_FONT_PACKAGES) >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(SYNDIGITS_FONT_PACKAGES) >/dev/null; }; }
+
+# The test targets (below) install the fonts too: the syndigits tests render them.
+test test-slow: fonts
+
 # make test: everything but the slow and full-data tests, in under 5 minutes on 2 cores.
 test: install-dev chromium
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not slow and not full_data"
@@ -64,7 +80,7 @@ bench: install-dev
 	$(BIN)/python benchmarks/report.py
 
 # Paper reproductions and every method on its defaults: writes experiments/results/* and docs/results.md.
-results: install-dev
+results: install-dev fonts
 	$(BIN)/python experiments/defaults_digits.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/student_choice.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/query_selection.py

@@ -6,6 +6,10 @@ for each, whether it is available, where fedvote looked, and its splits' sizes a
 shapes; ``--json`` prints the same as a JSON object. Missing files (``missing``) and
 files present but unreadable (``corrupt: <reason>``) are reported, not raised: the
 command always exits 0.
+
+``fedvote data make-syndigits --out DIR --count N`` writes the synthetic digits domain
+(:mod:`fedvote.data.syndigits`) to ``DIR/syndigits/train.npz`` (N images, ``--seed``) and
+``test.npz`` (``--test-count`` images, seed + 1), where ``--data-dir DIR`` then finds them.
 """
 
 from __future__ import annotations
@@ -77,5 +81,47 @@ def _describe(status: DatasetStatus) -> str:
     parts = [f"{split} {info['count']} x {tuple(info['shape'])}" for split, info in status.splits.items()]
     classes = next(iter(status.splits.values()))["classes"]
     files = [f for info in status.splits.values() for f in info["files"]]
-    where = f"files in {Path(files[0]).parent}" if files else "bundled with scikit-learn"
+    where = f"files in {Path(files[0]).parent}" if files else status.where_to_get
     return f"{head} {', '.join(parts)}, {classes} classes\n          {where}"
+
+
+@data.command("make-syndigits")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
+              help="Data directory: writes OUT/syndigits/train.npz and test.npz.")
+@click.option("--count", type=str, required=True, help="Training images N (a positive integer).")
+@click.option("--seed", type=str, default="0", show_default=True,
+              help="Seed of the training part; the test part uses seed + 1.")
+@click.option("--test-count", type=str, default=None, help="Test images (default N/4, at least 1).")
+def make_syndigits_command(out_dir: str, count: str, seed: str, test_count: str | None) -> None:
+    """Render the SynDigits-style synthetic digits domain from the installed fonts."""
+    from fedvote.data import syndigits  # lazy: numpy and Pillow stay out of fedvote --help
+    from fedvote.errors import ConfigError
+
+    def whole(argument: str, text: str, minimum: int, maximum: int | None = None) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+            raise ConfigError(argument, f"must be an integer {bounds}, got {text!r}")
+        return value
+
+    train_count = whole("count", count, 1, syndigits.MAX_COUNT)
+    train_seed = whole("seed", seed, 0)
+    tests = (
+        whole("test_count", test_count, 1, syndigits.MAX_COUNT)
+        if test_count is not None
+        else max(1, train_count // 4)
+    )
+
+    target = Path(out_dir).expanduser() / "syndigits"
+    for split, number, split_seed in (("train", train_count, train_seed), ("test", tests, train_seed + 1)):
+        click.echo(f"syndigits: rendering {number} {split} images (seed {split_seed})", err=True)
+        dataset = syndigits.make_syndigits(number, split_seed, split=split, progress=number >= 5000)
+        path = target / syndigits.SPLIT_FILES[split]
+        try:
+            syndigits.write_split(path, dataset, split_seed)
+        except OSError as error:
+            raise ConfigError("out", f"cannot write {path} ({error.strerror or error})") from error
+        click.echo(str(path))

@@ -11,6 +11,9 @@ File-based datasets are read from a data directory (the ``data_dir`` argument, o
   for in ``<dir>/mnist/`` and ``<dir>``; its official 60000/10000 train/test split is kept.
 * ``usps``: the ESL "zip code" text files ``zip.train[.gz]`` / ``zip.test[.gz]`` (one image
   per line: the label, then 256 values in [-1, 1]), in ``<dir>/usps/`` and ``<dir>``.
+* ``syndigits``: SynDigits-style synthetic digits (RGB 32x32, :mod:`fedvote.data.syndigits`),
+  read from ``<dir>/syndigits/{train,test}.npz`` when ``fedvote data make-syndigits`` wrote
+  them there, else generated from the installed fonts (and cached).
 * ``npz:PATH``: a NumPy archive with arrays ``x`` and ``y`` (and optionally ``x_test`` and
   ``y_test``, an official test split).
 * ``csv:PATH``: a CSV file with a header row; the label column is named by ``label_column``
@@ -619,6 +622,8 @@ class _Source:
     subdir: str | None  # folder under the data directory; None for bundled data
     locate: Callable[[Path | None, str], list[Path]]  # the files a split is read from
     where_to_get: str
+    # A split's count, shape, classes and files without loading it (generated data); None: load it.
+    describe: Callable[[Path | None, str], dict[str, Any]] | None = None
 
 
 _SOURCES: dict[str, _Source] = {
@@ -647,7 +652,24 @@ _SOURCES: dict[str, _Source] = {
         ],
         where_to_get=_USPS_WHERE,
     ),
+    # Generated from the installed fonts (fedvote.data.syndigits), or read from DATA_DIR/syndigits/.
+    "syndigits": _Source(
+        load=lambda root, split: _syndigits().load_syndigits(root, split),
+        splits=("train", "test"),
+        subdir="syndigits",
+        locate=lambda root, split: [p for p in [_syndigits().split_file(root, split)] if p is not None],
+        where_to_get="generated from the installed fonts (cached), or written to DATA_DIR/syndigits/ "
+        "by fedvote data make-syndigits --out DATA_DIR",
+        describe=lambda root, split: _syndigits().describe_split(root, split),
+    ),
 }
+
+
+def _syndigits() -> Any:
+    """The syndigits module, imported when first used (it imports this one)."""
+    from fedvote.data import syndigits
+
+    return syndigits
 
 
 def available_datasets() -> tuple[str, ...]:
@@ -855,13 +877,16 @@ def dataset_status(name: str, data_dir: str | Path | None = None) -> DatasetStat
     error: str | None = None
     state = "available"
     for split in source.splits:
+        label = split if len(source.splits) > 1 else "all"
         try:
+            if source.describe is not None:
+                splits[label] = source.describe(root, split)
+                continue
             dataset = source.load(root, split)
         except ConfigError as exc:
             error = exc.detail
             state = "missing" if isinstance(exc, DatasetMissing) else "corrupt"
             break
-        label = split if len(source.splits) > 1 else "all"
         splits[label] = {
             "count": len(dataset),
             "shape": list(dataset.example_shape),
