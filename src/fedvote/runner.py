@@ -29,6 +29,7 @@ import numpy as np
 from fedvote import __version__
 from fedvote.analysis import collect_analysis, diagnostic_test_sample, with_data_dependent_epsilon
 from fedvote.config import RunConfig
+from fedvote.data.attributes import AttributeTask
 from fedvote.data.datasets import has_official_test_split, load_dataset, load_splits
 from fedvote.data.federation import (
     Federation,
@@ -256,7 +257,7 @@ def run(
     timings["calibration_s"] = time.perf_counter() - mark
 
     if transport is None:
-        transport = LocalTransport(
+        transport = transport_type(method)(
             federation,
             seed=config.seed,
             noise_seed=config.privacy.noise_seed,
@@ -287,6 +288,20 @@ def run(
         started=started,
         details=ledger_details,
     )
+
+
+def transport_type(method: Method) -> type[LocalTransport]:
+    """The in-process transport a run of ``method`` gets: LocalTransport, or its multi-label extension.
+
+    :class:`~fedvote.transport.multilabel.MultiLabelTransport` (LocalTransport plus the
+    multi-label skills) when the method requires one of them, else LocalTransport.
+    """
+    from fedvote.transport.multilabel import MultiLabelTeacherVotes, MultiLabelTransport, MultiLabelUpdates
+
+    needs = method.requirements()
+    if MultiLabelTeacherVotes in needs or MultiLabelUpdates in needs:
+        return MultiLabelTransport
+    return LocalTransport
 
 
 def execute(
@@ -337,12 +352,20 @@ def measure(
     timings = dict(timings or {})
     mark = time.perf_counter()
     test = server.test
-    accuracy = float(np.mean(predict_labels(outcome.student, test.features) == test.labels))
+    predicted = predict_labels(outcome.student, test.features)  # (T,)
+    accuracy = float(np.mean(predicted == test.labels))
+    attribute_scores: dict[str, Any] = {}
+    if server.attribute_names:  # a multi-label dataset: mean attribute accuracy (bitmask labels)
+        task = AttributeTask.of(server.attribute_names, server.num_classes)
+        accuracy = task.accuracy(predicted, test.labels)
+        attribute_scores = attribute_details(task, predicted, test.labels)
     if federation is not None:
         public_labels = federation.public.labels
     label_accuracy: float | None = None
     if public_labels is not None and outcome.query_indices.size:
         label_accuracy = float(np.mean(outcome.pseudo_labels == public_labels[outcome.query_indices]))
+        if server.attribute_names:
+            label_accuracy = task.accuracy(outcome.pseudo_labels, public_labels[outcome.query_indices])
     diagnostics: dict[str, Any] = dict(outcome.diagnostics)
     teacher_accuracies: np.ndarray | None = None  # (N,)
     teacher_test_points: int | None = None
@@ -385,6 +408,7 @@ def measure(
         config=config.to_dict(),
         details={
             **outcome.details,
+            **attribute_scores,
             **(details or {}),
             **transport_details,
             "public_pool": int(server.public_features.shape[0]),
@@ -395,6 +419,16 @@ def measure(
         analysis=analysis,
         diagnostics=diagnostics,
     )
+
+
+def attribute_details(task: AttributeTask, predicted: np.ndarray, true: np.ndarray) -> dict[str, Any]:
+    """result.json's keys of a multi-label run: each attribute's accuracy and the exact-match rate."""
+    per_attribute = task.attribute_accuracy(predicted, true)  # (A,)
+    return {
+        "attribute_accuracy": {n: float(v) for n, v in zip(task.attribute_names, per_attribute, strict=True)},
+        "exact_match_accuracy": float(np.mean(predicted == true)),
+        "accuracy_metric": "mean attribute accuracy",
+    }
 
 
 def with_statements(privacy: PrivacyReport, statements: tuple[PrivacyStatement, ...]) -> PrivacyReport:

@@ -14,6 +14,8 @@ File-based datasets are read from a data directory (the ``data_dir`` argument, o
 * ``syndigits``: SynDigits-style synthetic digits (RGB 32x32, :mod:`fedvote.data.syndigits`),
   read from ``<dir>/syndigits/{train,test}.npz`` when ``fedvote data make-syndigits`` wrote
   them there, else generated from the installed fonts (and cached).
+* ``multidigit`` / ``multidigit-mnist``: multi-label 2x2 grids of the digits 0-4 (10 binary
+  attributes, :mod:`fedvote.data.multidigit`), generated from the bundled digits or MNIST.
 * ``npz:PATH``: a NumPy archive with arrays ``x`` and ``y`` (and optionally ``x_test`` and
   ``y_test``, an official test split).
 * ``csv:PATH``: a CSV file with a header row; the label column is named by ``label_column``
@@ -77,6 +79,10 @@ class Dataset:
         Which part of the named dataset these records are: ``"train"`` (the official
         training part, or everything for a dataset without an official split), ``"test"``
         or ``"all"``. With ``name`` it is the dataset's identity (:meth:`overlaps`).
+    attribute_names : tuple[str, ...]
+        A multi-label dataset's A attributes: each label is then the bitmask Σ_a y_a·2^a and
+        the 2^A label sets are the classes (:mod:`fedvote.data.attributes`); empty (default)
+        for a single-label dataset.
 
     """
 
@@ -86,6 +92,7 @@ class Dataset:
     class_names: tuple[str, ...]
     description: str = field(default="")
     split: str = field(default="train")
+    attribute_names: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
         if self.features.shape[0] != self.labels.shape[0]:
@@ -95,6 +102,11 @@ class Dataset:
             )
         if self.labels.size and (self.labels.min() < 0 or self.labels.max() >= self.num_classes):
             raise ValueError(f"labels must lie in [0, {self.num_classes}), got {self.labels.max()}")
+        if self.attribute_names and self.num_classes != 2 ** len(self.attribute_names):
+            raise ValueError(
+                f"{len(self.attribute_names)} attributes need 2^A = {2 ** len(self.attribute_names)} "
+                f"label sets as classes, got {self.num_classes}"
+            )
 
     @property
     def num_classes(self) -> int:
@@ -134,6 +146,7 @@ class Dataset:
             class_names=self.class_names,
             description=self.description,
             split=self.split,
+            attribute_names=self.attribute_names,
         )
 
     def resized(self, size: tuple[int, int], mode: str = "auto") -> Dataset:
@@ -152,6 +165,7 @@ class Dataset:
             class_names=self.class_names,
             description=f"{self.description} (resized to {size[0]}x{size[1]})",
             split=self.split,
+            attribute_names=self.attribute_names,
         )
 
 
@@ -672,6 +686,30 @@ def _syndigits() -> Any:
     return syndigits
 
 
+# Multi-label grids of digits 0-4 (fedvote.data.multidigit), carried bitmask-encoded.
+_SOURCES["multidigit"] = _Source(
+    load=lambda root, split: _multidigit().load_multidigit(root, split),
+    splits=("train", "test"),
+    subdir=None,
+    locate=lambda root, split: [],
+    where_to_get="generated from the bundled scikit-learn digits (no files)",
+)
+_SOURCES["multidigit-mnist"] = _Source(
+    load=lambda root, split: _multidigit().load_multidigit_mnist(root, split),
+    splits=("train", "test"),
+    subdir="mnist",
+    locate=lambda root, split: _SOURCES["mnist"].locate(root, split),
+    where_to_get=f"generated from MNIST: {_MNIST_WHERE}",
+)
+
+
+def _multidigit() -> Any:
+    """The multidigit module, imported when first used (it imports this one)."""
+    from fedvote.data import multidigit
+
+    return multidigit
+
+
 def available_datasets() -> tuple[str, ...]:
     """Registered names accepted by :func:`load_dataset` (besides ``npz:PATH`` and ``csv:PATH``)."""
     return tuple(sorted(_SOURCES))
@@ -819,6 +857,7 @@ def concatenate(first: Dataset, second: Dataset) -> Dataset:
         class_names=first.class_names,
         description=f"{first.description} + {second.description}",
         split=first.split if first.split == second.split else "all",
+        attribute_names=first.attribute_names,
     )
 
 

@@ -36,6 +36,8 @@ class ServerData:
     ``public_features`` (P, *shape) are unlabelled; agents hold a copy too, so only
     query indices into the pool need to travel. ``validation`` is a *labelled public*
     set apart from the pool (reputation-weighted voting scores teachers on it), or None.
+    ``attribute_names``: a multi-label task's attributes (labels are bitmasks,
+    :mod:`fedvote.data.attributes`); empty for a single-label one.
     """
 
     public_features: np.ndarray
@@ -43,6 +45,7 @@ class ServerData:
     num_classes: int
     example_shape: tuple[int, ...]
     validation: LabeledData | None = None
+    attribute_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class PublicMetadata:
     num_classes: int
     example_shape: tuple[int, ...]
     agent_records: tuple[int, ...] | None = None
+    attribute_names: tuple[str, ...] = ()  # a multi-label task's attributes (labels are bitmasks)
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,6 +75,8 @@ class Federation:
     beyond the queries they are asked about (the voting paper assumes they may).
     ``validation`` is a labelled public set kept apart from the pool (None: none), e.g.
     a slice of the pool the server had labelled (:func:`fedvote.data.validation.with_validation`).
+    ``attribute_names`` are a multi-label dataset's A attributes: every label is then the
+    bitmask Σ_a y_a·2^a (:mod:`fedvote.data.attributes`); empty for single-label data.
     """
 
     dataset_name: str
@@ -82,6 +88,7 @@ class Federation:
     agent_domains: tuple[str, ...] = ()
     agent_public_access: bool = True
     validation: LabeledData | None = None
+    attribute_names: tuple[str, ...] = ()
 
     @property
     def num_agents(self) -> int:
@@ -96,6 +103,7 @@ class Federation:
             num_classes=self.num_classes,
             example_shape=self.example_shape,
             validation=self.validation,
+            attribute_names=self.attribute_names,
         )
 
     def public_metadata(self) -> PublicMetadata:
@@ -106,6 +114,7 @@ class Federation:
             num_classes=self.num_classes,
             example_shape=tuple(self.example_shape),
             agent_records=tuple(int(n) for n in self.agent_sizes()),
+            attribute_names=self.attribute_names,
         )
 
     def agent_sizes(self) -> np.ndarray:
@@ -218,6 +227,7 @@ def build_federation(
         test=take(test_idx),
         num_classes=dataset.num_classes,
         example_shape=dataset.example_shape,
+        attribute_names=dataset.attribute_names,
     )
 
 
@@ -509,6 +519,7 @@ def build_domain_federation(
         example_shape=shape,
         agent_domains=tuple(domains),
         agent_public_access=agent_public_access,
+        attribute_names=target.attribute_names,
     )
 
 

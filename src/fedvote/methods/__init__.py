@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from fedvote.methods.dp_fedsgd import DpFedSgd
     from fedvote.methods.fedaux_fdp import FedAuxF, FedAuxFdp, FedAvgP, FedDP
     from fedvote.methods.fedavg import FedAvg
+    from fedvote.methods.multilabel_dp_fedavg import MultiLabelDpFedAvg
+    from fedvote.methods.multilabel_pate import MultiLabelPateFL
     from fedvote.methods.pate_fl import PateFL
     from fedvote.methods.prifedsync import PriFedSync
     from fedvote.methods.private_knn_fl import PrivateKnnFL
@@ -99,6 +101,8 @@ _CLASSES = {
     "FedDP": "fedaux_fdp",
     "Method": "base",
     "MethodOutcome": "base",
+    "MultiLabelDpFedAvg": "multilabel_dp_fedavg",
+    "MultiLabelPateFL": "multilabel_pate",
     "PateFL": "pate_fl",
     "PriFedSync": "prifedsync",
     "PrivateKnnFL": "private_knn_fl",
@@ -151,6 +155,8 @@ __all__ = [
     "FedDP",
     "Method",
     "MethodOutcome",
+    "MultiLabelDpFedAvg",
+    "MultiLabelPateFL",
     "PateFL",
     "PriFedSync",
     "PrivateKnnFL",

@@ -26,6 +26,7 @@ from fedvote.methods.options.gradient import (
     FedAvgOptions,
     PriFedSyncOptions,
 )
+from fedvote.methods.options.multilabel import MultiLabelOptions
 from fedvote.methods.options.voting import KnnOptions, PateFLOptions, WeightedVotingOptions
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 # Each method's name and its options dataclass (``Method.options_type``; None: it has none).
 OPTIONS: dict[str, type | None] = {
     "dp-fedavg": DpFedAvgOptions,
+    "dp-fedavg-multilabel": DpFedAvgOptions,
     "dp-fedsgd": DpFedSgdOptions,
     "fedaux-f": FedAuxOptions,
     "fedaux-fdp": FedAuxOptions,
@@ -42,6 +44,7 @@ OPTIONS: dict[str, type | None] = {
     "fedd-p": FedAuxOptions,
     "majority-vote": None,
     "pate-fl": PateFLOptions,
+    "pate-fl-multilabel": MultiLabelOptions,
     "prifedsync": PriFedSyncOptions,
     "private-knn-fl": KnnOptions,
     "weighted-pate": WeightedVotingOptions,
@@ -67,6 +70,8 @@ _NO_SECURE_NOISE: dict[str, str] = {
     "fedaux-f": "adds no noise",
     "fedavg-p": "its output perturbation is not on the secure path yet",
     "fedd-p": "its output perturbation is not on the secure path yet",
+    "pate-fl-multilabel": "its τ-clipped votes are not on the secure path yet",
+    "dp-fedavg-multilabel": "its BCE updates are not on the secure path yet",
 }
 
 
