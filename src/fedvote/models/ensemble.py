@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from fedvote.models.stacked_conv import StackedConvNet
 from fedvote.models.training import TrainingConfig
 from fedvote.models.zoo import SmallCNN, _reset_parameters, build_model
 
@@ -61,6 +62,9 @@ _EPS = 1e-8
 _FUSED_ADAM = hasattr(torch, "_fused_adam_")
 # Train convolutional networks as one network of grouped convolutions (else vmap).
 _STACKED_CONV = True
+# Their backward: "manual" (fedvote.models.stacked_conv, channels-last) or "autograd"
+# (_stacked_forward's contiguous grouped convolutions, kept for comparison on accelerators).
+_CONV_BACKWARD = "manual"
 
 @dataclass(frozen=True)
 class _Slot:
@@ -259,7 +263,7 @@ def fit_ensemble(
     ensemble, generators = _init_with_generators(
         config.model, example_shape, num_classes, seeds, hidden, device, memory_budget_bytes
     )
-    kernels = _kernels(ensemble.template, ensemble._slots)
+    kernels = _kernels(ensemble.template, ensemble._slots, example_shape)
     sizes = np.array([f.shape[0] for f in features], dtype=np.int64)  # (N,)
     for members in _groups(ensemble, example_shape, sizes, config, memory_budget_bytes):
         # The group's data, one copy: x (sum n_i, *shape), y (sum n_i,); agent i from offsets[i].
@@ -613,7 +617,7 @@ class _StackedAdam:
         )
 
 
-def _kernels(template: nn.Module, slots: list[_Slot]) -> _Kernels:
+def _kernels(template: nn.Module, slots: list[_Slot], example_shape: tuple[int, ...]) -> _Kernels:
     """Kernels for G models of ``template``'s architecture.
 
     Hand-written forward and backward for stacks of Flatten/Linear/ReLU (the logistic and
@@ -625,7 +629,10 @@ def _kernels(template: nn.Module, slots: list[_Slot]) -> _Kernels:
         return _linear_stack_kernels(linear_stack, slots)
     layers = _stacked_layers(template)
     if layers is not None and _STACKED_CONV:
-        return _stacked_kernels(layers)
+        if _CONV_BACKWARD == "autograd":
+            return _stacked_kernels(layers)
+        net = StackedConvNet(layers, _activations_per_example(template, example_shape))
+        return _Kernels(grad=net.grad, loss=net.loss)
     names = [slot.name for slot in slots]
     per_model_grad = vmap(grad(_loss_fn(template)))
     per_model_loss = vmap(_loss_fn(template))
