@@ -46,7 +46,7 @@ ATTRIBUTE_NAMES: tuple[str, ...] = (
 )
 # (train grids, test grids) of the registered datasets, and their generation seeds.
 DIGITS_COUNTS = (3000, 1000)
-MNIST_COUNTS = (12000, 4000)
+MNIST_COUNTS = (30000, 4000)
 _SPLIT_SEEDS = {"train": 0, "test": 1}
 _SOURCE_SPLIT_SEED = 0x5D1
 

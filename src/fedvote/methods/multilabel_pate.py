@@ -16,7 +16,8 @@ of CelebA Datasets Evaluation": τ = 4, clipping after Zhu et al. 2020):
 ‖v‖₂ ≤ √τ, so zeroing an agent moves each query's sum by at most √τ (agent level); one
 record changed moves at most one agent's vote, between two sets of at most τ ones each,
 ‖v − v'‖₂ ≤ √(2τ) (instance level). Q Gaussian releases of σ at those sensitivities:
-:func:`fedvote.privacy.events.multilabel_events`. τ is capped at A (at most A ones).
+:func:`fedvote.privacy.events.multilabel_events`. τ is capped at A (at most A ones); its
+default is the paper's 4 on a multi-label dataset and 1 on a single-label one.
 
 The runner scores the student by mean attribute accuracy on a multi-label dataset
 (:mod:`fedvote.data.attributes`); on a single-label dataset the classes are read as A = C
@@ -38,7 +39,7 @@ from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.data.query_selection import choose_queries, resolve_query_selection
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.options.multilabel import MultiLabelOptions
+from fedvote.methods.options.multilabel import DEFAULT_TAU, MultiLabelOptions
 from fedvote.methods.voting import charged_rounds, check_voting_run
 from fedvote.models.multilabel import AttributeHead, fit_attributes
 from fedvote.models.training import TrainingConfig
@@ -138,10 +139,14 @@ class MultiLabelPateFL(Method):
 
     @property
     def tau(self) -> int:
-        """τ as run: the option, capped at A once the attributes are known."""
+        """τ as run (:meth:`~fedvote.methods.options.multilabel.MultiLabelOptions.tau_for`).
+
+        Before the attributes are known (:meth:`with_public`), the largest τ the option can
+        come to (4 unless given), so planned events never understate.
+        """
         if self.task is None:
-            return self.options.tau
-        return min(self.options.tau, self.task.num_attributes)
+            return self.options.tau if self.options.tau is not None else DEFAULT_TAU
+        return self.options.tau_for(self.task.num_attributes, self.task.encoding)
 
     def planned_events(self) -> LevelEvents:
         """All Q releases: Gaussian of σ at sensitivity √τ (agent) and √(2τ) (instance)."""
@@ -159,7 +164,7 @@ class MultiLabelPateFL(Method):
         task = AttributeTask.of(server.attribute_names, server.num_classes)
         if self.task is not None and self.task != task:
             raise ConfigError("dataset", "the method was planned for another federation's attributes")
-        tau = min(self.options.tau, task.num_attributes)
+        tau = self.options.tau_for(task.num_attributes, task.encoding)
         pool_size = server.public_features.shape[0]
         check_voting_run(self.queries, pool_size, self.min_responders, transport.num_agents)
         transport.train_multilabel_teachers(self.teacher, task, progress)
