@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 # of modules a run never loads); halves the install, which make test pays on a fresh clone.
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-compile
 
-.PHONY: demo test test-slow lint bench results audit install install-dev clean chromium fonts
+.PHONY: demo test test-slow lint bench bench-peers-env results audit install install-dev clean chromium fonts
 
 # The full MNIST/USPS files: ../shared/datasets when it is there (FEDVOTE_DATA overrides).
 export FEDVOTE_DATA ?= $(shell [ -d ../shared/datasets ] && cd ../shared/datasets && pwd)
@@ -75,9 +75,25 @@ lint: install-dev
 	$(BIN)/mypy
 
 # Each benchmarks/bench_*.py writes benchmarks/results/<name>.json; report.py turns them all into docs/performance.md.
-bench: install-dev
+# bench_peers.py also needs Flower's simulation engine (Ray, fedvote[simulation]) and, for its pfl rows, make bench-peers-env.
+bench: install-dev $(VENV)/.installed-simulation
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python $$b || exit 1; done
 	$(BIN)/python benchmarks/report.py
+
+$(VENV)/.installed-simulation: $(VENV)/.installed-dev
+	$(PIP_INSTALL) -e '.[simulation]'
+	touch $@
+
+# pfl-research (Apple's FL simulator) for benchmarks/bench_peers.py, in a venv of its own (its pins
+# differ from fedvote's): torch pinned first, as above, then pfl with its PyTorch extra.
+PEERS_VENV ?= .venv-peers
+bench-peers-env: $(PEERS_VENV)/.installed
+
+$(PEERS_VENV)/.installed:
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --no-compile $(TORCH_SPEC)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --no-compile "pfl[pytorch]==0.6.0"
+	touch $@
 
 # Paper reproductions and every method on its defaults: writes experiments/results/* and docs/results.md.
 results: install-dev fonts

@@ -1,0 +1,331 @@
+"""fedvote against its peers on the same jobs: Flower's simulation engine and Apple's pfl (issue 21, item 1).
+
+Jobs (:mod:`benchmarks.peers_jobs`; each built once by fedvote and written to one file that
+every framework reads: the same partition, test set, public queries, θ⁰ and settings):
+
+* ``vote digits N=10/50/100``: the PATE voting step — every agent trains its MLP teacher
+  (fedvote's defaults: Adam, 40 epochs) and releases noisy one-hot votes on Q = 100 public
+  queries (its share N(0, σ²/N), σ calibrated by fedvote for its default ε = 4); the
+  server sums and argmaxes. fedvote (LocalTransport: batched teachers, one ``vote_sum``)
+  and Flower (one ClientApp per agent, one round). Not in pfl (peers_pfl.py says why).
+* ``dp-fedavg digits N=50`` and ``dp-fedavg mnist N=100`` (600 records an agent, MLP
+  784-128-10): T = 100 rounds, q = 0.05, E = 20 SGD steps of B = 32, η = 0.1·0.99ᵗ,
+  S = 0.08, σ = 0.767, the server adding N(0, σ²S²) to the sum over q·N (fedvote's
+  ``--noise server``, the mechanism the peers implement). fedvote (``fedvote.runner.run``,
+  as ``fedvote run`` runs it), Flower, pfl; fedvote's default distributed noise as an extra row.
+
+Every run is a fresh subprocess of this one (fedvote and Flower in .venv's interpreter, pfl
+in .venv-peers'), repeats interleaved with the order rotated each repeat and the noise seed
+changed each repeat (the same seeds for every framework); medians over the repeats.
+Times: ``wall`` — the subprocess from spawn to exit (interpreter, imports, Ray's start-up,
+data, job, ε); ``job`` — without the fixed start-up: fedvote's ``run`` call (data split,
+rounds, evaluation, ε accounting) or the vote step with its data split; Flower's rounds
+after a warm-up round that starts Ray's actors and loads the data (ε not included, computed
+here by dp-accounting); pfl's set-up (datasets, its accountant) plus ``algorithm.run``;
+``rounds`` — the training rounds alone (fedvote's ``method_s``, pfl's ``algorithm.run``,
+Flower's rounds). The load average is recorded before and after: the machine may be shared.
+
+Run: ``python benchmarks/bench_peers.py`` (``make bench``; pfl needs ``make bench-peers-env``,
+else its rows say so); ``--quick`` for a smoke run (T = 5, one repeat, two jobs, < 2 min);
+``--threads`` sets torch's threads for fedvote and pfl (Flower: one ClientApp per core,
+one thread each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import ROOT, default_data_dir, print_table, write_results
+from benchmarks.peers_jobs import DELTA, FedAvgJob, Job, VoteJob, export
+
+PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
+PFL_MISSING = "pfl not installed: make bench-peers-env"
+RAY_MISSING = 'Ray not installed: pip install "fedvote[simulation]"'
+
+VOTE_NOT_IN_PFL = "not expressed in pfl (its algorithms aggregate model statistics; see peers_pfl.py)"
+
+JOBS: list[Job] = [
+    VoteJob("digits", 10),
+    VoteJob("digits", 50),
+    VoteJob("digits", 100),
+    FedAvgJob("digits", 50),
+    FedAvgJob("mnist", 100),
+]
+
+COLUMNS = [
+    {"key": "job", "label": "job"},
+    {"key": "framework", "label": "framework"},
+    {"key": "wall_s", "label": "wall s (with start-up)", "format": ".2f"},
+    {"key": "job_s", "label": "job s (no start-up)", "format": ".2f"},
+    {"key": "rounds_s", "label": "rounds s", "format": ".2f"},
+    {"key": "startup_s", "label": "start-up s", "format": ".2f"},
+    {"key": "speedup_wall", "label": "peer/fedvote wall", "format": ".1f"},
+    {"key": "speedup_job", "label": "peer/fedvote job", "format": ".1f"},
+    {"key": "speedup_rounds", "label": "peer/fedvote rounds", "format": ".1f"},
+    {"key": "accuracy", "label": "accuracy (mean)", "format": ".4f"},
+    {"key": "epsilon", "label": "ε", "format": ".3f"},
+    {"key": "epsilon_source", "label": "ε from"},
+    {"key": "note", "label": "note"},
+]
+
+
+def flower_epsilon(job: FedAvgJob) -> float:
+    """ε of T rounds of the Poisson-subsampled Gaussian (q, σ) at δ: dp-accounting's PLD, add/remove.
+
+    Flower's run uses no DP wrapper (its ``DifferentialPrivacyServerSideFixedClipping``
+    is another mechanism), so its ε is this, from the same σ, q, T as the others.
+    """
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(job.sampling_rate, dp_accounting.GaussianDpEvent(job.sigma)), job.rounds)
+    accountant = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    return float(accountant.compose(event).get_epsilon(DELTA))
+
+
+def frameworks(job: Job, quick: bool = False) -> list[str]:
+    if isinstance(job, VoteJob):
+        return ["fedvote", "flower"]
+    return ["fedvote", "flower", "pfl"] + ([] if quick else ["fedvote-distributed"])
+
+
+def command(framework: str, path: Path, threads: int, noise_seed: int) -> list[str] | None:
+    here = ROOT / "benchmarks"
+    tail = [str(path), "--threads", str(threads), "--noise-seed", str(noise_seed)]
+    if framework == "fedvote":
+        return [sys.executable, str(here / "peers_fedvote.py"), *tail]
+    if framework == "fedvote-distributed":
+        return [sys.executable, str(here / "peers_fedvote.py"), *tail, "--noise", "distributed"]
+    if framework == "flower":
+        return [sys.executable, str(here / "peers_flower.py"), str(path), "--threads", "1", "--noise-seed",
+                str(noise_seed)]
+    if framework == "pfl":
+        return [str(PEERS_PYTHON), str(here / "peers_pfl.py"), *tail] if pfl_available() else None
+    raise ValueError(framework)
+
+
+def flower_available() -> bool:
+    """Flower's simulation engine needs Ray (fedvote[simulation])."""
+    probe = subprocess.run([sys.executable, "-c", "import flwr.simulation, ray"], capture_output=True)
+    return probe.returncode == 0
+
+
+def available(framework: str) -> bool:
+    if framework == "pfl":
+        return pfl_available()
+    if framework == "flower":
+        return flower_available()
+    return True
+
+
+def pfl_available() -> bool:
+    if not PEERS_PYTHON.exists():
+        return False
+    probe = subprocess.run([str(PEERS_PYTHON), "-c", "import pfl"], capture_output=True)
+    return probe.returncode == 0
+
+
+def run_one(framework: str, path: Path, threads: int, noise_seed: int) -> dict[str, Any]:
+    """One subprocess: its ``RESULT`` line and its wall time; a failed run is retried once (recorded)."""
+    try:
+        return run_once(framework, path, threads, noise_seed)
+    except RuntimeError as error:
+        print(f"  {framework} failed, retrying once: {str(error)[-600:]}", flush=True)
+        result = run_once(framework, path, threads, noise_seed)
+        result["retried_after"] = str(error)[-600:]
+        return result
+
+
+def run_once(framework: str, path: Path, threads: int, noise_seed: int) -> dict[str, Any]:
+    """One subprocess: its ``RESULT`` line and its wall time."""
+    argv = command(framework, path, threads, noise_seed)
+    assert argv is not None
+    env = {**os.environ, "OMP_NUM_THREADS": "1" if framework == "flower" else str(threads),
+           "MKL_NUM_THREADS": "1" if framework == "flower" else str(threads), "PYTHONWARNINGS": "ignore"}
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT)
+    wall = time.perf_counter() - start
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"{framework} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
+    result["wall_s"] = wall
+    return result
+
+
+def times(framework: str, result: dict[str, Any]) -> dict[str, float | None]:
+    """wall, job, rounds and start-up seconds of one run, as the module docstring defines them."""
+    if framework.startswith("fedvote"):
+        rounds = result.get("method_s")
+        return {"wall_s": result["wall_s"], "job_s": result["job_s"], "rounds_s": rounds,
+                "startup_s": result["wall_s"] - result["job_s"]}
+    if framework == "flower":
+        return {"wall_s": result["wall_s"], "job_s": result["job_s"], "rounds_s": result["job_s"],
+                "startup_s": result["wall_s"] - result["job_s"]}
+    job = result["setup_s"] + result["job_s"]  # pfl
+    return {"wall_s": result["wall_s"], "job_s": job, "rounds_s": result["job_s"],
+            "startup_s": result["wall_s"] - job}
+
+
+def measure_job(job: Job, path: Path, repeats: int, threads: int, quick: bool = False) -> list[dict[str, Any]]:
+    """Every framework on ``job``, ``repeats`` times interleaved (order rotated), medians."""
+    names = frameworks(job, quick)
+    runnable = [n for n in names if available(n)]
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for r in range(repeats):
+        order = runnable[r % len(runnable):] + runnable[: r % len(runnable)]
+        for framework in order:
+            result = run_one(framework, path, threads, noise_seed=1 + r)
+            runs[framework].append(result)
+            print(f"  {job.name} [{r + 1}/{repeats}] {framework}: wall {result['wall_s']:.2f} s, "
+                  f"job {times(framework, result)['job_s']:.2f} s, accuracy {result['accuracy']:.4f}", flush=True)
+    rows = []
+    for framework in names:
+        row: dict[str, Any] = {"job": job.name, "framework": framework, "repeats": len(runs[framework])}
+        if not runs[framework]:
+            row["note"] = {"pfl": PFL_MISSING, "flower": RAY_MISSING}.get(framework, "not run")
+            rows.append(row)
+            continue
+        per_run = [times(framework, result) for result in runs[framework]]
+        for key in ("wall_s", "job_s", "rounds_s", "startup_s"):
+            values = [v for t in per_run if (v := t[key]) is not None]
+            row[key] = statistics.median(values) if values else None
+            row[key + "_all"] = values
+        accuracies = [result["accuracy"] for result in runs[framework]]
+        row["accuracy"] = statistics.fmean(accuracies)
+        row["accuracy_all"] = accuracies
+        first = runs[framework][0]
+        if isinstance(job, FedAvgJob):
+            if framework == "flower":
+                row["epsilon"] = flower_epsilon(job)
+                row["epsilon_source"] = "dp-accounting from the same σ, q, T (no Flower DP wrapper)"
+            else:
+                row["epsilon"] = first.get("epsilon")
+                row["epsilon_source"] = first.get("epsilon_source")
+            row["mean_sampled"] = statistics.fmean(result.get("mean_sampled", float("nan")) for result in runs[framework])
+        else:
+            row["epsilon_source"] = "same σ: fedvote's calibration (ε = 4 for the whole pate-fl run)"
+        row["detail"] = {k: v for k, v in first.items() if k not in ("accuracy",)}
+        if framework == "fedvote-distributed":
+            row["note"] = "fedvote's default noise placement (secure-sum shares from all N agents each round)"
+        if framework == "flower":
+            row["note"] = "Ray start-up, actors and data loading are the start-up; 1 ClientApp per core"
+        rows.append(row)
+    base = next(row for row in rows if row["framework"] == "fedvote")
+    for row in rows:
+        if row["framework"] in ("flower", "pfl") and row.get("wall_s") is not None:
+            for key in ("wall", "job", "rounds"):
+                mine, theirs = base.get(f"{key}_s"), row.get(f"{key}_s")
+                row[f"speedup_{key}"] = theirs / mine if mine and theirs else None
+    if isinstance(job, VoteJob):
+        rows.append({"job": job.name, "framework": "pfl", "note": VOTE_NOT_IN_PFL})
+    return rows
+
+
+def verdicts(rows: list[dict[str, Any]]) -> list[str]:
+    """The issue's bar, job by job, from the medians."""
+    lines = []
+    for job in dict.fromkeys(row["job"] for row in rows):
+        mine = {row["framework"]: row for row in rows if row["job"] == job}
+        base = mine["fedvote"]
+        flower, pfl = mine.get("flower", {}), mine.get("pfl", {})
+        parts = []
+        if flower.get("speedup_wall"):
+            parts.append(f"vs Flower {flower['speedup_wall']:.1f}x (wall, with start-up), "
+                         f"{flower['speedup_job']:.1f}x (without start-up){' [bar: >= 20x]'}")
+        if pfl.get("speedup_wall"):
+            parts.append(f"vs pfl {pfl['speedup_wall']:.2f}x (wall), {pfl['speedup_job']:.2f}x (job), "
+                         f"{pfl['speedup_rounds']:.2f}x (rounds alone) [bar: >= 1x]")
+        accuracy = [f"{name} {row['accuracy']:.3f}" for name, row in mine.items() if row.get("accuracy") is not None]
+        epsilon = [f"{name} {row['epsilon']:.3f}" for name, row in mine.items() if row.get("epsilon") is not None]
+        line = f"{job}: fedvote {'; '.join(parts)}; accuracy {', '.join(accuracy)}"
+        if epsilon:
+            line += f"; ε {', '.join(epsilon)}"
+        lines.append(line)
+        del base
+    return lines
+
+
+def uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return f"load average {os.getloadavg()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats per framework (median)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads of fedvote and pfl")
+    parser.add_argument("--quick", action="store_true", help="smoke run: T = 5, one repeat, two jobs, no results file")
+    parser.add_argument("--jobs", default="", help="comma-separated job names (substrings; default: all)")
+    parser.add_argument("--out", type=Path, default=None, help="results file (default benchmarks/results/peers.json)")
+    args = parser.parse_args(argv)
+    data_dir = default_data_dir()
+    jobs = JOBS
+    if args.quick:
+        jobs = [VoteJob("digits", 10), replace(FedAvgJob("digits", 50), rounds=5)]
+    wanted = [w.strip() for w in args.jobs.split(",") if w.strip()]
+    if wanted:
+        jobs = [job for job in jobs if any(w in job.name for w in wanted)]
+    skipped = []
+    if data_dir is None or not (data_dir / "mnist").is_dir():
+        skipped = [job.name for job in jobs if job.dataset == "mnist"]
+        jobs = [job for job in jobs if job.dataset != "mnist"]
+    repeats = 1 if args.quick else args.repeats
+    load_before = uptime()
+    print(load_before, flush=True)
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="fedvote-peers-") as scratch:
+        for job in jobs:
+            path = Path(scratch) / (job.name.replace(" ", "_").replace("=", "") + ".npz")
+            export(job, data_dir, path)
+            rows += measure_job(job, path, repeats, args.threads, args.quick)
+    load_after = uptime()
+    print_table(rows, COLUMNS)
+    summary = verdicts(rows)
+    summary.append(f"uptime before: {load_before}; after: {load_after}; benchmark wall {time.perf_counter() - started:.0f} s")
+    if skipped:
+        summary.append(f"skipped (no MNIST under $FEDVOTE_DATA): {', '.join(skipped)}")
+    for line in summary:
+        print(line)
+    if args.quick and args.out is None:
+        return 0
+    write_results(
+        "peers",
+        title="fedvote vs Flower's simulation engine and pfl (same jobs)",
+        rows=rows,
+        columns=COLUMNS,
+        notes=NOTES,
+        summary=summary,
+        path=args.out,
+    )
+    return 0
+
+
+NOTES = """Differences between the jobs that could not be removed:
+- Start-up: Flower's wall time includes Ray's start (a local cluster, its actors) and the ClientApps loading the job file; pfl's includes importing pfl and building its accountant; fedvote's the import of torch and fedvote. The job column removes these: Flower's job is its rounds after one warm-up round to every node; fedvote's job still builds its data split (data_s, 0.4 s on digits) from sklearn's digits or the MNIST files while Flower and pfl read the split fedvote built; ε accounting is in fedvote's job (PLD at the agent and instance level, evaluation_s) and pfl's (its PLDPrivacyAccountant), not in Flower's (computed here).
+- Parallelism: fedvote trains the sampled clients (and the teachers) as one batched computation with --threads torch threads; Flower runs one ClientApp per core (2 Ray actors, 1 thread each); pfl runs its users one after another in process with --threads torch threads.
+- Randomness: the same seeds give the same partition, θ⁰, teachers (vote job) and local mini-batch order in fedvote and Flower (Flower's clients run fedvote's own sgd_steps / fit_classifier), but each framework draws its own sampling and noise from its own generator, so accuracies differ by noise: they are means over the repeats, each repeat with another noise seed.
+- Sampling in pfl: Poisson sampling is a Binomial(N, q) cohort size with pfl's minimize_reuse user sampler (distinct users within a cohort, but users are cycled through a shuffled list, not drawn independently per round); pfl's accountant treats it as Poisson sampling at rate q.
+- Noise placement: the ratios are against fedvote with --noise server (the trusted-server Gaussian that Flower's and pfl's central DP implement); fedvote's default distributed noise (every agent adds a share through the secure sum) is the extra row.
+- The vote job is not run in pfl (see benchmarks/peers_pfl.py)."""
+
+
+if __name__ == "__main__":
+    sys.exit(main())
