@@ -85,6 +85,9 @@ def test_gradient_and_loss_are_each_models_own(kind, shape, chunk_bytes):
     net.grad(params, x, y, w, out)
     losses, grads = _reference(models, x, y, w)
     assert torch.allclose(net.loss(params, x, y, w), losses, atol=1e-5, rtol=1e-5)
+    logits = net.logits(params, x)  # (G, B, classes)
+    with torch.no_grad():
+        assert all(torch.allclose(logits[g], models[g](x[g]), atol=1e-5) for g in range(count))
     for g in range(count):
         for k, expected in enumerate(grads[g]):
             assert torch.allclose(out[k][g], expected, atol=1e-5, rtol=1e-4), f"model {g}, parameter {k}"

@@ -111,6 +111,13 @@ class StackedConvNet:
             logits, cache = self._forward(chunk, x[a:b], keep=True)  # (g, B, C)
             self._backward(chunk, _cross_entropy_grad(logits, y[a:b], w[a:b]), cache, [o[a:b] for o in out])
 
+    def logits(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """Each model's logits (G, B, classes) on its own inputs x (G, B, *shape)."""
+        with torch.no_grad():
+            return torch.cat(
+                [self._forward([p[a:b] for p in params], x[a:b], keep=False)[0] for a, b in self._chunks(x)]
+            )
+
     def loss(
         self, params: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
     ) -> torch.Tensor:
