@@ -100,6 +100,7 @@ results: install-dev fonts
 	$(BIN)/python experiments/defaults_digits.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/student_choice.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/query_selection.py
+	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/multilabel.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/fedaux_ablation.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/voting_mnist_curve.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/run.py
