@@ -140,3 +140,17 @@ def test_the_mnist_version_builds_train_grids_from_mnist_train_and_test_grids_fr
     cells = splits.test.features[:200, :, :14, :14]
     filled = [cell for cell in cells if cell.max() > 0]
     assert filled and all(np.round(cell, 5).tobytes() in known for cell in filled)
+
+
+def test_data_list_describes_the_grids_as_the_loader_builds_them(tmp_path):
+    from fedvote.data.datasets import dataset_status
+
+    status = dataset_status("multidigit")
+    splits = load_splits("multidigit")
+    assert splits.test is not None
+    for name, part in (("train", splits.train), ("test", splits.test)):
+        described = status.splits[name]
+        assert described["count"] == len(part) and described["shape"] == list(part.example_shape)
+        assert described["classes"] == part.num_classes
+    missing = dataset_status("multidigit-mnist", tmp_path)  # no MNIST files here
+    assert missing.state == "missing" and "train-images-idx3-ubyte" in (missing.error or "")

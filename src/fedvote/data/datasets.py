@@ -693,6 +693,7 @@ _SOURCES["multidigit"] = _Source(
     subdir=None,
     locate=lambda root, split: [],
     where_to_get="generated from the bundled scikit-learn digits (no files)",
+    describe=lambda root, split: _multidigit().describe_split(root, split, mnist=False),
 )
 _SOURCES["multidigit-mnist"] = _Source(
     load=lambda root, split: _multidigit().load_multidigit_mnist(root, split),
@@ -700,6 +701,7 @@ _SOURCES["multidigit-mnist"] = _Source(
     subdir="mnist",
     locate=lambda root, split: _SOURCES["mnist"].locate(root, split),
     where_to_get=f"generated from MNIST: {_MNIST_WHERE}",
+    describe=lambda root, split: _multidigit().describe_split(root, split, mnist=True),
 )
 
 

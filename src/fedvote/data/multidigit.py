@@ -29,8 +29,10 @@ Within one side a source image may appear in several grids (drawn with replaceme
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -188,3 +190,29 @@ def load_multidigit_mnist(root: Path | None, split: str) -> Dataset:
     count = MNIST_COUNTS[0 if split == "train" else 1]
     grids = make_multidigit(small, count, _SPLIT_SEEDS[split], name="multidigit-mnist", split=split)
     return grids.as_dataset()
+
+
+def describe_split(root: Path | None, split: str, *, mnist: bool) -> dict[str, Any]:
+    """What ``fedvote data list`` shows of a split without generating it: count, shape, classes, files.
+
+    ``mnist``: the MNIST version, whose source files must be there (else the loader's
+    one-line error, as for MNIST itself).
+    """
+    _check_split(split)
+    side = 0 if split == "train" else 1
+    classes = 2 ** len(ATTRIBUTE_NAMES)
+    if not mnist:
+        return {"count": DIGITS_COUNTS[side], "shape": [1, 16, 16], "classes": classes, "files": []}
+    files = [str(path) for path in mnist_files(root, split)]
+    return {"count": MNIST_COUNTS[side], "shape": [1, 28, 28], "classes": classes, "files": files}
+
+
+def _mnist_locate() -> Callable[[Path | None, str], list[Path]]:
+    from fedvote.data.datasets import _SOURCES
+
+    return _SOURCES["mnist"].locate
+
+
+def mnist_files(root: Path | None, split: str) -> list[Path]:
+    """The MNIST files a split of ``multidigit-mnist`` is built from (the loader's error if missing)."""
+    return _mnist_locate()(root, split)
