@@ -157,14 +157,44 @@ def run_once(framework: str, path: Path, threads: int, noise_seed: int) -> dict[
     env = {**os.environ, "OMP_NUM_THREADS": "1" if framework == "flower" else str(threads),
            "MKL_NUM_THREADS": "1" if framework == "flower" else str(threads), "PYTHONWARNINGS": "ignore"}
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT)
+    # A session of its own (its id is the worker's pid): Ray's processes (raylet, actors) join it.
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+                               start_new_session=True)
+    stdout, stderr = process.communicate()
     wall = time.perf_counter() - start
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"{framework} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    lingering = wait_for_session(process.pid)
+    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+    if process.returncode != 0 or not lines:
+        raise RuntimeError(f"{framework} failed ({process.returncode}):\n{stdout[-2000:]}\n{stderr[-4000:]}")
     result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
     result["wall_s"] = wall
+    result["lingering_s"] = lingering
     return result
+
+
+def session_members(sid: int) -> list[int]:
+    """Processes (pids) of session ``sid`` that are still running (not zombies)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":  # fields: state, ppid, pgrp, session, ...
+            members.append(int(stat.parent.name))
+    return members
+
+
+def wait_for_session(sid: int, timeout: float = 120.0) -> float:
+    """Wait until the processes a run left in its session (Ray's, shutting down) are gone; seconds waited.
+
+    Not part of the run's wall time; it keeps the next run from being measured beside them.
+    """
+    begin = time.perf_counter()
+    while session_members(sid) and time.perf_counter() - begin < timeout:
+        time.sleep(0.2)
+    return time.perf_counter() - begin
+
 
 
 def times(framework: str, result: dict[str, Any]) -> dict[str, float | None]:
