@@ -154,8 +154,11 @@ def run_once(framework: str, path: Path, threads: int, noise_seed: int) -> dict[
     """One subprocess: its ``RESULT`` line and its wall time."""
     argv = command(framework, path, threads, noise_seed)
     assert argv is not None
-    env = {**os.environ, "OMP_NUM_THREADS": "1" if framework == "flower" else str(threads),
-           "MKL_NUM_THREADS": "1" if framework == "flower" else str(threads), "PYTHONWARNINGS": "ignore"}
+    per_process = "1" if framework == "flower" else str(threads)
+    env = {**os.environ, "OMP_NUM_THREADS": per_process, "MKL_NUM_THREADS": per_process, "PYTHONWARNINGS": "ignore",
+           # OpenMP's threads sleep when idle instead of spinning: on a shared 2-core machine, spinning
+           # threads that lose their core make a 2-thread torch 10-60x slower (measured on the vote job).
+           "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     start = time.perf_counter()
     # A session of its own (its id is the worker's pid): Ray's processes (raylet, actors) join it.
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
@@ -286,8 +289,43 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
         if epsilon:
             line += f"; ε {', '.join(epsilon)}"
         lines.append(line)
+        lines.append(f"{job}: where the time goes (first repeat, s) — " + profile(mine))
         del base
     return lines
+
+
+def profile(rows: dict[str, dict[str, Any]]) -> str:
+    """Each framework's job split into its parts, from the workers' own timings."""
+    parts = []
+    for name, row in rows.items():
+        detail = row.get("detail") or {}
+        if not detail:
+            continue
+        if name.startswith("fedvote"):
+            pieces = [f"import {detail.get('import_s', 0):.1f}", f"data split {detail.get('data_s', 0):.2f}"]
+            if detail.get("method_s") is not None:
+                pieces += [f"rounds {detail['method_s']:.2f}", f"evaluation + ε accounting {detail['evaluation_s']:.2f}"]
+            else:
+                pieces.append(f"teachers + vote {detail['job_s'] - detail.get('data_s', 0):.2f}")
+        elif name == "flower":
+            pieces = [f"import {detail.get('import_s', 0):.1f}", f"Ray + actors + data {detail.get('startup_s', 0):.1f}",
+                      f"rounds {detail.get('job_s', 0):.2f}"]
+            if detail.get("round_s_median") is not None:
+                pieces.append(f"median round {detail['round_s_median']:.3f}")
+        else:
+            pieces = [f"import {detail.get('import_s', 0):.1f}", f"set-up {detail.get('setup_s', 0):.2f} "
+                      f"(accountant {detail.get('accounting_s', 0):.2f})", f"rounds {detail.get('job_s', 0):.2f}"]
+        parts.append(f"{name}: " + ", ".join(pieces) + " s")
+    return "; ".join(parts)
+
+
+def resummarize(path: Path) -> None:
+    """Rewrite the summary and notes of a results file from its rows (the same rules as a run)."""
+    data = json.loads(path.read_text())
+    keep = [line for line in data.get("summary", []) if line.startswith(("uptime", "skipped"))]
+    data["summary"] = verdicts(data["results"]) + keep
+    data["notes"] = NOTES
+    path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def uptime() -> str:
@@ -304,7 +342,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke run: T = 5, one repeat, two jobs, no results file")
     parser.add_argument("--jobs", default="", help="comma-separated job names (substrings; default: all)")
     parser.add_argument("--out", type=Path, default=None, help="results file (default benchmarks/results/peers.json)")
+    parser.add_argument("--resummarize", type=Path, default=None,
+                        help="only rewrite the summary and notes of this results file from its rows")
     args = parser.parse_args(argv)
+    if args.resummarize is not None:
+        resummarize(args.resummarize)
+        return 0
     data_dir = default_data_dir()
     jobs = JOBS
     if args.quick:
@@ -350,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
 
 NOTES = """Differences between the jobs that could not be removed:
 - Start-up: Flower's wall time includes Ray's start (a local cluster, its actors) and the ClientApps loading the job file; pfl's includes importing pfl and building its accountant; fedvote's the import of torch and fedvote. The job column removes these: Flower's job is its rounds after one warm-up round to every node; fedvote's job still builds its data split (data_s, 0.4 s on digits) from sklearn's digits or the MNIST files while Flower and pfl read the split fedvote built; ε accounting is in fedvote's job (PLD at the agent and instance level, evaluation_s) and pfl's (its PLDPrivacyAccountant), not in Flower's (computed here).
+- Threads: every worker runs with OMP_WAIT_POLICY=PASSIVE (unless set): with OpenMP's default spinning, fedvote's 2-thread batched teachers took 9-37 s instead of 1.1 s for the N=10 vote job while the machine's load average was 7-9.
 - Parallelism: fedvote trains the sampled clients (and the teachers) as one batched computation with --threads torch threads; Flower runs one ClientApp per core (2 Ray actors, 1 thread each); pfl runs its users one after another in process with --threads torch threads.
 - Randomness: the same seeds give the same partition, θ⁰ and teachers (vote job) in fedvote and Flower (Flower's ClientApps run fedvote's own fit_classifier / sgd_steps per agent). Flower's ServerApp draws the agents' sampling and the server's noise from the same seeded stream as fedvote (numpy's default_rng([noise seed, 0x6AD])), so their DP-FedAvg runs differ only in the local mini-batch order (Flower's clients seed it per round and agent) and agree closely in accuracy; the vote job's noise shares are drawn per agent by each framework. pfl draws its cohorts, mini-batches and noise (torch) itself. Each repeat uses another noise seed (1, 2, 3), the same for every framework; accuracies are means over the repeats.
 - Sampling in pfl: Poisson sampling is a Binomial(N, q) cohort size with pfl's minimize_reuse user sampler (distinct users within a cohort, but users are cycled through a shuffled list, not drawn independently per round); pfl's accountant treats it as Poisson sampling at rate q.

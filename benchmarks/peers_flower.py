@@ -155,7 +155,13 @@ def main(grid: Grid, context: Context) -> None:
     result: dict[str, Any] = {"warmup_round_s": warm - entered}
     if settings["kind"] == "vote":
         votes = _broadcast(grid, nodes, "train", {"job": job})
-        total = np.sum([_array(r.content["votes"]) for r in votes], axis=0)  # (Q, C)
+        shape = (arrays["query_x"].shape[0], settings["num_classes"])  # (Q, C)
+        released = [_array(r.content["votes"]) for r in votes]
+        odd = [a.shape for a in released if a.shape != shape]
+        if any(a.size != shape[0] * shape[1] for a in released):
+            raise RuntimeError(f"vote replies of shapes {odd}, expected {shape}")
+        result["reshaped_replies"] = len(odd)  # seen once: a reply's array came back flat
+        total = np.sum([a.reshape(shape) for a in released], axis=0)  # (Q, C)
         labels = np.argmax(total, axis=1)
         result["accuracy"] = float(np.mean(labels == arrays["query_y"]))
     else:
