@@ -257,7 +257,7 @@ def run(
     timings["calibration_s"] = time.perf_counter() - mark
 
     if transport is None:
-        transport = transport_type(method)(
+        transport = LocalTransport(
             federation,
             seed=config.seed,
             noise_seed=config.privacy.noise_seed,
@@ -288,20 +288,6 @@ def run(
         started=started,
         details=ledger_details,
     )
-
-
-def transport_type(method: Method) -> type[LocalTransport]:
-    """The in-process transport a run of ``method`` gets: LocalTransport, or its multi-label extension.
-
-    :class:`~fedvote.transport.multilabel.MultiLabelTransport` (LocalTransport plus the
-    multi-label skills) when the method requires one of them, else LocalTransport.
-    """
-    from fedvote.transport.multilabel import MultiLabelTeacherVotes, MultiLabelTransport, MultiLabelUpdates
-
-    needs = method.requirements()
-    if MultiLabelTeacherVotes in needs or MultiLabelUpdates in needs:
-        return MultiLabelTransport
-    return LocalTransport
 
 
 def execute(

@@ -16,7 +16,7 @@ from fedvote.methods.multilabel_pate import threshold_votes
 from fedvote.runner import make_federation, plan, run
 from fedvote.transport.capabilities import check_capabilities
 from fedvote.transport.local import LocalTransport
-from fedvote.transport.multilabel import MultiLabelTransport
+from fedvote.transport.reused_votes import ReusedVotesTransport
 
 SMALL = {
     "federation": {"dataset": "multidigit", "agents": 20},
@@ -85,15 +85,16 @@ def test_dp_fedavg_multilabel_trains_a_model_of_a_logits_with_bce_and_learns():
     assert result.details["attribute_encoding"] == "bitmask"
 
 
-def test_a_plain_local_transport_cannot_serve_the_multilabel_methods():
+def test_local_transport_serves_the_multilabel_methods_and_the_reused_votes_transport_refuses():
     for method in ("pate-fl-multilabel", "dp-fedavg-multilabel"):
         config = _config(method, queries=20, privacy={"sigma": 5.0})
         federation = make_federation(config)
         planned = plan(config, federation.public_metadata())
+        local = LocalTransport(federation)
+        check_capabilities(planned, local)  # served
         with pytest.raises(ConfigError, match="multi-label") as error:
-            check_capabilities(planned, LocalTransport(federation))
+            check_capabilities(planned, ReusedVotesTransport(local))
         assert error.value.argument == "method"
-        check_capabilities(planned, MultiLabelTransport(federation))  # served
 
 
 @pytest.mark.parametrize(

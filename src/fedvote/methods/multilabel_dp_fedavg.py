@@ -34,7 +34,7 @@ from fedvote.models.zoo import build_model
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport
-from fedvote.transport.multilabel import MultiLabelUpdates
+from fedvote.transport.capabilities import MultiLabelUpdates
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from fedvote.privacy.events import LevelEvents, multilabel_events
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport
-from fedvote.transport.multilabel import MultiLabelTeacherVotes
+from fedvote.transport.capabilities import MultiLabelTeacherVotes
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
