@@ -193,7 +193,8 @@ def test_impossible_domain_federations_name_the_argument(change, argument):
     elif sources == "classes":
         sources = [tagged("five", 50, 0.0, 8, num_classes=5)]
     elif sources == "channels":
-        sources = [Dataset("rgb", np.zeros((20, 3, 8, 8), np.float32), np.arange(20) % 10, target.class_names)]
+        # RGB and grey mix (colour becomes luminance); two channels and one do not.
+        sources = [Dataset("two", np.zeros((20, 2, 8, 8), np.float32), np.arange(20) % 10, target.class_names)]
     if kwargs.get("target_test") == "given":
         kwargs["target_test"] = tagged("t", 20, 0.8, 8)
     with pytest.raises(ConfigError) as error:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fedvote.data.channels import light_ink, luminance
 from fedvote.data.datasets import Dataset, check_dataset_name, dataset_key, load_splits
 from fedvote.data.framing import frame_digits, resolve_framing
 from fedvote.data.partition import PartitionSpec, partition_indices
@@ -271,6 +272,43 @@ def _common_shape(
     return (channels.pop(), int(size[0]), int(size[1]))
 
 
+def _common_channels(
+    sources: Sequence[Dataset], target: Dataset, target_test: Dataset | None
+) -> tuple[list[Dataset], Dataset, Dataset | None, frozenset[str]]:
+    """Colour domains brought to one luminance channel when the domains disagree on channels.
+
+    Digit classes do not depend on colour, and grey domains (MNIST, USPS) cannot be
+    coloured, so when some image domains are RGB and others grey every RGB one becomes
+    grey by ITU-R BT.601 luminance (:func:`fedvote.data.channels.luminance`), then light
+    ink on a dark ground stretched to [0, 1] (:func:`fedvote.data.channels.light_ink`), as
+    the grey digit domains are: public per-record maps. All-colour or all-grey federations
+    are left as they are. Returns the
+    datasets and the names of those converted: they are never MNIST-framed (framing finds
+    light ink on a blank ground; a converted colour image has a textured one of either
+    polarity) but resized, as their digits already fill their frame.
+    """
+    everything = [*sources, target, *([target_test] if target_test is not None else [])]
+    channels = {d.example_shape[0] for d in everything if d.is_image}
+    if not all(d.is_image for d in everything) or channels != {1, 3}:
+        return list(sources), target, target_test, frozenset()
+
+    def grey(dataset: Dataset) -> Dataset:
+        if dataset.example_shape[0] == 1:
+            return dataset
+        return Dataset(
+            name=dataset.name,
+            features=light_ink(luminance(dataset.features)),
+            labels=dataset.labels,
+            class_names=dataset.class_names,
+            description=f"{dataset.description} (luminance, light ink)",
+            split=dataset.split,
+        )
+
+    converted = frozenset(d.name for d in everything if d.example_shape[0] == 3)
+    test = grey(target_test) if target_test is not None else None
+    return [grey(s) for s in sources], grey(target), test, converted
+
+
 def _take(
     dataset: Dataset, indices: np.ndarray, shape: tuple[int, ...], framing: str = "none"
 ) -> LabeledData:
@@ -397,7 +435,9 @@ def build_domain_federation(
     framing : {"none", "mnist", "auto"}
         ``mnist``: every record (pool, test set, agents') is framed as MNIST's digits
         are (:func:`fedvote.data.framing.frame_digits`, a per-record public map);
-        ``auto``: so when the domains are grey images of different sizes.
+        ``auto``: so when the domains are grey images of different sizes. When colour and
+        grey domains mix (syndigits with MNIST, USPS), the colour ones are first brought to
+        grey luminance and resized, never framed (:func:`_common_channels`).
     agent_public_access : bool
         Recorded on the federation: whether agents may read the unlabeled public pool.
     seed : int
@@ -445,8 +485,12 @@ def build_domain_federation(
     if num_agents < 1:
         raise ConfigError("num_agents", f"must be at least 1, got {num_agents}")
     partition = partition if partition is not None else PartitionSpec()
+    sources, target, target_test, coloured = _common_channels(sources, target, target_test)
     framing = resolve_framing(framing, [d.example_shape for d in [target, *sources]])
     shape = _common_shape([target, *sources], image_size, framing)
+
+    def frame_of(dataset: Dataset) -> str:
+        return "none" if dataset.name in coloured else framing
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xD0A]))
 
     # The target: test set (official, or held out) and the public pool.
@@ -464,8 +508,9 @@ def build_domain_federation(
             f"the target {target.name} ({len(target)} records) gives {num_public} public and {num_test} "
             f"test records; each needs at least one",
         )
-    public = _take(target, np.sort(rest[:num_public]), shape, framing)
-    test = _take(target_test if target_test is not None else target, np.sort(test_idx), shape, framing)
+    public = _take(target, np.sort(rest[:num_public]), shape, frame_of(target))
+    test_source = target_test if target_test is not None else target
+    test = _take(test_source, np.sort(test_idx), shape, frame_of(test_source))
 
     # The sources: each agent's private records.
     def chosen(size: int, agents: int, what: str) -> np.ndarray:
@@ -487,7 +532,7 @@ def build_domain_federation(
         for source, count in zip(sources, counts, strict=True):
             pool = chosen(len(source), count, source.name)
             for part in partition_indices(source.labels[pool], count, partition, rng):
-                agents.append(_take(source, pool[part], shape, framing))
+                agents.append(_take(source, pool[part], shape, frame_of(source)))
                 domains.append(source.name)
     else:
         offsets = np.cumsum([0] + [len(s) for s in sources])
@@ -497,7 +542,7 @@ def build_domain_federation(
             members = pool[part]
             which = np.searchsorted(offsets, members, side="right") - 1
             pieces = [
-                _take(source, members[which == i] - offsets[i], shape, framing)
+                _take(source, members[which == i] - offsets[i], shape, frame_of(source))
                 for i, source in enumerate(sources)
                 if np.any(which == i)
             ]

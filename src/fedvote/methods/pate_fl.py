@@ -38,7 +38,7 @@ from fedvote.privacy.events import (
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport
-from fedvote.transport.capabilities import LabelRelease, TeacherVotes
+from fedvote.transport.capabilities import DomainAdaptedTeachers, LabelRelease, TeacherVotes
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
@@ -85,7 +85,8 @@ class PateFL(Method):
     seed : int
         Seeds the choice of queries and the student's training.
     release_options : PateFLOptions
-        Sums (default) or labels only (Confident-GNMax: ``--threshold``, ``--threshold-sigma``).
+        Sums (default) or labels only (Confident-GNMax: ``--threshold``, ``--threshold-sigma``);
+        ``--teacher-da dann``: teachers trained by DANN against the public pool (PATE-FL+DA).
 
     """
 
@@ -109,6 +110,10 @@ class PateFL(Method):
 
     def __post_init__(self) -> None:
         check_voting_settings(self)
+        if self.release_options.teacher_da == "dann":
+            from fedvote.models.dann import check_dann_training
+
+            check_dann_training(self.teacher)
 
     @classmethod
     def from_config(
@@ -169,8 +174,9 @@ class PateFL(Method):
         return pate_fl_events(self.sigma, count)
 
     def requirements(self) -> tuple[type, ...]:
-        """Teacher votes; with ``--release labels`` also an aggregator that lets out labels only."""
-        return (*self.requires, LabelRelease) if self.release_options.labels_only else self.requires
+        """Teacher votes; with ``--release labels`` an aggregator that lets out labels only; DANN teachers."""
+        needs = (*self.requires, LabelRelease) if self.release_options.labels_only else self.requires
+        return (*needs, DomainAdaptedTeachers) if self.release_options.teacher_da == "dann" else needs
 
     def run(
         self,
@@ -183,7 +189,15 @@ class PateFL(Method):
         assert isinstance(transport, TeacherVotes)  # check_capabilities refused any other
         pool_size = server.public_features.shape[0]
         check_voting_run(self.queries, pool_size, self.min_responders, transport.num_agents)
-        transport.train_teachers(self.teacher, progress)
+        if self.release_options.teacher_da == "dann":  # PATE-FL+DA (voting paper, Sec. 5.1)
+            from fedvote.models.dann import DannConfig
+
+            assert isinstance(transport, DomainAdaptedTeachers)  # required by requirements()
+            transport.train_adapted_teachers(
+                self.teacher, DannConfig(domain_weight=self.release_options.da_weight), progress
+            )
+        else:
+            transport.train_teachers(self.teacher, progress)
         if self.release_options.labels_only:
             assert isinstance(transport, LabelRelease)  # required by requirements()
             return label_and_teach_confident(

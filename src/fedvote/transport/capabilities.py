@@ -23,11 +23,11 @@ import numpy as np
 
 from fedvote.agents.behaviour import Behaviour
 from fedvote.aggregation.voting import WeightRule
-from fedvote.data.attributes import AttributeTask
 from fedvote.data.federation import LabeledData
 from fedvote.errors import ConfigError
 from fedvote.models import local_training
 from fedvote.models.batched_dp_sgd import NoisyTraining
+from fedvote.models.dann import DannConfig
 from fedvote.models.features import FeatureExtractor
 from fedvote.models.local_training import LocalTraining
 from fedvote.models.logistic_heads import HeadFeatures, HeadRequest, ReleasedHeads
@@ -62,6 +62,27 @@ class TeacherVotes(Capability):
 
         Each agent adds N(0, noise_std²) to its own vote. Returns ``None`` — nothing is
         released — when fewer than ``min_responders`` agents answered.
+        """
+
+
+class DomainAdaptedTeachers(Capability):
+    """Agents train teachers by DANN against the public pool (PATE-FL+DA, ``--teacher-da dann``).
+
+    Only where the federation lets agents read the unlabelled public pool beyond the
+    queries (``Federation.agent_public_access``): :meth:`train_adapted_teachers` refuses
+    otherwise, before training anything.
+    """
+
+    description: ClassVar[str] = "domain-adapted teachers (DANN)"
+
+    @abstractmethod
+    def train_adapted_teachers(
+        self, config: TrainingConfig, dann: DannConfig, progress: Progress = NO_PROGRESS
+    ) -> None:
+        """Every agent trains its teacher by DANN: its records as source, the public pool as target.
+
+        Raises :class:`~fedvote.errors.ConfigError` (``teacher_da``) when the agents may
+        not read the pool. Votes then go through :meth:`TeacherVotes.vote_sum` as usual.
         """
 
 
@@ -236,43 +257,6 @@ class PersonalisedModels(Capability):
         """
 
 
-class MultiLabelTeacherVotes(Capability):
-    """Agents train multi-label (BCE) teachers and send τ-clipped votes (``pate-fl-multilabel``).
-
-    Agent side: :mod:`fedvote.agents.multilabel_votes`; in process:
-    :class:`fedvote.transport.multilabel.MultiLabelSkills`.
-    """
-
-    description: ClassVar[str] = "multi-label teacher votes"
-
-    @abstractmethod
-    def train_multilabel_teachers(
-        self, config: TrainingConfig, task: AttributeTask, progress: Progress = NO_PROGRESS
-    ) -> None:
-        """Every agent trains a teacher of ``task``'s A attributes (sigmoid outputs, BCE) on its records."""
-
-    @abstractmethod
-    def multilabel_vote_sum(
-        self, query_indices: np.ndarray, tau: int, noise_std: float, min_responders: int
-    ) -> VoteSum | None:
-        """Sum of the agents' noisy τ-clipped votes on ``query_indices``, ``sums`` (Q, A); one round.
-
-        Each agent sends the indicator of its teacher's top-τ attributes among those with
-        probability > 1/2, plus N(0, noise_std²). ``None`` (nothing released) when fewer than
-        ``min_responders`` answered.
-        """
-
-
-class MultiLabelUpdates(Capability):
-    """Agents train local updates with BCE on A attributes (``dp-fedavg-multilabel``)."""
-
-    description: ClassVar[str] = "multi-label (BCE) local updates"
-
-    @abstractmethod
-    def trains_multilabel(self, training: LocalTraining) -> bool:
-        """Whether a round of ``training`` runs the BCE path (a ``MultiLabelLocalTraining``)."""
-
-
 class SimulationDiagnostics(Capability):
     """Noiseless functions of the agents' private data: an in-process simulation's, never a release.
 
@@ -323,6 +307,7 @@ class SimulationDiagnostics(Capability):
 # Every capability, in the order messages list them.
 CAPABILITIES: tuple[type[Capability], ...] = (
     TeacherVotes,
+    DomainAdaptedTeachers,
     LabelRelease,
     KnnVotes,
     WeightedVotes,
@@ -331,8 +316,6 @@ CAPABILITIES: tuple[type[Capability], ...] = (
     SecureUpdateSum,
     PrivateHeads,
     PersonalisedModels,
-    MultiLabelTeacherVotes,
-    MultiLabelUpdates,
     SimulationDiagnostics,
 )
 

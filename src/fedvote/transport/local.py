@@ -14,6 +14,7 @@ from threadpoolctl import threadpool_limits
 from fedvote.agents import teacher_votes
 from fedvote.agents.agent import Agent
 from fedvote.agents.behaviour import Behaviour
+from fedvote.agents.dann_teacher import train_dann_teacher
 from fedvote.agents.knn_votes import KnnVoter
 from fedvote.agents.local_updates import local_update
 from fedvote.agents.private_heads import private_heads
@@ -26,6 +27,7 @@ from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
 from fedvote.models import local_training
 from fedvote.models.batched_dp_sgd import NoisyTraining
+from fedvote.models.dann import DannConfig
 from fedvote.models.ensemble import ModelEnsemble, fit_ensemble
 from fedvote.models.features import FeatureExtractor
 from fedvote.models.local_training import LocalTraining
@@ -43,6 +45,7 @@ from fedvote.transport.base import (
 from fedvote.transport.batched_clients import BatchedClients, BatchedUpdates, StackedRecords, default_device
 from fedvote.transport.capabilities import (
     AgentBehaviours,
+    DomainAdaptedTeachers,
     KnnVotes,
     LabelRelease,
     LocalUpdates,
@@ -53,12 +56,12 @@ from fedvote.transport.capabilities import (
     TeacherVotes,
     WeightedVotes,
 )
-from fedvote.transport.multilabel import MultiLabelSkills
 
 
 class LocalTransport(
     Transport,
     TeacherVotes,
+    DomainAdaptedTeachers,
     LabelRelease,
     KnnVotes,
     WeightedVotes,
@@ -67,7 +70,6 @@ class LocalTransport(
     SecureUpdateSum,
     PrivateHeads,
     PersonalisedModels,
-    MultiLabelSkills,
     SimulationDiagnostics,
 ):
     """Runs every agent of ``federation`` in this process; it serves every capability.
@@ -139,6 +141,7 @@ class LocalTransport(
             for i, data in enumerate(federation.agents)
         ]
         self._num_classes = federation.num_classes
+        self._agent_public_access = federation.agent_public_access
         # The in-process simulator holds every agent's data anyway; the batched path
         # trains from it directly and installs each trained teacher in its agent.
         self._private = federation.agents
@@ -171,7 +174,6 @@ class LocalTransport(
     def train_teachers(self, config: TrainingConfig, progress: Progress = NO_PROGRESS) -> None:
         """Train every agent's teacher: all at once (batched) or one after another."""
         self._ensemble = None
-        self._multilabel_task = None  # single-label teachers from now on
         if not self._batch_pays_off(config):
             with progress.step("training teachers", total=self.num_agents) as bar:
                 for agent in self._agents:
@@ -191,6 +193,32 @@ class LocalTransport(
                 agent.install_teacher(ensemble.module(i, device="cpu"))
             bar.advance(self.num_agents)
         self._ensemble = ensemble
+
+    @property
+    def agent_public_access(self) -> bool:
+        """Whether the federation lets agents read the public pool beyond the queries."""
+        return self._agent_public_access
+
+    def train_adapted_teachers(
+        self, config: TrainingConfig, dann: DannConfig, progress: Progress = NO_PROGRESS
+    ) -> None:
+        """Every agent trains its teacher by DANN against the public pool, one after another.
+
+        Not batched: the ensemble trainer (:mod:`fedvote.models.ensemble`) has no domain
+        branch, so the agents are looped (each agent's DANN is seeded by its training seed).
+        Refused, before any training, when the agents may not read the pool.
+        """
+        if not self._agent_public_access:
+            raise ConfigError(
+                "teacher_da",
+                "DANN reads the public pool beyond the queries, and this federation's agents may not "
+                "(agent_public_access is false): use --teacher-da none",
+            )
+        self._ensemble = None
+        with progress.step("training DANN teachers", total=self.num_agents) as bar:
+            for agent in self._agents:
+                train_dann_teacher(agent, config, dann)
+                bar.advance()
 
     def _batch_pays_off(self, config: TrainingConfig) -> bool:
         """Batch when allowed, except CNNs on the CPU.
@@ -370,8 +398,6 @@ class LocalTransport(
         """
         if self._knn is not None and self._ensemble is None:  # kNN agents (prepare_knn)
             return self._knn_accuracies(test)
-        if self.multilabel_trained:  # multi-label teachers: the task's accuracy
-            return self._multilabel_teacher_accuracies(test)
         if self._ensemble is None or self._ensemble.device.type == "cpu":
             return np.array([agent.teacher_accuracy(test) for agent in self._agents])
         predictions = self._ensemble.predict(test.features).cpu().numpy()  # (N, T)
@@ -385,8 +411,6 @@ class LocalTransport(
         feed the data-dependent analysis (:mod:`fedvote.privacy.data_dependent`).
         """
         queries = np.asarray(query_indices, dtype=np.int64)
-        if self.multilabel_trained:  # the τ-clipped votes, (Q, A)
-            return self._clean_multilabel_votes(queries)
         if self._knn is not None and self._ensemble is None:  # kNN agents (prepare_knn)
             if self._knn.index is not None:
                 return self._knn.index.votes(self._knn.public[queries]).sum(axis=0)  # (Q, C)
@@ -541,8 +565,6 @@ class LocalTransport(
         its batches, DP-SGD noise and noise share from its own generators, so both give the
         same updates up to floating-point rounding.
         """
-        if self.trains_multilabel(training):  # BCE on the attributes, one agent after another
-            return self._multilabel_updates(theta, agents, training)
         batched = self._gradient_clients() if self._batched and agents else None
         if batched is not None and batched.supports(training):
             return batched.updates(agents, theta, training)

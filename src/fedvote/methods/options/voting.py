@@ -21,6 +21,9 @@ from fedvote.privacy.config import KNN_BOUNDS
 # What leaves the aggregator: the noisy vote sums (Algorithms 1 and 2) or, PATE-FL only,
 # the labels of the queries that pass a noisy threshold check (Confident-GNMax).
 RELEASES: tuple[str, ...] = ("sums", "labels")
+# How PATE-FL's teachers learn (--teacher-da): plainly on the agent's records, or by DANN
+# against the public pool (PATE-FL+DA, voting paper Sec. 5.1; fedvote.models.dann).
+TEACHER_DA: tuple[str, ...] = ("none", "dann")
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,24 @@ class PateFLOptions:
     threshold_sigma: float | None = method_option(
         None, "Noise std σ₁ of the threshold check (--release labels); default 2σ (scales with --epsilon)."
     )
+    teacher_da: str = method_option(
+        "none",
+        "Teachers' domain adaptation: 'none', or 'dann' (PATE-FL+DA: each agent trains its teacher by "
+        "DANN, Ganin et al. 2016, against the unlabelled public pool; needs agents that may read it).",
+        choices=TEACHER_DA,
+    )
+    da_weight: float = method_option(
+        1.0, "--teacher-da dann: weight of the domain loss at the end of λ's schedule 2/(1+e^(-10p))-1."
+    )
 
     def __post_init__(self) -> None:
+        if self.teacher_da not in TEACHER_DA:
+            choices = ", ".join(TEACHER_DA)
+            raise ConfigError("teacher_da", f"must be one of {choices}, got {self.teacher_da!r}")
+        if not (self.da_weight >= 0 and math.isfinite(self.da_weight)):
+            raise ConfigError("da_weight", f"must be a finite number >= 0, got {self.da_weight}")
+        if self.teacher_da == "none" and self.da_weight != 1.0:
+            raise ConfigError("da_weight", "applies to --teacher-da dann only")
         if self.release not in RELEASES:
             raise ConfigError("release", f"must be one of {', '.join(RELEASES)}, got {self.release!r}")
         if self.release == "sums":
