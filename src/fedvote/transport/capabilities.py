@@ -23,6 +23,7 @@ import numpy as np
 
 from fedvote.agents.behaviour import Behaviour
 from fedvote.aggregation.voting import WeightRule
+from fedvote.data.attributes import AttributeTask
 from fedvote.data.federation import LabeledData
 from fedvote.errors import ConfigError
 from fedvote.models import local_training
@@ -257,6 +258,43 @@ class PersonalisedModels(Capability):
         """
 
 
+class MultiLabelTeacherVotes(Capability):
+    """Agents train multi-label (BCE) teachers and send τ-clipped votes (``pate-fl-multilabel``).
+
+    Agent side: :mod:`fedvote.agents.multilabel_votes`; in process:
+    :class:`fedvote.transport.multilabel.MultiLabelSkills`.
+    """
+
+    description: ClassVar[str] = "multi-label teacher votes"
+
+    @abstractmethod
+    def train_multilabel_teachers(
+        self, config: TrainingConfig, task: AttributeTask, progress: Progress = NO_PROGRESS
+    ) -> None:
+        """Every agent trains a teacher of ``task``'s A attributes (sigmoid outputs, BCE) on its records."""
+
+    @abstractmethod
+    def multilabel_vote_sum(
+        self, query_indices: np.ndarray, tau: int, noise_std: float, min_responders: int
+    ) -> VoteSum | None:
+        """Sum of the agents' noisy τ-clipped votes on ``query_indices``, ``sums`` (Q, A); one round.
+
+        Each agent sends the indicator of its teacher's top-τ attributes among those with
+        probability > 1/2, plus N(0, noise_std²). ``None`` (nothing released) when fewer than
+        ``min_responders`` answered.
+        """
+
+
+class MultiLabelUpdates(Capability):
+    """Agents train local updates with BCE on A attributes (``dp-fedavg-multilabel``)."""
+
+    description: ClassVar[str] = "multi-label (BCE) local updates"
+
+    @abstractmethod
+    def trains_multilabel(self, training: LocalTraining) -> bool:
+        """Whether a round of ``training`` runs the BCE path (a ``MultiLabelLocalTraining``)."""
+
+
 class SimulationDiagnostics(Capability):
     """Noiseless functions of the agents' private data: an in-process simulation's, never a release.
 
@@ -316,6 +354,8 @@ CAPABILITIES: tuple[type[Capability], ...] = (
     SecureUpdateSum,
     PrivateHeads,
     PersonalisedModels,
+    MultiLabelTeacherVotes,
+    MultiLabelUpdates,
     SimulationDiagnostics,
 )
 

@@ -56,6 +56,7 @@ from fedvote.transport.capabilities import (
     TeacherVotes,
     WeightedVotes,
 )
+from fedvote.transport.multilabel import MultiLabelSkills
 
 
 class LocalTransport(
@@ -70,6 +71,7 @@ class LocalTransport(
     SecureUpdateSum,
     PrivateHeads,
     PersonalisedModels,
+    MultiLabelSkills,
     SimulationDiagnostics,
 ):
     """Runs every agent of ``federation`` in this process; it serves every capability.
@@ -174,6 +176,7 @@ class LocalTransport(
     def train_teachers(self, config: TrainingConfig, progress: Progress = NO_PROGRESS) -> None:
         """Train every agent's teacher: all at once (batched) or one after another."""
         self._ensemble = None
+        self._multilabel_task = None  # single-label teachers from now on
         if not self._batch_pays_off(config):
             with progress.step("training teachers", total=self.num_agents) as bar:
                 for agent in self._agents:
@@ -398,6 +401,8 @@ class LocalTransport(
         """
         if self._knn is not None and self._ensemble is None:  # kNN agents (prepare_knn)
             return self._knn_accuracies(test)
+        if self.multilabel_trained:  # multi-label teachers: the task's accuracy
+            return self._multilabel_teacher_accuracies(test)
         if self._ensemble is None or self._ensemble.device.type == "cpu":
             return np.array([agent.teacher_accuracy(test) for agent in self._agents])
         predictions = self._ensemble.predict(test.features).cpu().numpy()  # (N, T)
@@ -411,6 +416,8 @@ class LocalTransport(
         feed the data-dependent analysis (:mod:`fedvote.privacy.data_dependent`).
         """
         queries = np.asarray(query_indices, dtype=np.int64)
+        if self.multilabel_trained:  # the τ-clipped votes, (Q, A)
+            return self._clean_multilabel_votes(queries)
         if self._knn is not None and self._ensemble is None:  # kNN agents (prepare_knn)
             if self._knn.index is not None:
                 return self._knn.index.votes(self._knn.public[queries]).sum(axis=0)  # (Q, C)
@@ -565,6 +572,8 @@ class LocalTransport(
         its batches, DP-SGD noise and noise share from its own generators, so both give the
         same updates up to floating-point rounding.
         """
+        if self.trains_multilabel(training):  # BCE on the attributes, one agent after another
+            return self._multilabel_updates(theta, agents, training)
         batched = self._gradient_clients() if self._batched and agents else None
         if batched is not None and batched.supports(training):
             return batched.updates(agents, theta, training)
