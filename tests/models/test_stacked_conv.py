@@ -158,3 +158,12 @@ def test_autograd_path_kept_for_accelerators_gives_the_same_teachers(monkeypatch
     monkeypatch.setattr(ensemble_module, "_CONV_BACKWARD", "autograd")
     autograd = fit_ensemble(features, labels, config, (1, 2), num_classes=NUM_CLASSES)
     assert torch.allclose(manual.flat_params, autograd.flat_params, atol=1e-5, rtol=0)
+
+
+def test_agents_are_chunked_to_the_budget_on_a_cpu_only():
+    template = SmallCNN((1, 28, 28), 10)
+    activations = _activations_per_example(template, (1, 28, 28))
+    per_agent = 4 * 32 * activations  # bytes of one agent's activations at batch 32
+    net = StackedConvNet(_stacked_layers(template), activations, chunk_bytes=3 * per_agent)
+    assert net._chunks(torch.empty((7, 32, 1, 28, 28))) == [(0, 3), (3, 6), (6, 7)]
+    assert net._chunks(torch.empty((7, 32, 1, 28, 28), device="meta")) == [(0, 7)]  # accelerators: one pass
