@@ -131,6 +131,8 @@ def train(message: Message, context: Context) -> Message:
 def _broadcast(grid: Grid, nodes: list[int], message_type: str, records: dict[str, Any]) -> list[Message]:
     messages = [Message(RecordDict(dict(records)), dst_node_id=node, message_type=message_type) for node in nodes]
     replies = list(grid.send_and_receive(messages))
+    if len(replies) != len(messages):  # Flower drops a message to a node its state holds offline
+        raise RuntimeError(f"{len(replies)} replies to {len(messages)} {message_type} messages")
     errors = [r.error for r in replies if r.has_error()]
     if errors:
         raise RuntimeError(f"a ClientApp failed: {errors[0]}")
@@ -158,10 +160,9 @@ def main(grid: Grid, context: Context) -> None:
         shape = (arrays["query_x"].shape[0], settings["num_classes"])  # (Q, C)
         released = [_array(r.content["votes"]) for r in votes]
         odd = [a.shape for a in released if a.shape != shape]
-        if any(a.size != shape[0] * shape[1] for a in released):
+        if odd:
             raise RuntimeError(f"vote replies of shapes {odd}, expected {shape}")
-        result["reshaped_replies"] = len(odd)  # seen once: a reply's array came back flat
-        total = np.sum([a.reshape(shape) for a in released], axis=0)  # (Q, C)
+        total = np.sum(released, axis=0)  # (Q, C)
         labels = np.argmax(total, axis=1)
         result["accuracy"] = float(np.mean(labels == arrays["query_y"]))
     else:
@@ -187,6 +188,8 @@ def main(grid: Grid, context: Context) -> None:
                     for agent in chosen
                 ]
                 replies = list(grid.send_and_receive(sent))
+                if len(replies) != len(sent):  # as in _broadcast
+                    raise RuntimeError(f"{len(replies)} replies to {len(sent)} train messages in round {t}")
                 if any(r.has_error() for r in replies):
                     raise RuntimeError(f"a ClientApp failed: {replies[0].error}")
                 total = np.sum([_array(r.content["update"]) for r in replies], axis=0)  # (d,)
