@@ -26,7 +26,8 @@ here by dp-accounting); pfl's set-up (datasets, its accountant) plus ``algorithm
 Flower's rounds). The load average is recorded before and after: the machine may be shared.
 
 Run: ``python benchmarks/bench_peers.py`` (``make bench``; pfl needs ``make bench-peers-env``,
-else its rows say so); ``--quick`` for a smoke run (T = 5, one repeat, two jobs, < 2 min);
+else its rows say so); ``--quick`` for a smoke run (one repeat: the N=10 vote in fedvote and Flower, DP-FedAvg
+digits at T = 5 in fedvote and pfl; no results file);
 ``--threads`` sets torch's threads for fedvote and pfl (Flower: one ClientApp per core,
 one thread each).
 """
@@ -98,9 +99,10 @@ def flower_epsilon(job: FedAvgJob) -> float:
 
 
 def frameworks(job: Job, quick: bool = False) -> list[str]:
+    """Who runs ``job``; ``quick`` starts Ray once (the vote job) to stay under 2 minutes."""
     if isinstance(job, VoteJob):
         return ["fedvote", "flower"]
-    return ["fedvote", "flower", "pfl"] + ([] if quick else ["fedvote-distributed"])
+    return ["fedvote", "pfl"] if quick else ["fedvote", "flower", "pfl", "fedvote-distributed"]
 
 
 def command(framework: str, path: Path, threads: int, noise_seed: int) -> list[str] | None:
@@ -279,11 +281,13 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
         flower, pfl = mine.get("flower", {}), mine.get("pfl", {})
         parts = []
         if flower.get("speedup_wall"):
+            met = "met" if min(flower["speedup_wall"], flower["speedup_job"]) >= 20 else "NOT met"
             parts.append(f"vs Flower {flower['speedup_wall']:.1f}x (wall, with start-up), "
-                         f"{flower['speedup_job']:.1f}x (without start-up){' [bar: >= 20x]'}")
+                         f"{flower['speedup_job']:.1f}x (without start-up) [bar >= 20x: {met}]")
         if pfl.get("speedup_wall"):
+            met = "met" if min(pfl["speedup_wall"], pfl["speedup_job"], pfl["speedup_rounds"]) >= 1 else "NOT met"
             parts.append(f"vs pfl {pfl['speedup_wall']:.2f}x (wall), {pfl['speedup_job']:.2f}x (job), "
-                         f"{pfl['speedup_rounds']:.2f}x (rounds alone) [bar: >= 1x]")
+                         f"{pfl['speedup_rounds']:.2f}x (rounds alone) [bar >= 1x: {met}]")
         accuracy = [f"{name} {row['accuracy']:.3f}" for name, row in mine.items() if row.get("accuracy") is not None]
         epsilon = [f"{name} {row['epsilon']:.3f}" for name, row in mine.items() if row.get("epsilon") is not None]
         line = f"{job}: fedvote {'; '.join(parts)}; accuracy {', '.join(accuracy)}"
@@ -324,9 +328,29 @@ def resummarize(path: Path) -> None:
     """Rewrite the summary and notes of a results file from its rows (the same rules as a run)."""
     data = json.loads(path.read_text())
     keep = [line for line in data.get("summary", []) if line.startswith(("uptime", "skipped"))]
+    uptimes = next((line for line in keep if line.startswith("uptime")), "")
+    if "; after: " in uptimes:
+        loaded = load_line(uptimes.split("; after: ")[0], uptimes.split("; after: ")[1].split("; benchmark")[0])
+        keep += [loaded] if loaded else []
     data["summary"] = verdicts(data["results"]) + keep
     data["notes"] = NOTES
     path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def load_line(before: str, after: str) -> str | None:
+    """A warning when the 1-minute load average exceeded the machine's cores before or after the run."""
+    cores = os.cpu_count() or 1
+    loads = []
+    for text in (before, after):
+        try:
+            loads.append(float(text.rsplit("load average:", 1)[1].split(",")[0]))
+        except (IndexError, ValueError):
+            continue
+    if loads and max(loads) > cores:
+        return (f"the machine was loaded by other work (1-minute load average {', '.join(f'{v:.1f}' for v in loads)} "
+                f"on {cores} cores, before and after): absolute times are several times a quiet machine's; the "
+                f"ratios come from interleaved repeats under the same load")
+    return None
 
 
 def uptime() -> str:
@@ -374,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     print_table(rows, COLUMNS)
     summary = verdicts(rows)
     summary.append(f"uptime before: {load_before}; after: {load_after}; benchmark wall {time.perf_counter() - started:.0f} s")
+    loaded = load_line(load_before, load_after)
+    if loaded:
+        summary.append(loaded)
     if skipped:
         summary.append(f"skipped (no MNIST under $FEDVOTE_DATA): {', '.join(skipped)}")
     for line in summary:
@@ -393,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 NOTES = """Differences between the jobs that could not be removed:
-- Start-up: Flower's wall time includes Ray's start (a local cluster, its actors) and the ClientApps loading the job file; pfl's includes importing pfl and building its accountant; fedvote's the import of torch and fedvote. The job column removes these: Flower's job is its rounds after one warm-up round to every node; fedvote's job still builds its data split (data_s, 0.4 s on digits) from sklearn's digits or the MNIST files while Flower and pfl read the split fedvote built; ε accounting is in fedvote's job (PLD at the agent and instance level, evaluation_s) and pfl's (its PLDPrivacyAccountant), not in Flower's (computed here).
+- Start-up: Flower's wall time includes Ray's start (a local cluster, its actors) and the ClientApps loading the job file; pfl's includes importing pfl and building its accountant; fedvote's the import of torch and fedvote. The job column removes these: Flower's job is its rounds after one warm-up round to every node; fedvote's job still builds its data split (data split in the profile lines) from sklearn's digits or the MNIST files while Flower and pfl read the split fedvote built; ε accounting is in fedvote's job (PLD at the agent and instance level, evaluation_s) and pfl's (its PLDPrivacyAccountant), not in Flower's (computed here).
 - Threads: every worker runs with OMP_WAIT_POLICY=PASSIVE (unless set): with OpenMP's default spinning, fedvote's 2-thread batched teachers took 9-37 s instead of 1.1 s for the N=10 vote job while the machine's load average was 7-9.
 - Flower under load: its in-memory grid silently drops a message whose node its state holds offline (send_and_receive then returns fewer replies, or none); the Flower worker checks that every message got its reply and the benchmark reruns a failed run once (counted in the row's retries).
 - Parallelism: fedvote trains the sampled clients (and the teachers) as one batched computation with --threads torch threads; Flower runs one ClientApp per core (2 Ray actors, 1 thread each); pfl runs its users one after another in process with --threads torch threads.
