@@ -91,6 +91,7 @@ class GradientMethod(Method):
     seed: int = 0
     noise_seed: int | None = None
     secure_noise: bool = False
+    local_da: str = "none"
 
     @classmethod
     def from_config(
@@ -144,6 +145,11 @@ class GradientMethod(Method):
         )
         if not isinstance(self.center_inputs, bool):
             raise ConfigError("center_inputs", f"must be true or false, got {self.center_inputs!r}")
+        check_gradient_settings(local_da=self.local_da)
+        if self.local_da == "dann" and self.model == "logistic":
+            raise ConfigError(
+                "gradient_model", "--local-da dann adapts a hidden representation: use mlp or cnn"
+            )
 
     @abstractmethod
     def round_events(self) -> LevelEvents:
@@ -186,9 +192,22 @@ class GradientMethod(Method):
         return self.learning_rate * self.lr_decay**round_index
 
     def initial_model(self, server: ServerData) -> torch.nn.Module:
-        """θ⁰: the architecture ``model`` initialised from ``seed``."""
+        """θ⁰: the architecture ``model`` initialised from ``seed`` (with ``--local-da dann``, and G_d)."""
         generator = torch.Generator().manual_seed(self.seed)
-        return build_model(self.model, server.example_shape, server.num_classes, generator=generator)
+        model = build_model(self.model, server.example_shape, server.num_classes, generator=generator)
+        if self.local_da != "dann":
+            return model
+        from fedvote.models.dann import DannConfig, DannNet
+
+        return DannNet(model, tuple(server.example_shape), DannConfig().domain_hidden, generator)
+
+    def dann_scale(self, round_index: int) -> float | None:
+        """FedAvg+DA's reversal scale λ in round t: 2/(1+exp(-10 t/T))-1 (Ganin et al.); None without DA."""
+        if self.local_da != "dann":
+            return None
+        from fedvote.models.dann import adaptation_weight
+
+        return adaptation_weight(round_index / self.rounds)
 
     def input_shift(self, server: ServerData) -> tuple[float, ...] | None:
         """The public pool's mean input (in,) with ``center_inputs``, else None; it costs no privacy."""
@@ -219,6 +238,8 @@ class GradientMethod(Method):
                 training = self.round_training(t, self.learning_rate_at(t), int(chosen.shape[0]), n)
                 if shift is not None:
                     training = dataclasses.replace(training, input_shift=shift)
+                if self.local_da == "dann":
+                    training = dataclasses.replace(training, dann_scale=self.dann_scale(t))
                 theta = self.round_step(theta, chosen, training, transport, rng).astype(np.float32)
                 sampled_per_round.append(int(chosen.shape[0]))
                 bar.advance()
@@ -240,6 +261,7 @@ class GradientMethod(Method):
                 "model": self.model,
                 "center_inputs": self.center_inputs,
                 "input_centring": None if shift is None else "public pool mean",
+                "local_da": self.local_da,
             },
         )
 

@@ -182,3 +182,61 @@ def fit_dann(
             step += 1
     model.eval()
     return model
+
+
+class DannNet(nn.Module):
+    """A classifier and its domain classifier G_d as one model: FedAvg+DA's global θ covers both.
+
+    ``forward`` is the classifier's (the released model predicts with it); ``domain``
+    is G_d on the classifier's features. Parameters: the classifier's, then G_d's.
+    """
+
+    def __init__(self, classifier: nn.Module, example_shape: tuple[int, ...], hidden: int,
+                 generator: torch.Generator) -> None:
+        super().__init__()
+        self.classifier = classifier
+        extractor, _ = split_classifier(classifier)
+        with torch.no_grad():
+            feature_dim = int(extractor(torch.zeros(1, *example_shape)).shape[1])
+        self.domain = domain_classifier(feature_dim, hidden, generator)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits (batch, C)."""
+        return self.classifier(x)
+
+
+def dann_sgd_steps(
+    net: DannNet,
+    features: np.ndarray,
+    labels: np.ndarray,
+    target_features: np.ndarray,
+    *,
+    rows: list[torch.Tensor],
+    scale: float,
+    learning_rate: float,
+    generator: torch.Generator,
+) -> DannNet:
+    """Plain SGD on the DANN loss, one step per mini-batch of ``rows``, in place (FedAvg+DA's local update).
+
+    Each step pairs the source rows with as many target records drawn from ``generator``;
+    the reversal scale λ is the round's (the server's schedule over rounds).
+    """
+    if not rows:
+        return net.eval()
+    extractor, head = split_classifier(net.classifier)
+    x = torch.as_tensor(features, dtype=torch.float32)
+    y = torch.as_tensor(labels, dtype=torch.int64)
+    x_target = torch.as_tensor(target_features, dtype=torch.float32)
+    optimizer = torch.optim.SGD(net.parameters(), lr=learning_rate)
+    class_loss, domain_loss = nn.CrossEntropyLoss(), nn.BCEWithLogitsLoss()
+    net.train()
+    for batch in rows:
+        drawn = torch.randint(0, x_target.shape[0], (batch.shape[0],), generator=generator)
+        source_z, target_z = extractor(x[batch]), extractor(x_target[drawn])  # (B, d) each
+        domains = torch.cat([torch.zeros(batch.shape[0]), torch.ones(batch.shape[0])])  # (2B,)
+        logits = net.domain(reverse_gradient(torch.cat([source_z, target_z]), scale))[:, 0]  # (2B,)
+        loss = class_loss(head(source_z), y[batch]) + domain_loss(logits, domains)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return net.eval()

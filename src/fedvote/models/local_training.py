@@ -85,6 +85,10 @@ class LocalTraining:
         from its flattened records before training (before any clipping); it travels with
         θ and the released model applies it too
         (:class:`~fedvote.models.shifted_input.ShiftedInput`). None: raw records.
+    dann_scale : float or None
+        FedAvg+DA (``--local-da dann``): θ is a :class:`~fedvote.models.dann.DannNet` (the
+        classifier and its domain classifier) and the local steps minimise the DANN loss
+        against the public pool with this round's gradient-reversal scale λ. None: plain.
 
     """
 
@@ -97,8 +101,13 @@ class LocalTraining:
     noise_std: float = 0.0
     dp_sgd: DpSgdSpec | None = None
     input_shift: tuple[float, ...] | None = None
+    dann_scale: float | None = None
 
     def __post_init__(self) -> None:
+        if self.dann_scale is not None and not (self.dann_scale >= 0 and math.isfinite(self.dann_scale)):
+            raise ConfigError("local_da", f"the reversal scale must be finite, >= 0, got {self.dann_scale}")
+        if self.dann_scale is not None and self.dp_sgd is not None:
+            raise ConfigError("local_da", "DANN local updates are plain SGD; DP-SGD local training has none")
         if self.model not in MODEL_NAMES:
             raise ConfigError("model", f"unknown model {self.model!r}; choose from {', '.join(MODEL_NAMES)}")
         if self.steps < 1:

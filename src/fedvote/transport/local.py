@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 from fedvote.agents import teacher_votes
 from fedvote.agents.agent import Agent
 from fedvote.agents.behaviour import Behaviour
-from fedvote.agents.dann_teacher import train_dann_teacher
+from fedvote.agents.dann_teacher import dann_local_update, train_dann_teacher
 from fedvote.agents.knn_votes import KnnVoter
 from fedvote.agents.local_updates import local_update
 from fedvote.agents.private_heads import private_heads
@@ -572,8 +572,18 @@ class LocalTransport(
         its batches, DP-SGD noise and noise share from its own generators, so both give the
         same updates up to floating-point rounding.
         """
+        if training.dann_scale is not None and self.trains_multilabel(training):
+            raise ConfigError("local_da", "DANN local updates are single-label; not for multi-label ones")
         if self.trains_multilabel(training):  # BCE on the attributes, one agent after another
             return self._multilabel_updates(theta, agents, training)
+        if training.dann_scale is not None:  # FedAvg+DA: DANN local steps, one agent after another
+            if not self._agent_public_access:
+                raise ConfigError(
+                    "local_da",
+                    "DANN reads the public pool beyond the queries, and this federation's agents may not "
+                    "(agent_public_access is false): use --local-da none",
+                )
+            return [dann_local_update(agent, theta, training) for agent in agents]
         batched = self._gradient_clients() if self._batched and agents else None
         if batched is not None and batched.supports(training):
             return batched.updates(agents, theta, training)

@@ -21,6 +21,8 @@ from fedvote.models.config import MODEL_NAMES, OPTIMIZERS
 # and the updates are summed by secure aggregation (default); Algorithm 5 as the paper
 # writes it (the server sees each noisy update); the server adds the noise (Algorithm 3).
 NOISE_PLACEMENTS: tuple[str, ...] = ("distributed", "distributed-unmasked", "server")
+# FedAvg's and DP-FedAvg's local updates: plain, or with the DANN loss (FedAvg+DA, DP-FedAvg+DA).
+LOCAL_DA: tuple[str, ...] = ("none", "dann")
 
 
 # The settings of the gradient methods, each a ``fedvote run`` flag (``--rounds``, …,
@@ -64,6 +66,13 @@ _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
         "(the server sees each noisy update and who was sampled; ε is stated against the server); "
         "server = Alg. 3 (trusted server adds the noise).",
         NOISE_PLACEMENTS,
+    ),
+    "local_da": (
+        None,
+        "FedAvg / DP-FedAvg local updates: 'none', or 'dann' (FedAvg+DA, DP-FedAvg+DA: the model carries a "
+        "domain classifier behind gradient reversal and every local step adds the DANN loss against the "
+        "public pool; λ = 2/(1+e^(-10 t/T))-1 over the rounds) [default: none].",
+        LOCAL_DA,
     ),
     "gradient_model": (
         None,
@@ -146,6 +155,10 @@ def check_gradient_settings(**values: object) -> None:
             if value not in NOISE_PLACEMENTS:
                 raise ConfigError("noise", f"must be one of {', '.join(NOISE_PLACEMENTS)}, got {value!r}")
             continue
+        if name == "local_da":
+            if value not in LOCAL_DA:
+                raise ConfigError("local_da", f"must be one of {', '.join(LOCAL_DA)}, got {value!r}")
+            continue
         if name in ("model", "gradient_model"):
             if value not in MODEL_NAMES:
                 raise ConfigError(name, f"unknown model {value!r}; choose from {', '.join(MODEL_NAMES)}")
@@ -167,6 +180,7 @@ class FedAvgOptions(GradientSettings):
     batch_size: int | None = gradient_option("batch_size")
     gradient_model: str | None = gradient_option("gradient_model")
     center_inputs: bool | None = center_inputs_option()
+    local_da: str | None = gradient_option("local_da")
 
 
 @dataclass(frozen=True)
@@ -183,6 +197,7 @@ class DpFedAvgOptions(GradientSettings):
     noise: str = gradient_option("noise")
     gradient_model: str | None = gradient_option("gradient_model")
     center_inputs: bool | None = center_inputs_option()
+    local_da: str | None = gradient_option("local_da")
 
 
 @dataclass(frozen=True)
