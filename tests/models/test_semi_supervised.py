@@ -7,7 +7,12 @@ import pytest
 import torch
 
 from fedvote.errors import ConfigError
-from fedvote.models.semi_supervised import ConsistencySettings, train_consistency
+from fedvote.models.semi_supervised import (
+    ConsistencySettings,
+    fixmatch_losses,
+    relabel_pool,
+    train_consistency,
+)
 from fedvote.models.student import resolve_student_training, train_student
 from fedvote.models.training import TrainingConfig, predict_labels
 from fedvote.models.zoo import build_model
@@ -109,3 +114,63 @@ def test_a_student_without_labels_or_pool_trains_supervised() -> None:
     no_labels = train_student(images[:0], labels[:0], num_classes=2, config=config, seed=0, unlabeled=images)
     assert predict_labels(no_pool, images).shape == (30,)
     assert predict_labels(no_labels, images).shape == (30,)
+
+
+def test_fixmatch_losses_equal_the_papers_loss_on_one_concatenated_batch() -> None:
+    # Sohn et al. 2020, eq. 4, as one batch (labelled, weak, strong) with the mask applied
+    # after the fact: the split computation (weak views without autograd, strong views of
+    # the confident points only) must give the same losses and the same gradient.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+    inputs, targets = torch.randn(4, 1, 4, 4), torch.tensor([0, 1, 2, 1])
+    pool = torch.randn(12, 1, 4, 4) * 10  # large logits: some points pass τ, some not
+
+    def weak(x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def strong(x: torch.Tensor) -> torch.Tensor:
+        return x.flip(-1) * 0.9
+
+    logits = model(torch.cat([inputs, weak(pool), strong(pool)]))
+    confidence, guessed = torch.softmax(logits[4:16].detach(), dim=1).max(dim=1)
+    mask = (confidence >= 0.9).float()
+    assert 0 < mask.sum() < 12
+    paper_s = torch.nn.functional.cross_entropy(logits[:4], targets)
+    paper_u = (torch.nn.functional.cross_entropy(logits[16:], guessed, reduction="none") * mask).mean()
+    paper_grad = torch.autograd.grad(paper_s + paper_u, list(model.parameters()))
+
+    ours_s, ours_u = fixmatch_losses(model, inputs, targets, pool, threshold=0.9, weak=weak, strong=strong)
+    ours_grad = torch.autograd.grad(ours_s + ours_u, list(model.parameters()))
+    assert torch.allclose(ours_s, paper_s) and torch.allclose(ours_u, paper_u, atol=1e-6)
+    for a, b in zip(ours_grad, paper_grad, strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+class _FixedLogits(torch.nn.Module):
+    """A 'model' whose logits for point i are row i of a table (the points are their indices)."""
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.table = table
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.table[x.reshape(x.shape[0], -1)[:, 0].long()]
+
+
+def test_relabel_pool_adds_the_confident_points_keeps_the_released_labels_and_the_rest_unlabelled() -> None:
+    # Pool points 0-5; the model is sure (softmax ~1) of points 1, 4 (class 2, class 0).
+    table = torch.zeros(6, 3)
+    table[1, 2] = table[4, 0] = 20.0
+    pool = np.arange(6, dtype=np.float32).reshape(6, 1, 1, 1)
+    queries, released = np.full((2, 1, 1, 1), 9.0, dtype=np.float32), np.array([1, 1])
+    result = relabel_pool(_FixedLogits(table), queries, released, pool, confidence=0.99, min_unlabeled=2)
+    assert result.added == 2
+    assert result.features[:, 0, 0, 0].tolist() == [9.0, 9.0, 1.0, 4.0]
+    assert result.labels.tolist() == [1, 1, 2, 0]  # the released labels untouched
+    assert result.unlabeled[:, 0, 0, 0].tolist() == [0.0, 2.0, 3.0, 5.0]
+    # Too few would stay unlabelled (4 < 5): the whole pool stays the unlabelled set.
+    whole = relabel_pool(_FixedLogits(table), queries, released, pool, confidence=0.99, min_unlabeled=5)
+    assert whole.unlabeled.shape[0] == 6 and whole.added == 2
+    # Nobody passes a confidence no softmax reaches.
+    none = relabel_pool(_FixedLogits(table), queries, released, pool, confidence=1.01, min_unlabeled=1)
+    assert none.added == 0 and none.labels.tolist() == [1, 1]

@@ -62,6 +62,8 @@ def strong_augment(
     at a random place (FixMatch's Cutout, smaller than its half-image for small digits).
     """
     batch, _, height, width = x.shape
+    if batch == 0:  # FixMatch draws strong views of its confident points only: maybe none
+        return x.clone()
     angle = _uniform(-1, 1, batch, generator) * math.radians(max_rotation_degrees)
     zoom = _uniform(*scale, batch, generator)
     shear = _uniform(-max_shear, max_shear, batch, generator)

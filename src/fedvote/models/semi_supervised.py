@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,6 +62,13 @@ class ConsistencySettings:
         At most this many steps in all, whatever the epochs: an epoch grows with the pool,
         and 40 epochs over USPS's 7,291-point pool (9,760 steps) took 16 minutes on 2
         cores. 4,000 leaves MNIST's 3,000-point pool at its 40 epochs (3,760 steps).
+    relabel_rounds : int
+        FixMatch only: rounds of self-training after the first student (:func:`relabel_pool`):
+        the pool points it predicts with softmax ≥ ``relabel_confidence`` join the labelled
+        set and a fresh student is trained by FixMatch again (docs/defaults.md: the voting
+        paper's MNIST command went from 0.962 to 0.975 with one round).
+    relabel_confidence : float
+        Softmax a pool point's prediction needs to become a label.
 
     """
 
@@ -71,6 +79,8 @@ class ConsistencySettings:
     ema_decay: float = 0.99
     fixmatch_learning_rate: float = 0.003
     max_steps: int = 4000
+    relabel_rounds: int = 1
+    relabel_confidence: float = 0.99
 
 
 class _EndlessBatches:
@@ -111,6 +121,77 @@ def _vat_perturbation(
     )
     (gradient,) = torch.autograd.grad(divergence, probe)
     return radius * unit(gradient.detach())
+
+
+@dataclass(frozen=True)
+class RelabelledPool:
+    """The labelled and unlabelled sets of a self-training round, and how many points moved."""
+
+    features: np.ndarray  # (L + k, *shape)
+    labels: np.ndarray  # (L + k,)
+    unlabeled: np.ndarray  # (U - k, *shape), or all U points when too few would remain
+    added: int
+
+
+def relabel_pool(
+    model: nn.Module,
+    features: np.ndarray,
+    labels: np.ndarray,
+    unlabeled: np.ndarray,
+    *,
+    confidence: float,
+    min_unlabeled: int,
+) -> RelabelledPool:
+    """Self-training (Xie et al. 2020): the pool points ``model`` is sure of become labelled.
+
+    A point joins the labelled set with the model's class when its softmax is at least
+    ``confidence``; the released labels of the queries are kept as they are. The others
+    stay unlabelled, unless fewer than ``min_unlabeled`` would (one unlabelled batch): then
+    the whole pool stays the unlabelled set. Public points and released labels only.
+    """
+    model.eval()
+    pool = torch.as_tensor(unlabeled, dtype=torch.float32)  # (U, *shape)
+    with torch.no_grad():
+        probs = torch.cat([functional.softmax(model(part), dim=1) for part in pool.split(1024)])  # (U, C)
+    best, guessed = probs.max(dim=1)
+    keep = (best >= confidence).numpy()
+    rest = unlabeled[~keep] if int((~keep).sum()) >= min_unlabeled else unlabeled
+    return RelabelledPool(
+        features=np.concatenate([features, unlabeled[keep]]),
+        labels=np.concatenate([labels, guessed.numpy()[keep].astype(labels.dtype)]),
+        unlabeled=rest,
+        added=int(keep.sum()),
+    )
+
+
+def fixmatch_losses(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    pool: torch.Tensor,
+    *,
+    threshold: float,
+    weak: Callable[[torch.Tensor], torch.Tensor],
+    strong: Callable[[torch.Tensor], torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """FixMatch's ℓ_s on the labelled ``inputs`` (B, ...) and ℓ_u on the ``pool`` batch (μB, ...).
+
+    ℓ_u = (1/μB) Σ 1[max q ≥ τ] H(argmax q, p(y | strong(u))), q = p(y | weak(u)) (Sohn et
+    al. 2020, eq. 4). The weak view only picks targets (no gradient flows through it) and a
+    point below τ adds zero: so the weak views run without autograd and only the confident
+    points' strong views are drawn and trained on, the same loss for a third less work.
+    (The students have no batch norm, whose statistics would see the batches apart.)
+    """
+    with torch.no_grad():
+        weak_logits = model(weak(pool))  # (μB, C)
+    confidence, guessed = functional.softmax(weak_logits, dim=1).max(dim=1)  # (μB,)
+    confident = confidence >= threshold  # (μB,)
+    logits = model(torch.cat([inputs, strong(pool[confident])]))  # (B + k, C), k ≤ μB
+    supervised = functional.cross_entropy(logits[: inputs.shape[0]], targets)
+    unsupervised = functional.cross_entropy(
+        logits[inputs.shape[0] :], guessed[confident], reduction="sum"
+    ) / pool.shape[0]
+    return supervised, unsupervised
 
 
 def train_consistency(
@@ -161,13 +242,15 @@ def train_consistency(
         inputs = weak_augment(x_labeled[rows], generator) if images else x_labeled[rows]
         pool = x_unlabeled[unlabeled_batches.next()]  # (μB, *shape)
         if method == "fixmatch":
-            weak, strong = weak_augment(pool, generator), strong_augment(pool, generator)
-            logits = model(torch.cat([inputs, weak, strong]))  # (B + 2μB, C)
-            supervised = functional.cross_entropy(logits[: rows.shape[0]], y_labeled[rows])
-            weak_logits, strong_logits = logits[rows.shape[0] :].chunk(2)
-            confidence, guessed = functional.softmax(weak_logits.detach(), dim=1).max(dim=1)  # (μB,)
-            mask = (confidence >= settings.threshold).float()
-            unsupervised = (functional.cross_entropy(strong_logits, guessed, reduction="none") * mask).mean()
+            supervised, unsupervised = fixmatch_losses(
+                model,
+                inputs,
+                y_labeled[rows],
+                pool,
+                threshold=settings.threshold,
+                weak=lambda x: weak_augment(x, generator),
+                strong=lambda x: strong_augment(x, generator),
+            )
         else:
             if images:
                 pool = weak_augment(pool, generator)

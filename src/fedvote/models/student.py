@@ -5,7 +5,8 @@ trained using both labeled and pseudo-labeled data", VAT) and PATE, the student 
 learns from the unlabelled rest of the public pool:
 
 * ``fixmatch`` (images) and ``vat`` (any input): consistency training,
-  :mod:`fedvote.models.semi_supervised`;
+  :mod:`fedvote.models.semi_supervised`; FixMatch then runs one round of self-training
+  (the pool points it is sure of become labels, a fresh student trains again);
 * ``self-training``: label the pool points the student is confident about and retrain;
 * ``supervised``: the released labels alone.
 
@@ -20,7 +21,12 @@ import torch
 from torch import nn
 
 from fedvote.models.config import check_student_training
-from fedvote.models.semi_supervised import SEMI_SUPERVISED_METHODS, train_consistency
+from fedvote.models.semi_supervised import (
+    SEMI_SUPERVISED_METHODS,
+    ConsistencySettings,
+    relabel_pool,
+    train_consistency,
+)
 from fedvote.models.training import TrainingConfig, fit_classifier
 from fedvote.models.zoo import build_model
 
@@ -77,9 +83,26 @@ def train_student(
     no_pool = unlabeled is None or unlabeled.shape[0] == 0
     if method in SEMI_SUPERVISED_METHODS and not no_pool and features.shape[0] > 0:
         assert unlabeled is not None
-        return train_consistency(
-            fresh(), features, pseudo_labels, unlabeled, config, generator, method=method
+        settings = ConsistencySettings()
+        student = train_consistency(
+            fresh(), features, pseudo_labels, unlabeled, config, generator, method=method, settings=settings
         )
+        for _ in range(settings.relabel_rounds if method == "fixmatch" else 0):
+            pool = relabel_pool(
+                student,
+                features,
+                pseudo_labels,
+                unlabeled,
+                confidence=settings.relabel_confidence,
+                min_unlabeled=settings.unlabeled_ratio * config.batch_size,
+            )
+            if pool.added == 0:
+                break
+            student = train_consistency(
+                fresh(), pool.features, pool.labels, pool.unlabeled, config, generator, method=method,
+                settings=settings,
+            )  # fmt: skip
+        return student
     student = fit_classifier(fresh(), features, pseudo_labels, config, generator)
     if method != "self-training" or no_pool:
         return student
