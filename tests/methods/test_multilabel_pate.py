@@ -12,7 +12,7 @@ from fedvote.config import RunConfig
 from fedvote.data.attributes import AttributeTask
 from fedvote.data.federation import LabeledData
 from fedvote.errors import ConfigError, VoteRejected
-from fedvote.methods.multilabel_pate import threshold_votes
+from fedvote.methods.multilabel_pate import pseudo_targets, threshold_votes
 from fedvote.runner import make_federation, plan, run
 from fedvote.transport.capabilities import check_capabilities
 from fedvote.transport.local import LocalTransport
@@ -150,3 +150,12 @@ def test_the_exit_rejects_a_vote_that_is_not_tau_clipped(vote, fault):
     with pytest.raises(VoteRejected, match=fault) as error:
         agent.release(vote, 0.0, MultiHotOutput(num_queries=1, bound=2.0, width=4))
     assert error.value.agent_id == 7
+
+
+def test_single_label_tasks_take_the_noisy_argmax_and_multi_label_tasks_the_threshold() -> None:
+    # Weak one-hot teachers: no class reaches half of the 20 voters, yet each query has
+    # exactly one true class, so the target is the noisy argmax (PATE's label).
+    sums = np.array([[3.2, 7.9, 1.0], [6.0, -0.5, 2.2]])
+    np.testing.assert_array_equal(pseudo_targets(sums, 20, 0.5, "one-hot"), [[0, 1, 0], [1, 0, 0]])
+    np.testing.assert_array_equal(pseudo_targets(sums, 20, 0.25, "bitmask"), threshold_votes(sums, 20, 0.25))
+    np.testing.assert_array_equal(pseudo_targets(sums, 20, 0.5, "bitmask"), np.zeros((2, 3)))

@@ -9,7 +9,8 @@ of CelebA Datasets Evaluation": τ = 4, clipping after Zhu et al. 2020):
    attributes pass 1/2) and adds its noise share N(0, σ²/t);
 3. the server receives the noisy sums n_a(x_t) + N(0, σ²) and labels attribute a of x_t
    1 iff n_a > ``vote_threshold``·r (r the voters; default 1/2: a noisy majority) —
-   post-processing, no ε;
+   post-processing, no ε; a single-label dataset read one-hot takes the noisy argmax
+   instead (:func:`pseudo_targets`);
 4. a multi-label student (BCE) learns the labelled queries.
 
 **Accounting** (``docs/privacy.md``, "Multi-label votes"): a τ-clipped vote has
@@ -60,6 +61,22 @@ def threshold_votes(sums: np.ndarray, responders: int, fraction: float) -> np.nd
     ``sums`` (Q, A) are released noisy vote sums of ``responders`` (r) voters.
     """
     return (np.asarray(sums, dtype=np.float64) > fraction * responders).astype(np.float32)
+
+
+def pseudo_targets(sums: np.ndarray, responders: int, fraction: float, encoding: str) -> np.ndarray:
+    """The student's targets (Q, A) from released noisy sums (Q, A): post-processing, no ε.
+
+    A multi-label (bitmask) task thresholds each attribute (:func:`threshold_votes`). A
+    single-label task read one-hot has exactly one true attribute per query, so its target
+    is the noisy argmax, PATE's GNMax label (Papernot et al. 2018): a threshold at half the
+    voters would leave most queries of weak teachers with no label at all.
+    """
+    if encoding == "one-hot":
+        sums = np.asarray(sums, dtype=np.float64)
+        targets = np.zeros(sums.shape, dtype=np.float32)
+        targets[np.arange(sums.shape[0]), sums.argmax(axis=1)] = 1.0
+        return targets
+    return threshold_votes(sums, responders, fraction)
 
 
 @dataclass(frozen=True)
@@ -183,7 +200,9 @@ class MultiLabelPateFL(Method):
         )
         for batch, result in rounds:
             released.append(batch)
-            labelled.append(threshold_votes(result.sums, result.responders, self.options.vote_threshold))
+            labelled.append(
+                pseudo_targets(result.sums, result.responders, self.options.vote_threshold, task.encoding)
+            )
         if not released:
             raise RuntimeError("no query batch reached the minimum number of responders")
         queries = np.concatenate(released)  # (R,)
