@@ -11,7 +11,8 @@ of CelebA Datasets Evaluation": τ = 4, clipping after Zhu et al. 2020):
    1 iff n_a > ``vote_threshold``·r (r the voters; default 1/2: a noisy majority) —
    post-processing, no ε; a single-label dataset read one-hot takes the noisy argmax
    instead (:func:`pseudo_targets`);
-4. a multi-label student (BCE) learns the labelled queries.
+4. a multi-label student (BCE) learns the labelled queries; on a single-label dataset the
+   voting methods' single-label student does, semi-supervised on the pool.
 
 **Accounting** (``docs/privacy.md``, "Multi-label votes"): a τ-clipped vote has
 ‖v‖₂ ≤ √τ, so zeroing an agent moves each query's sum by at most √τ (agent level); one
@@ -41,7 +42,7 @@ from fedvote.data.query_selection import choose_queries, resolve_query_selection
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.options.multilabel import DEFAULT_TAU, MultiLabelOptions
-from fedvote.methods.voting import charged_rounds, check_voting_run
+from fedvote.methods.voting import charged_rounds, check_voting_run, student_from_labels
 from fedvote.models.multilabel import AttributeHead, fit_attributes
 from fedvote.models.training import TrainingConfig
 from fedvote.models.zoo import build_model
@@ -207,13 +208,21 @@ class MultiLabelPateFL(Method):
             raise RuntimeError("no query batch reached the minimum number of responders")
         queries = np.concatenate(released)  # (R,)
         targets = np.concatenate(labelled)  # (R, A)
-        with progress.step("training the multi-label student", total=1) as bar:
-            generator = torch.Generator().manual_seed(self.seed)
-            model = build_model(
-                self.student.model, tuple(server.example_shape), task.num_attributes, generator=generator
-            )
-            fit_attributes(model, server.public_features[queries], targets, self.student, generator)
-            bar.advance()
+        if task.encoding == "one-hot":
+            # One class per query: the single-label student, semi-supervised on the pool as
+            # PATE-FL's (post-processing); AttributeHead argmaxes its C logits (one-hot task).
+            model = student_from_labels(
+                server, queries, task.labels(targets), config=self.student, seed=self.seed,
+                self_training_rounds=0, progress=progress,
+            )  # fmt: skip
+        else:
+            with progress.step("training the multi-label student", total=1) as bar:
+                generator = torch.Generator().manual_seed(self.seed)
+                model = build_model(
+                    self.student.model, tuple(server.example_shape), task.num_attributes, generator=generator
+                )
+                fit_attributes(model, server.public_features[queries], targets, self.student, generator)
+                bar.advance()
         return MethodOutcome(
             student=AttributeHead(model, task),
             query_indices=queries,
