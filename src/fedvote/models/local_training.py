@@ -203,20 +203,21 @@ def sgd_steps(
     learning_rate: float,
     batch_size: int,
     generator: torch.Generator,
+    loss_fn: nn.Module | None = None,
 ) -> nn.Module:
-    """``steps`` iterations of plain mini-batch SGD with cross-entropy, in place.
+    """``steps`` iterations of plain mini-batch SGD, in place; cross-entropy unless ``loss_fn``.
 
     Mini-batches of ``batch_size`` (at most n) walk through shuffled passes over the data,
     reshuffled after each pass (:func:`minibatch_rows`). With no records the model is left
-    as it is.
+    as it is. ``labels`` are class indices for cross-entropy, else ``loss_fn``'s float targets.
     """
     n = int(labels.shape[0])
     if n == 0:
         return model.eval()
     x = torch.as_tensor(features, dtype=torch.float32)
-    y = torch.as_tensor(labels, dtype=torch.int64)
+    y = torch.as_tensor(labels, dtype=torch.int64 if loss_fn is None else torch.float32)
     optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate)
-    loss_fn = nn.CrossEntropyLoss()
+    loss_fn = nn.CrossEntropyLoss() if loss_fn is None else loss_fn
     model.train()
     for rows in minibatch_rows(n, steps=steps, batch_size=batch_size, generator=generator):
         optimizer.zero_grad(set_to_none=True)

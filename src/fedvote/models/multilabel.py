@@ -22,7 +22,7 @@ from torch import nn
 from fedvote.data.attributes import AttributeTask
 from fedvote.errors import ConfigError
 from fedvote.models.config import TrainingConfig
-from fedvote.models.local_training import LocalTraining, minibatch_rows
+from fedvote.models.local_training import LocalTraining, sgd_steps
 
 
 class AttributeHead(nn.Module):
@@ -122,19 +122,10 @@ def bce_sgd_steps(
     mini-batches (:func:`~fedvote.models.local_training.minibatch_rows` from ``generator``).
     With no records the model is left as it is.
     """
-    n = int(targets.shape[0])
-    if n == 0:
-        return model.eval()
-    x = torch.as_tensor(features, dtype=torch.float32)
-    y = torch.as_tensor(targets, dtype=torch.float32)
-    optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate)
-    loss_fn = nn.BCEWithLogitsLoss()
-    model.train()
-    for rows in minibatch_rows(n, steps=steps, batch_size=batch_size, generator=generator):
-        optimizer.zero_grad(set_to_none=True)
-        loss_fn(model(x[rows]), y[rows]).backward()
-        optimizer.step()
-    return model.eval()
+    return sgd_steps(
+        model, features, targets, steps=steps, learning_rate=learning_rate, batch_size=batch_size,
+        generator=generator, loss_fn=nn.BCEWithLogitsLoss(),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
