@@ -49,7 +49,7 @@ class _Op:
 
     ``kind``: "conv", "linear" (``param`` is the weight's index in the parameter list,
     ``bias`` whether the next one is its bias), "relu", "pool" (a MaxPool2d, followed by a
-    ReLU when ``relu``: the ReLU that preceded it in the network), "flatten".
+    ReLU when ``relu``: the ReLU that preceded or followed it in the network), "flatten".
     """
 
     kind: str
@@ -70,7 +70,10 @@ def compile_layers(layers: list[nn.Module]) -> list[_Op]:
             )
             k += 2 if layer.bias is not None else 1
         elif isinstance(layer, nn.ReLU):
-            ops.append(_Op("relu"))
+            if ops and ops[-1].kind == "pool" and not ops[-1].relu:  # pooling then ReLU: one op
+                ops[-1] = _Op("pool", ops[-1].layer, relu=True)
+            else:
+                ops.append(_Op("relu"))
         elif isinstance(layer, nn.MaxPool2d):
             fused = bool(ops) and ops[-1].kind == "relu"  # ReLU then pooling: pool, then ReLU
             if fused:

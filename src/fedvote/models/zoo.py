@@ -59,25 +59,35 @@ def build_model(
 
 
 class SmallCNN(nn.Module):
-    """Two 3x3 conv blocks (16, 32 channels) with 2x2 pooling, then a linear head."""
+    """Two 3x3 conv blocks (16, 32 channels) with 2x2 pooling, then a linear head.
+
+    Each block pools before its ReLU: ``relu(max(a)) = max(relu(a))``, and the gradient
+    reaches the window's maximum in both orders exactly when it is positive, so this is the
+    usual conv-ReLU-pool network with the ReLU on a quarter of the elements. Weights and
+    activations are channels-last, where PyTorch's CPU max-pooling and convolutions are
+    fastest: a training step of 256 MNIST images took 10 ms against 21 ms for the contiguous
+    conv-ReLU-pool form (2-core AMD EPYC).
+    """
 
     def __init__(self, example_shape: tuple[int, ...], num_classes: int) -> None:
         super().__init__()
         channels, height, width = example_shape
         self.features = nn.Sequential(
             nn.Conv2d(channels, 16, 3, padding=1),
-            nn.ReLU(),
             nn.MaxPool2d(2),
+            nn.ReLU(),
             nn.Conv2d(16, 32, 3, padding=1),
-            nn.ReLU(),
             nn.MaxPool2d(2),
+            nn.ReLU(),
         )
+        self.features.to(memory_format=torch.channels_last)
         flat = 32 * (height // 4) * (width // 4)
         self.head = nn.Linear(flat, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits (batch, classes) for images (batch, channels, h, w)."""
-        return self.head(torch.flatten(self.features(x), 1))
+        features = self.features(x.contiguous(memory_format=torch.channels_last))
+        return self.head(torch.flatten(features, 1))
 
 
 def _reset_parameters(model: nn.Module, generator: torch.Generator) -> None:
@@ -87,6 +97,8 @@ def _reset_parameters(model: nn.Module, generator: torch.Generator) -> None:
             if isinstance(module, nn.Linear | nn.Conv2d):
                 fan_in = module.weight[0].numel()
                 bound = 1.0 / math.sqrt(fan_in)
-                module.weight.uniform_(-bound, bound, generator=generator)
+                # Drawn in logical order, then copied: the same weights whatever the layout.
+                drawn = torch.empty(module.weight.shape).uniform_(-bound, bound, generator=generator)
+                module.weight.copy_(drawn)
                 if module.bias is not None:
                     module.bias.uniform_(-bound, bound, generator=generator)
