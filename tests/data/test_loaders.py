@@ -387,3 +387,21 @@ def test_resize_through_the_loader_and_modes(samples_dir, mnist_sample):
     assert error.value.argument == "resize_to"
     with pytest.raises(ConfigError):
         resize_images(constant, (3, 3), "cubic")
+
+
+def test_digits_read_from_the_bundled_file_equal_scikit_learns_loader():
+    # load_digits parses scikit-learn's digits.csv.gz itself (scikit-learn's import is slow):
+    # the same images and labels as sklearn.datasets.load_digits, and no scikit-learn import.
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    from fedvote.data.datasets import load_digits
+
+    ours, theirs = load_digits(), sklearn_digits()
+    assert ours.features.shape == (1797, 1, 8, 8) and ours.features.dtype == np.float32
+    np.testing.assert_array_equal(ours.features, (theirs.images / 16.0).astype(np.float32)[:, None])
+    np.testing.assert_array_equal(ours.labels, theirs.target)
+    probe = "import sys; from fedvote.data.datasets import load_digits; load_digits(); print('sklearn' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
