@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from fedvote.models.allocator import retain_freed_memory
 from fedvote.models.stacked_conv import StackedConvNet
 from fedvote.models.training import TrainingConfig
 from fedvote.models.zoo import SmallCNN, _reset_parameters, build_model
@@ -282,6 +283,8 @@ def fit_ensemble(
     ensemble, generators = _init_with_generators(
         config.model, example_shape, num_classes, seeds, hidden, device, memory_budget_bytes
     )
+    if ensemble.device.type == "cpu":
+        retain_freed_memory()  # a step's activations are reallocated every step (fedvote.models.allocator)
     kernels = _kernels(ensemble.template, ensemble._slots, example_shape)
     sizes = np.array([f.shape[0] for f in features], dtype=np.int64)  # (N,)
     for members in _groups(ensemble, example_shape, sizes, config, memory_budget_bytes):
