@@ -31,8 +31,8 @@ from fedvote.models.training import TrainingConfig, fit_classifier
 from fedvote.models.zoo import build_model
 
 # FixMatch's strong views (rotation, shear, cutout) keep a 28x28 digit's identity, not an
-# 8x8 one's: on digits (8x8) VAT scored 0.92 against FixMatch's 0.89, on MNIST FixMatch
-# 0.94 against VAT's 0.85 (experiments/student_choice.py).
+# 8x8 one's: on digits (8x8) VAT scored 0.92 against FixMatch's 0.84, on MNIST FixMatch
+# 0.96 against VAT's 0.90 (experiments/student_choice.py).
 FIXMATCH_MIN_SIDE = 16
 
 
