@@ -80,7 +80,10 @@ class SmallCNN(nn.Module):
             nn.MaxPool2d(2),
             nn.ReLU(),
         )
-        self.features.to(memory_format=torch.channels_last)
+        for layer in self.features:
+            if isinstance(layer, nn.Conv2d):  # kernels (out, in, kh, kw) stored channels-last
+                kernels = layer.weight.detach().contiguous(memory_format=torch.channels_last)
+                layer.weight = nn.Parameter(kernels)
         flat = 32 * (height // 4) * (width // 4)
         self.head = nn.Linear(flat, num_classes)
 
