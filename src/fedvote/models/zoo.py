@@ -82,7 +82,10 @@ class SmallCNN(nn.Module):
         )
         for layer in self.features:
             if isinstance(layer, nn.Conv2d):  # kernels (out, in, kh, kw) stored channels-last
-                kernels = layer.weight.detach().contiguous(memory_format=torch.channels_last)
+                # ``to``, not ``contiguous``: with one input channel the contiguous kernel already
+                # counts as channels-last and ``contiguous`` keeps its strides, and convolutions then
+                # run the (slower) NCHW path.
+                kernels = layer.weight.detach().to(memory_format=torch.channels_last)
                 layer.weight = nn.Parameter(kernels)
         flat = 32 * (height // 4) * (width // 4)
         self.head = nn.Linear(flat, num_classes)
