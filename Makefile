@@ -8,6 +8,15 @@ TORCH_SPEC ?= torch==2.13.0
 # --no-compile: Python compiles what it imports when it first does (torch ships thousands
 # of modules a run never loads); halves the install, which make test pays on a fresh clone.
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-compile
+# ...but then, where PYTHONDONTWRITEBYTECODE is set (as on these machines), no bytecode is ever
+# cached and every process compiles torch, scipy and dp-accounting from source again (import
+# 3.8 s instead of 2.0 s; fedvote --help 0.33 s instead of 0.13 s). Importing what a run, the
+# CLI and the tests load, once with bytecode writing on, caches exactly those modules.
+BYTECODE_MODULES := fedvote.runner fedvote.cli.app fedvote.cli.options fedvote.report torch._dynamo \
+	torch.optim dp_accounting.pld dp_accounting.rdp scipy.stats scipy.optimize opacus sklearn matplotlib.pyplot
+BYTECODE_DEV_MODULES := $(BYTECODE_MODULES) pytest xdist hypothesis flwr opendp
+cache_bytecode = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -c \
+	"import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]" $(1)
 
 .PHONY: demo test test-slow lint bench bench-peers-env results audit install install-dev clean chromium fonts
 
@@ -22,12 +31,14 @@ $(BIN)/python:
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(PIP_INSTALL) $(TORCH_SPEC)
 	$(PIP_INSTALL) -e .
+	$(call cache_bytecode,$(BYTECODE_MODULES))
 	touch $@
 
 # One pip run on a fresh clone (torch first, then fedvote with its dev extras).
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 	$(PIP_INSTALL) $(TORCH_SPEC)
 	$(PIP_INSTALL) -e '.[dev]'
+	$(call cache_bytecode,$(BYTECODE_DEV_MODULES))
 	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
