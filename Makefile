@@ -11,7 +11,8 @@ PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-compile
 # ...but then, where PYTHONDONTWRITEBYTECODE is set (as on these machines), no bytecode is ever
 # cached and every process compiles torch, scipy and dp-accounting from source again (import
 # 3.8 s instead of 2.0 s; fedvote --help 0.33 s instead of 0.13 s). Importing what a run, the
-# CLI and the tests load, once with bytecode writing on, caches exactly those modules.
+# CLI and the tests load, once with bytecode writing on, caches exactly those modules (the
+# peers' environments below get the same, so that benchmarks/bench_peers.py compares like with like).
 BYTECODE_MODULES := fedvote.runner fedvote.cli.app fedvote.cli.options fedvote.report torch._dynamo \
 	torch.optim dp_accounting.pld dp_accounting.rdp scipy.stats scipy.optimize opacus sklearn matplotlib.pyplot
 BYTECODE_DEV_MODULES := $(BYTECODE_MODULES) pytest xdist hypothesis flwr opendp
@@ -93,6 +94,7 @@ bench: install-dev $(VENV)/.installed-simulation
 
 $(VENV)/.installed-simulation: $(VENV)/.installed-dev
 	$(PIP_INSTALL) -e '.[simulation]'
+	$(call cache_bytecode,flwr.simulation ray)
 	touch $@
 
 # pfl-research (Apple's FL simulator) for benchmarks/bench_peers.py, in a venv of its own (its pins
@@ -104,12 +106,15 @@ $(PEERS_VENV)/.installed:
 	$(PYTHON) -m venv $(PEERS_VENV)
 	$(PEERS_VENV)/bin/python -m pip install --quiet --no-compile $(TORCH_SPEC)
 	$(PEERS_VENV)/bin/python -m pip install --quiet --no-compile "pfl[pytorch]==0.6.0"
+	env -u PYTHONDONTWRITEBYTECODE $(PEERS_VENV)/bin/python -c "import torch._dynamo, torch.optim, pfl.algorithm, pfl.privacy"
 	touch $@
 
 # Paper reproductions and every method on its defaults: writes experiments/results/* and docs/results.md.
 results: install-dev fonts
 	$(BIN)/python experiments/defaults_digits.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/student_choice.py
+	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/student_width.py
+	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/mnist_command.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/query_selection.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/multilabel.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/digits_domains.py

@@ -133,7 +133,10 @@ def main() -> None:
             "Wall time of the installed fedvote command in a fresh process, start to exit, "
             "interleaved repeats; the bar (issue 21) is stated for a quiet machine, so the load "
             "average is given beside it. import fedvote.cli: the cumulative microseconds "
-            "python -X importtime reports, less sensitive to load than wall time."
+            "python -X importtime reports, less sensitive to load than wall time. Bytecode: "
+            "`make install` caches the compiled modules a run imports (pip runs with --no-compile, "
+            "and where PYTHONDONTWRITEBYTECODE is set nothing else would cache them: every "
+            "process then compiles what it imports, and --help took 0.33 s instead of 0.12 s)."
         ),
         summary=summary,
     )

@@ -116,6 +116,34 @@ def test_a_student_without_labels_or_pool_trains_supervised() -> None:
     assert predict_labels(no_labels, images).shape == (30,)
 
 
+def _conv_widths(model: torch.nn.Module) -> list[int]:
+    return [layer.out_channels for layer in model.modules() if isinstance(layer, torch.nn.Conv2d)]
+
+
+def test_the_self_training_rounds_student_is_the_wider_cnn_and_the_first_the_teachers(monkeypatch) -> None:
+    # Xie et al. 2020's noisy student: each round's fresh student is at least as large as the
+    # one whose predictions labelled its pool. Separable 16x16 images: the first student is
+    # sure of the pool, so the round runs.
+    images, labels = _tiny_images(120, seed=4)
+    images = images.repeat(2, axis=2).repeat(2, axis=3)  # (n, 1, 16, 16): FixMatch's minimum side
+    trained: list[list[int]] = []
+    original = train_consistency
+
+    def recording(model, *args, **kwargs):
+        trained.append(_conv_widths(model))
+        return original(model, *args, **kwargs)
+
+    monkeypatch.setattr("fedvote.models.student.train_consistency", recording)
+    config = TrainingConfig(model="cnn", epochs=2, batch_size=8)
+    settings = ConsistencySettings(relabel_cnn_widths=(8, 12), relabel_confidence=0.6)
+    student = train_student(
+        images[:10], labels[:10], num_classes=2, config=config, seed=0, unlabeled=images[10:],
+        semi_supervised="fixmatch", consistency=settings,
+    )  # fmt: skip
+    assert trained == [[16, 32], [8, 12]]
+    assert _conv_widths(student) == [8, 12]
+
+
 def test_fixmatch_losses_equal_the_papers_loss_on_one_concatenated_batch() -> None:
     # Sohn et al. 2020, eq. 4, as one batch (labelled, weak, strong) with the mask applied
     # after the fact: the split computation (weak views without autograd, strong views of

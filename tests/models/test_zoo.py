@@ -10,22 +10,27 @@ from fedvote.models.zoo import SmallCNN, build_model
 
 
 @pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32), (1, 8, 8)])
-def test_every_kernel_is_stored_channels_last(shape):
+@pytest.mark.parametrize("widths", [(16, 32), (24, 48)])
+def test_every_kernel_is_stored_channels_last(shape, widths):
     # With one input channel a contiguous kernel also passes is_contiguous(channels_last); only
     # true channels-last strides (the channel step 1) send the convolutions down the fast path.
-    model = build_model("cnn", shape, 10, generator=torch.Generator().manual_seed(0))
+    model = build_model("cnn", shape, 10, cnn_widths=widths, generator=torch.Generator().manual_seed(0))
+    assert [layer.out_channels for layer in model.features if isinstance(layer, nn.Conv2d)] == list(widths)
     for layer in model.features:
         if isinstance(layer, nn.Conv2d):
             out_channels, in_channels, height, width = layer.weight.shape
             assert layer.weight.stride() == (in_channels * height * width, 1, width * in_channels, in_channels)
 
 
-def test_logits_and_gradients_equal_the_contiguous_conv_relu_pool_network():
+@pytest.mark.parametrize("widths", [(16, 32), (24, 48)])
+def test_logits_and_gradients_equal_the_contiguous_conv_relu_pool_network(widths):
     torch.manual_seed(0)
-    model = SmallCNN((1, 28, 28), 10)
+    first, second = widths
+    model = SmallCNN((1, 28, 28), 10, widths=widths)
     reference = nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 49, 10),
+        nn.Conv2d(1, first, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(first, second, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(second * 49, 10),
     )  # fmt: skip
     with torch.no_grad():
         for mine, theirs in zip(

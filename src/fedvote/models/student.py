@@ -28,7 +28,7 @@ from fedvote.models.semi_supervised import (
     train_consistency,
 )
 from fedvote.models.training import TrainingConfig, fit_classifier
-from fedvote.models.zoo import build_model
+from fedvote.models.zoo import CNN_WIDTHS, build_model
 
 # FixMatch's strong views (rotation, shear, cutout) keep a 28x28 digit's identity, not an
 # 8x8 one's: on digits (8x8) VAT scored 0.92 against FixMatch's 0.84, on MNIST FixMatch
@@ -56,6 +56,7 @@ def train_student(
     semi_supervised: str = "auto",
     self_training_rounds: int = 2,
     confidence: float = 0.9,
+    consistency: ConsistencySettings | None = None,
 ) -> nn.Module:
     """A fresh ``config.model`` trained on (features, pseudo_labels) and the unlabelled pool.
 
@@ -71,19 +72,21 @@ def train_student(
     self_training_rounds : int
         ``"self-training"`` only: rounds of predict ``unlabeled``, keep predictions with
         softmax ≥ ``confidence``, retrain a fresh model on the union.
+    consistency : ConsistencySettings or None
+        FixMatch's and VAT's knobs (None: their defaults; experiments vary them).
 
     """
     generator = torch.Generator().manual_seed(seed)
     shape = tuple(features.shape[1:])
     method = resolve_student_training(semi_supervised, shape)
 
-    def fresh() -> nn.Module:
-        return build_model(config.model, shape, num_classes, generator=generator)
+    def fresh(cnn_widths: tuple[int, int] = CNN_WIDTHS) -> nn.Module:
+        return build_model(config.model, shape, num_classes, cnn_widths=cnn_widths, generator=generator)
 
     no_pool = unlabeled is None or unlabeled.shape[0] == 0
     if method in SEMI_SUPERVISED_METHODS and not no_pool and features.shape[0] > 0:
         assert unlabeled is not None
-        settings = ConsistencySettings()
+        settings = consistency or ConsistencySettings()
         student = train_consistency(
             fresh(), features, pseudo_labels, unlabeled, config, generator, method=method, settings=settings
         )
@@ -99,8 +102,8 @@ def train_student(
             if pool.added == 0:
                 break
             student = train_consistency(
-                fresh(), pool.features, pool.labels, pool.unlabeled, config, generator, method=method,
-                settings=settings,
+                fresh(settings.relabel_cnn_widths), pool.features, pool.labels, pool.unlabeled, config,
+                generator, method=method, settings=settings,
             )  # fmt: skip
         return student
     student = fit_classifier(fresh(), features, pseudo_labels, config, generator)

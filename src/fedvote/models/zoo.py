@@ -10,6 +10,9 @@ from torch import nn
 from fedvote.errors import ConfigError
 from fedvote.models.config import MODEL_NAMES
 
+# SmallCNN's channels per block by default (CNN teachers', the first student's).
+CNN_WIDTHS: tuple[int, int] = (16, 32)
+
 
 def resolve_model_name(name: str, example_shape: tuple[int, ...]) -> str:
     """``"auto"`` becomes ``"cnn"`` for images (channels, h, w) of at least 8x8, else ``"mlp"``."""
@@ -25,12 +28,14 @@ def build_model(
     num_classes: int,
     *,
     hidden: int = 128,
+    cnn_widths: tuple[int, int] | None = None,
     generator: torch.Generator | None = None,
 ) -> nn.Module:
     """A fresh classifier mapping (batch, *example_shape) to (batch, num_classes) logits.
 
     ``name`` is one of :data:`MODEL_NAMES`; ``"auto"`` picks by example shape
-    (:func:`resolve_model_name`).
+    (:func:`resolve_model_name`). ``hidden``: the MLP's hidden units; ``cnn_widths``: the
+    CNN's channels per block (default :data:`CNN_WIDTHS`).
 
     ``generator`` seeds the initial weights so that teachers are reproducible.
     """
@@ -52,14 +57,14 @@ def build_model(
             raise ConfigError(
                 "model", f"'cnn' needs image-shaped examples (channels, h, w), got {example_shape}"
             )
-        model = SmallCNN(example_shape, num_classes)
+        model = SmallCNN(example_shape, num_classes, widths=cnn_widths or CNN_WIDTHS)
     if generator is not None:
         _reset_parameters(model, generator)
     return model
 
 
 class SmallCNN(nn.Module):
-    """Two 3x3 conv blocks (16, 32 channels) with 2x2 pooling, then a linear head.
+    """Two 3x3 conv blocks (``widths`` channels: 16, 32 by default) with 2x2 pooling, then a linear head.
 
     Each block pools before its ReLU: ``relu(max(a)) = max(relu(a))``, and the gradient
     reaches the window's maximum in both orders exactly when it is positive, so this is the
@@ -69,14 +74,17 @@ class SmallCNN(nn.Module):
     conv-ReLU-pool form (2-core AMD EPYC).
     """
 
-    def __init__(self, example_shape: tuple[int, ...], num_classes: int) -> None:
+    def __init__(
+        self, example_shape: tuple[int, ...], num_classes: int, *, widths: tuple[int, int] = CNN_WIDTHS
+    ) -> None:
         super().__init__()
         channels, height, width = example_shape
+        first, second = widths
         self.features = nn.Sequential(
-            nn.Conv2d(channels, 16, 3, padding=1),
+            nn.Conv2d(channels, first, 3, padding=1),
             nn.MaxPool2d(2),
             nn.ReLU(),
-            nn.Conv2d(16, 32, 3, padding=1),
+            nn.Conv2d(first, second, 3, padding=1),
             nn.MaxPool2d(2),
             nn.ReLU(),
         )
@@ -87,7 +95,7 @@ class SmallCNN(nn.Module):
                 # run the (slower) NCHW path.
                 kernels = layer.weight.detach().to(memory_format=torch.channels_last)
                 layer.weight = nn.Parameter(kernels)
-        flat = 32 * (height // 4) * (width // 4)
+        flat = second * (height // 4) * (width // 4)
         self.head = nn.Linear(flat, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
