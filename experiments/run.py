@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -58,11 +59,25 @@ EXPERIMENTS = {
 
 
 def machine() -> str:
-    """A one-line description of where the experiment ran."""
+    """A one-line description of where the experiment ran, and from which commit of fedvote."""
     return (
         f"{platform.platform()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}, "
-        f"torch {torch.__version__} ({'CUDA' if torch.cuda.is_available() else 'CPU only'})"
+        f"torch {torch.__version__} ({'CUDA' if torch.cuda.is_available() else 'CPU only'}), "
+        f"{torch.get_num_threads()} torch threads; fedvote {code_version()}"
     )
+
+
+def code_version() -> str:
+    """The checkout's commit (``-dirty`` with uncommitted changes), or "unknown" outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
+                               capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"commit {commit}{'-dirty' if dirty else ''}"
 
 
 # name -> (title, config file, methods, target ε, δ): fedvote compare on one federation
