@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 PIP_INSTALL := $(BIN)/python -m pip install --quiet --no-compile
 # ...but then, where PYTHONDONTWRITEBYTECODE is set (as on these machines), no bytecode is ever
 # cached and every process compiles torch, scipy and dp-accounting from source again (import
-# 3.8 s instead of 2.0 s; fedvote --help 0.33 s instead of 0.13 s). Importing what a run, the
+# 3.8 s instead of 1.9 s; fedvote --help 0.33 s instead of 0.12 s). Importing what a run, the
 # CLI and the tests load, once with bytecode writing on, caches exactly those modules (the
 # peers' environments below get the same, so that benchmarks/bench_peers.py compares like with like).
 BYTECODE_MODULES := fedvote.runner fedvote.cli.app fedvote.cli.options fedvote.report torch._dynamo \

@@ -72,7 +72,8 @@ class ConsistencySettings:
     relabel_cnn_widths : tuple of int
         Channels per block of a self-training round's fresh student when it is a CNN: wider
         than the first (Xie et al. 2020: the noisy student is equal to or larger than its
-        teacher). Measured on the MNIST federation's released labels (3 noise draws, docs/defaults.md).
+        teacher). Measured on label sets drawn from the MNIST federation's clean votes as the
+        mechanism draws them (``experiments/student_width.py``; docs/defaults.md).
 
     """
 
