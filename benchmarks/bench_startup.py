@@ -25,7 +25,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import print_table, write_results
+from benchmarks.common import fedvote_command, print_table, write_results
 
 BAR_S = 1.0  # the bar: fedvote --help in under 1 s (median of 5, quiet machine)
 CASES = [
@@ -33,12 +33,6 @@ CASES = [
     ("run --agents 0", ["run", "--agents", "0"], 2),
     ("run --dataset nope", ["run", "--dataset", "nope"], 2),
 ]
-
-
-def fedvote_command() -> list[str]:
-    """The installed ``fedvote`` script beside this interpreter, else ``python -m fedvote.cli``."""
-    script = Path(sys.executable).with_name("fedvote")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "fedvote.cli"]
 
 
 def wall_time(argv: list[str], expected_status: int) -> float:

@@ -31,6 +31,12 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 
 
+def fedvote_command() -> list[str]:
+    """The installed ``fedvote`` script beside this interpreter, else ``python -m fedvote.cli``."""
+    script = Path(sys.executable).with_name("fedvote")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "fedvote.cli"]
+
+
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None

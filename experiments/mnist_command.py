@@ -29,7 +29,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import machine, save_results  # noqa: E402  (experiments/run.py)
+sys.path.insert(0, str(HERE.parent))
+from benchmarks.common import fedvote_command  # noqa: E402
+from run import machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 NAME = "mnist_command"
 FLAGS = (
@@ -37,12 +39,6 @@ FLAGS = (
     "--epsilon", "4.3", "--delta", "1e-3",
 )  # fmt: skip
 COMMAND = "fedvote run --dataset mnist --data-dir DIR --agents 100 --partition classes --classes-per-agent 6 --epsilon 4.3 --delta 1e-3"
-
-
-def fedvote_command() -> list[str]:
-    """The installed ``fedvote`` beside this interpreter, else ``python -m fedvote.cli``."""
-    script = Path(sys.executable).with_name("fedvote")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "fedvote.cli"]
 
 
 def one_run(data_dir: str) -> dict[str, Any]:
@@ -108,11 +104,9 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="how many times to run the command (default 5)")
     args = parser.parse_args(argv)
-    data_dir = os.environ.get("FEDVOTE_DATA")
-    if not data_dir:
-        sys.exit(f"experiments/{NAME}.py: set FEDVOTE_DATA to the directory holding mnist/")
+    data_dir = require_data_dir(f"experiments/{NAME}.py")
     if args.runs < 1:
-        sys.exit(f"experiments/{NAME}.py: --runs must be at least 1, got {args.runs}")
+        refuse(f"experiments/{NAME}.py", f"--runs must be at least 1, got {args.runs}")
     runs = []
     for number in range(1, args.runs + 1):
         runs.append(one_run(data_dir))

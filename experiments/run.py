@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
@@ -65,6 +66,20 @@ def machine() -> str:
         f"torch {torch.__version__} ({'CUDA' if torch.cuda.is_available() else 'CPU only'}), "
         f"{torch.get_num_threads()} torch threads; fedvote {code_version()}"
     )
+
+
+def refuse(script: str, message: str) -> NoReturn:
+    """Exit with status 2 and the one-line error ``script: message`` (bad input, nothing run)."""
+    print(f"{script}: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def require_data_dir(script: str, holding: str = "mnist/") -> str:
+    """``$FEDVOTE_DATA``, or a one-line refusal naming ``script`` and what the directory must hold."""
+    data_dir = os.environ.get("FEDVOTE_DATA")
+    if not data_dir:
+        refuse(script, f"set FEDVOTE_DATA to the directory holding {holding}")
+    return data_dir
 
 
 def code_version() -> str:

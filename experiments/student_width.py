@@ -26,7 +26,6 @@ Usage (repository root)::
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -43,7 +42,7 @@ from fedvote.runner import build_config, make_federation
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import machine, save_results  # noqa: E402  (experiments/run.py)
+from run import machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 NAME = "student_width"
 SETTINGS: dict[str, Any] = {
@@ -155,11 +154,9 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=3, help="label sets drawn from the clean votes (default 3)")
     args = parser.parse_args(argv)
-    data_dir = os.environ.get("FEDVOTE_DATA")
-    if not data_dir:
-        sys.exit(f"experiments/{NAME}.py: set FEDVOTE_DATA to the directory holding mnist/")
+    data_dir = require_data_dir(f"experiments/{NAME}.py")
     if args.draws < 1:
-        sys.exit(f"experiments/{NAME}.py: --draws must be at least 1, got {args.draws}")
+        refuse(f"experiments/{NAME}.py", f"--draws must be at least 1, got {args.draws}")
     record = measure(args.draws, data_dir)
     save_results(NAME, record, section(record))
 
