@@ -38,11 +38,13 @@ from fedvote.cli import main
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
+from fedvote.methods.settings import build_config
+from fedvote.models.config import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import LEVELS
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.results import RunResult
-from fedvote.runner import make_federation, planned_release, run
+from fedvote.runner import make_federation, plan, planned_release, prepare_public, run
 
 METHOD_NAMES = sorted(METHODS)
 NOISE_SEED = 11
@@ -229,6 +231,22 @@ def _choice_options() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("method", "option"), _choice_options())
 def test_an_invalid_choice_of_an_own_option_is_refused_by_name(method: str, option: str):
     assert _refused({"method": method, "options": {option: "no-such-choice"}}).argument == option
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_planned_on_its_defaults_a_method_leaves_no_training_unplanned(method: str):
+    """``fedvote run --method M``'s plan: every training config it holds has its epochs set.
+
+    The teachers' model and epochs are left to the planner by default
+    (:func:`fedvote.models.config.teacher_training`); a method that kept them unset would
+    fail at its first epoch, after the budget check.
+    """
+    config = build_config(method)
+    planned = plan(config, prepare_public(config, make_federation(config)).public_metadata())
+    trainings = [getattr(planned, f.name) for f in dataclasses.fields(planned)]
+    for training in (t for t in trainings if isinstance(t, TrainingConfig)):
+        assert training.planned_epochs >= 1
+        assert training.model != "auto" or training is getattr(planned, "student", None)
 
 
 def test_the_suite_covers_every_method_of_fedvote_run_help(capsys: pytest.CaptureFixture[str]):

@@ -225,7 +225,9 @@ class RunConfig:
     method: str = "pate-fl"
     federation: FederationConfig = field(default_factory=FederationConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
-    teacher: TrainingConfig = field(default_factory=TrainingConfig)
+    # "auto" and no epochs: chosen from public metadata when the method is planned
+    # (fedvote.models.config.teacher_training); the student trains for its epochs as given.
+    teacher: TrainingConfig = field(default_factory=lambda: TrainingConfig(model="auto", epochs=None))
     student: TrainingConfig = field(default_factory=lambda: TrainingConfig(model="auto"))
     queries: int | None = None
     query_selection: str = "auto"
@@ -246,6 +248,8 @@ class RunConfig:
                 "self_training_rounds", f"must be >= 0, got {self.self_training_rounds}"
             )
         check_student_training(self.semi_supervised)
+        if self.student.epochs is None:
+            raise ConfigError("student_epochs", "must be given (only the teachers' epochs are planned)")
         if self.queries is not None and self.queries < 1:
             raise ConfigError("queries", f"must be at least 1, got {self.queries}")
         if self.query_selection not in QUERY_SELECTIONS:

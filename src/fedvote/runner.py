@@ -396,6 +396,7 @@ def measure(
             **outcome.details,
             **attribute_scores,
             **(details or {}),
+            **method.planned_details(),
             **transport_details,
             "public_pool": int(server.public_features.shape[0]),
             "test_size": len(test),

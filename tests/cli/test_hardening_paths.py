@@ -257,7 +257,7 @@ def test_a_csv_parse_error_names_dataset_not_data_dir(tmp_path, capsys):
         ({"federation": {"agents": "ten"}}, 'federation.agents must be an integer, got "ten"'),
         ({"agents": "ten"}, "unknown field agents (did you mean federation.agents?)"),
         ({"privacy": {"epsilon": "4"}}, 'privacy.epsilon must be a number or null, got "4"'),
-        ({"teacher": {"epochs": True}}, "teacher.epochs must be an integer, got true"),
+        ({"teacher": {"epochs": True}}, "teacher.epochs must be an integer or null, got true"),
         ({"federation": "digits"}, 'federation must be an object, got "digits"'),
     ],
 )

@@ -119,7 +119,7 @@ def label(
         except PrivacyBudgetExceeded as error:
             stopped = error.detail
         if stopped is None:
-            transport.train_teachers(config.teacher, RichProgress())
+            transport.train_teachers(method.teacher, RichProgress())
             noise_std = noise_share_std(sigma, min_responders)
             stopped = _answer(
                 transport, ledger, config, sigma, noise_std, min_responders, count, answers, as_json

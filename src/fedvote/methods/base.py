@@ -97,6 +97,14 @@ class Method(ABC):
         """
         return None
 
+    def planned_details(self) -> dict[str, Any]:
+        """What the method chose from public metadata, for result.json's ``details`` (default: nothing).
+
+        E.g. the teachers' model and epochs (:func:`~fedvote.models.config.teacher_training`),
+        so that a reader sees what ran without rebuilding the plan.
+        """
+        return {}
+
     def with_public(self, public: PublicMetadata) -> Method:
         """The method knowing the federation's public metadata (default: it needs none).
 

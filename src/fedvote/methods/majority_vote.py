@@ -10,13 +10,15 @@ and ``--epsilon`` is refused. It is the line PATE-FL approaches as ε grows.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from fedvote.data.federation import ServerData
+from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.voting import check_voting_run, check_voting_settings, label_and_teach
+from fedvote.models.config import teacher_training
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import LevelEvents, majority_vote_events
 from fedvote.privacy.ledger import PrivacyLedger
@@ -97,6 +99,16 @@ class MajorityVote(Method):
             semi_supervised=config.semi_supervised,
             query_selection=config.query_selection,
             seed=config.seed,
+        )
+
+    def planned_details(self) -> dict[str, Any]:
+        """The teachers' model and epochs as trained (chosen from public metadata where not given)."""
+        return {"teacher_model": self.teacher.model, "teacher_epochs": self.teacher.epochs}
+
+    def with_public(self, public: PublicMetadata) -> MajorityVote:
+        """The teachers' model and epochs chosen from public metadata if not given (as PATE-FL's)."""
+        return dataclasses.replace(
+            self, teacher=teacher_training(self.teacher, public.example_shape, public.agent_records)
         )
 
     def with_sigma(self, sigma: float) -> MajorityVote:

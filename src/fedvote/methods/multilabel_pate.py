@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -43,6 +43,7 @@ from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.options.multilabel import DEFAULT_TAU, MultiLabelOptions
 from fedvote.methods.voting import charged_rounds, check_voting_run, student_from_labels
+from fedvote.models.config import teacher_training
 from fedvote.models.multilabel import AttributeHead, fit_attributes
 from fedvote.models.training import TrainingConfig
 from fedvote.models.zoo import build_model
@@ -147,9 +148,20 @@ class MultiLabelPateFL(Method):
             options=cls.options_from(config),
         )
 
+    def planned_details(self) -> dict[str, Any]:
+        """The teachers' model and epochs as trained (chosen from public metadata where not given)."""
+        return {"teacher_model": self.teacher.model, "teacher_epochs": self.teacher.epochs}
+
     def with_public(self, public: PublicMetadata) -> MultiLabelPateFL:
-        """The method knowing the federation's attributes (so τ is capped at A before calibration)."""
-        return dataclasses.replace(self, task=AttributeTask.of(public.attribute_names, public.num_classes))
+        """The method knowing the federation's attributes (so τ is capped at A before calibration).
+
+        And the teachers' model and epochs chosen from public metadata if not given (as PATE-FL's).
+        """
+        return dataclasses.replace(
+            self,
+            task=AttributeTask.of(public.attribute_names, public.num_classes),
+            teacher=teacher_training(self.teacher, public.example_shape, public.agent_records),
+        )
 
     def with_sigma(self, sigma: float) -> MultiLabelPateFL:
         """The same run with noise std ``sigma``."""

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from fedvote.data.federation import ServerData
+from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.options.voting import PateFLOptions
 from fedvote.methods.voting import (
@@ -28,6 +28,7 @@ from fedvote.methods.voting import (
     label_and_teach,
     label_and_teach_confident,
 )
+from fedvote.models.config import teacher_training
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import (
     LevelEvents,
@@ -144,6 +145,19 @@ class PateFL(Method):
         """T in votes (label release): given, or 0.6·N."""
         given = self.release_options.threshold
         return DEFAULT_THRESHOLD_FRACTION * num_agents if given is None else given
+
+    def planned_details(self) -> dict[str, Any]:
+        """The teachers' model and epochs as trained (chosen from public metadata where not given)."""
+        return {"teacher_model": self.teacher.model, "teacher_epochs": self.teacher.epochs}
+
+    def with_public(self, public: PublicMetadata) -> PateFL:
+        """The teachers' model and epochs chosen from the example shape and record counts if not given.
+
+        :func:`~fedvote.models.config.teacher_training`: public metadata only, so it costs no ε.
+        """
+        return dataclasses.replace(
+            self, teacher=teacher_training(self.teacher, public.example_shape, public.agent_records)
+        )
 
     def with_sigma(self, sigma: float) -> PateFL:
         """The same run with noise std ``sigma``."""

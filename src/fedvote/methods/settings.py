@@ -25,7 +25,7 @@ from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
 from fedvote.data.query_selection import QUERY_SELECTIONS
 from fedvote.errors import ConfigError
 from fedvote.methods.registry import check_options, check_secure_noise, method_option_specs, option_names
-from fedvote.models.config import MODEL_NAMES, STUDENT_TRAINING, TrainingConfig
+from fedvote.models.config import DEFAULT_EPOCHS, MODEL_NAMES, STUDENT_TRAINING, TrainingConfig
 from fedvote.privacy.config import ACCOUNTANTS
 
 
@@ -73,9 +73,9 @@ RUN_SETTINGS: tuple[Setting, ...] = (
     Setting("queries", int),
     Setting("query_selection", str, "auto", QUERY_SELECTIONS),
     Setting("min_responders", int),
-    Setting("teacher_model", str, "mlp", tuple(MODEL_NAMES)),
+    Setting("teacher_model", str, "auto", tuple(MODEL_NAMES)),
     Setting("student_model", str, "auto", tuple(MODEL_NAMES)),
-    Setting("epochs", int, 40),
+    Setting("epochs", int),
     Setting("student_epochs", int),
     Setting("augment_shift", int, 0),
     Setting("self_training_rounds", int, 2),
@@ -196,7 +196,7 @@ def _config_of(
         teacher=TrainingConfig(model=f["teacher_model"], epochs=f["epochs"]),
         student=TrainingConfig(
             model=f["student_model"],
-            epochs=f["student_epochs"] if f["student_epochs"] is not None else f["epochs"],
+            epochs=next(e for e in (f["student_epochs"], f["epochs"], DEFAULT_EPOCHS) if e is not None),
             augment_shift=f["augment_shift"],
         ),
         queries=f["queries"],

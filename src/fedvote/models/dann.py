@@ -161,11 +161,11 @@ def fit_dann(
     domain_loss = nn.BCEWithLogitsLoss()
     n = x.shape[0]
     steps_per_epoch = math.ceil(n / config.batch_size)
-    total = max(1, config.epochs * steps_per_epoch)
+    total = max(1, config.planned_epochs * steps_per_epoch)
     step = 0
     model.train()
     domain.train()
-    for _ in range(config.epochs):
+    for _ in range(config.planned_epochs):
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, config.batch_size):
             batch = order[start : start + config.batch_size]

@@ -426,7 +426,7 @@ def _fit_group(
     waited = np.zeros(g, dtype=np.int64)
     best_loss = torch.full((g,), math.inf, device=device)
     best = params.clone() if early.any() else None
-    for _ in range(config.epochs):
+    for _ in range(config.planned_epochs):
         order = _epoch_order(split.train_rows, stopped, generators, max_steps, batch)  # (steps, G * B)
         order = order.to(device)
         for s in range(max_steps):

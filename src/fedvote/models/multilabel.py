@@ -96,7 +96,7 @@ def fit_attributes(
     loss_fn = nn.BCEWithLogitsLoss()
     model.train()
     n = x.shape[0]
-    for _ in range(config.epochs if n else 0):
+    for _ in range(config.planned_epochs if n else 0):
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, config.batch_size):
             batch = order[start : start + config.batch_size]

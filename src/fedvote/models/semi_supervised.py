@@ -228,7 +228,7 @@ def train_consistency(
     unlabeled_batch = settings.unlabeled_ratio * batch
     # An epoch: as many steps as B-sized batches cover the whole pool (L + U points).
     steps_per_epoch = math.ceil((x_labeled.shape[0] + x_unlabeled.shape[0]) / config.batch_size)
-    total_steps = min(config.epochs * steps_per_epoch, settings.max_steps)
+    total_steps = min(config.planned_epochs * steps_per_epoch, settings.max_steps)
     pool_norm = float(x_unlabeled.reshape(x_unlabeled.shape[0], -1).pow(2).sum(1).mean().sqrt())
     radius = settings.vat_radius * pool_norm
 

@@ -47,7 +47,7 @@ def fit_classifier(
     best_loss = math.inf
     best_state: dict[str, torch.Tensor] | None = None
     epochs_without_improvement = 0
-    for _ in range(config.epochs):
+    for _ in range(config.planned_epochs):
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, config.batch_size):
             batch = order[start : start + config.batch_size]
