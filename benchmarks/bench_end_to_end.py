@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{result.agents} agents, {result.queries} queries, σ = {result.sigma:.2f}: student test accuracy "
         f"{result.accuracy:.4f}, pseudo-label accuracy {result.label_accuracy or 0:.4f}, teachers "
         f"{result.diagnostics.get('teacher_accuracy', 0):.4f} on average; agent-level ε = {epsilon if epsilon is None else round(epsilon, 3)}",
-        f"teacher model {config.teacher.model} ({config.teacher.epochs} epochs), student "
+        f"teacher model {result.details['teacher_model']} ({result.details['teacher_epochs']} epochs, as planned), "
+        f"student "
         f"{config.student.model} ({config.student.epochs} epochs); total {total:.1f} s",
     ]
     for line in summary:

@@ -156,7 +156,7 @@ def section(record: dict[str, Any]) -> str:
     smallest = record["digits"][0]["smallest_agent_records"]
     lines += [
         "",
-        f"Digits (8×8; the default 10 agents, the smallest holding {smallest} records): the default command "
+        f"Digits (8×8; the default federation, its smallest agent holding {smallest} records): the default command "
         "(`fedvote run`, seed 0, noise seed 0, the default student) with each teacher setting.",
         "",
         "| teachers | test accuracy | pseudo-label accuracy | agent ε |",
