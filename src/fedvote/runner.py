@@ -64,11 +64,20 @@ from fedvote.transport.base import Transport
 from fedvote.transport.capabilities import SimulationDiagnostics, check_capabilities
 from fedvote.transport.local import LocalTransport
 
-# Queries asked when the user gives none: the whole pool, up to this many. Fewer
-# queries buy less noise per query (σ grows as √Q at fixed ε); 100 suits teachers
-# trained on a few dozen records each (digits, 50 agents). Raise it when teachers agree
-# more (the paper labels 500 USPS points with 200 agents of 1000-3000 records).
-DEFAULT_MAX_QUERIES = 100
+# Queries asked when the user gives none (:func:`default_queries`): one per
+# POOL_POINTS_PER_QUERY pool points, at least DEFAULT_MIN_QUERIES and at most
+# DEFAULT_MAX_QUERIES, never more than the pool. Fewer queries buy less noise per query (σ
+# grows as √Q at fixed ε); more spread the student's labels over more of the pool. Digits'
+# 270-point pool gets 100; MNIST's 3,000-point pool 200 (measured there: docs/defaults.md).
+DEFAULT_MIN_QUERIES = 100
+DEFAULT_MAX_QUERIES = 200
+POOL_POINTS_PER_QUERY = 15
+
+
+def default_queries(pool_size: int) -> int:
+    """Q from the pool's size alone (public): ⌊pool / 15⌋ clipped to [100, 200], at most the pool."""
+    per_pool = min(max(pool_size // POOL_POINTS_PER_QUERY, DEFAULT_MIN_QUERIES), DEFAULT_MAX_QUERIES)
+    return min(pool_size, per_pool)
 
 ADJACENCY = {
     "agent": "zero-out: one agent's contribution (votes or update) replaced by zeros; its noise share stays",
@@ -160,7 +169,7 @@ def plan(config: RunConfig, public: PublicMetadata) -> Method:
     or option, Q beyond the pool, t beyond N, a target ε the method cannot meet. A server
     that never holds the agents' data (a Flower deployment) plans from the same metadata.
     """
-    queries = config.queries if config.queries is not None else min(public.pool_size, DEFAULT_MAX_QUERIES)
+    queries = config.queries if config.queries is not None else default_queries(public.pool_size)
     if queries > public.pool_size:
         raise ConfigError("queries", f"{queries} queries asked but the public pool holds {public.pool_size}")
     privacy = config.privacy

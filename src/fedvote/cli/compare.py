@@ -14,7 +14,7 @@ from fedvote.config import FederationConfig, PrivacyConfig, RunConfig, load_run_
 from fedvote.errors import ConfigError
 from fedvote.methods.options.gradient import NOISE_PLACEMENTS
 from fedvote.methods.registry import METHOD_NAMES, option_names
-from fedvote.models.config import TrainingConfig
+from fedvote.models.config import DEFAULT_EPOCHS, TrainingConfig
 from fedvote.privacy.config import ACCOUNTANTS
 from fedvote.results import check_writable, fallback_message, write_or_fallback
 
@@ -33,9 +33,11 @@ from fedvote.results import check_writable, fallback_message, write_or_fallback
 @click.option("--delta", type=float, default=1e-3, show_default=True)
 @click.option("--accountant", type=click.Choice(ACCOUNTANTS), default="pld", show_default=True)
 @click.option("--queries", type=int, default=None,
-              help="Public queries Q for the voting methods [default: the pool, at most 100].")
-@click.option("--epochs", type=int, default=40, show_default=True,
-              help="Training epochs of teachers and student (voting methods).")
+              help="Public queries Q for the voting methods "
+                   "[default: one per 15 pool points, 100 to 200, at most the pool].")
+@click.option("--epochs", type=int, default=None,
+              help="Training epochs of teachers and student (voting methods) [default: as fedvote run: "
+                   "student 40, teachers chosen with their model from public metadata].")
 @click.option("--rounds", type=int, default=None,
               help="T for the gradient methods (σ is calibrated at this fixed T) [default: 100].")
 @click.option("--sampling-rate", type=float, default=None,
@@ -124,8 +126,8 @@ def compare(
                 ledger=ledger,
                 budget_epsilon=budget_epsilon,
             ),
-            teacher=TrainingConfig(model="mlp", epochs=epochs),
-            student=TrainingConfig(model="auto", epochs=epochs),
+            teacher=TrainingConfig(model="auto", epochs=epochs),  # None: planned (teacher_training)
+            student=TrainingConfig(model="auto", epochs=epochs if epochs is not None else DEFAULT_EPOCHS),
             options=options,
             queries=queries,
             seed=seed,

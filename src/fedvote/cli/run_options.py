@@ -36,7 +36,8 @@ _RUN_OPTIONS = (
                   help="The level whose ε --epsilon targets [default: the method's own: agent for "
                        "voting and DP-FedAvg, instance for DP-FedSGD]."),
     click.option("--queries", type=int, default=None,
-                  help="Public queries Q to label [default: the pool, at most 100]."),
+                  help="Public queries Q to label "
+                       "[default: one per 15 pool points, 100 to 200, at most the pool]."),
     click.option("--query-selection", type=click.Choice(QUERY_SELECTIONS), default="auto",
                   show_default=True,
                   help="Which pool points to label: 'typical' = the most typical point of each of Q "
