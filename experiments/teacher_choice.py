@@ -40,6 +40,7 @@ import fedvote
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from run import machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from student_width import release_labels  # noqa: E402  (one release's labels, as the mechanism draws them)
 
 NAME = "teacher_choice"
 MNIST: dict[str, Any] = {
@@ -63,10 +64,8 @@ def label_errors(histograms: np.ndarray, truth: np.ndarray, sigma: float, draws:
     rng = np.random.default_rng([0x7EAC, draws])
     wrong, kept_count = [], []
     for _ in range(draws):
-        noisy = histograms + rng.normal(0.0, sigma, histograms.shape)  # (R, C)
-        top_two = np.sort(noisy, axis=1)[:, -2:]  # (R, 2)
-        kept = (top_two[:, 1] - top_two[:, 0]) >= MIN_MARGIN * sigma  # (R,)
-        wrong.append(int((noisy.argmax(axis=1)[kept] != truth[kept]).sum()))
+        labels, kept = release_labels(histograms, rng.normal(0.0, sigma, histograms.shape), sigma, MIN_MARGIN)
+        wrong.append(int((labels[kept] != truth[kept]).sum()))
         kept_count.append(int(kept.sum()))
     return float(np.mean(wrong)), float(np.mean(kept_count))
 
