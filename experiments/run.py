@@ -82,14 +82,18 @@ def require_data_dir(script: str, holding: str = "mnist/") -> str:
     return data_dir
 
 
+# What the experiments write: changes there do not make the code that ran another commit.
+OUTPUT_PATHS = (":(top,exclude)experiments/results", ":(top,exclude)docs")
+
+
 def code_version() -> str:
-    """The checkout's commit (``-dirty`` with uncommitted changes), or "unknown" outside git."""
+    """The checkout's commit (``-dirty`` with uncommitted changes outside the outputs), or "unknown"."""
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
         ).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
-                               capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)",
+                                *OUTPUT_PATHS], cwd=HERE, capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"commit {commit}{'-dirty' if dirty else ''}"

@@ -34,7 +34,8 @@ from fedvote.results import check_writable, fallback_message, write_or_fallback
 @click.option("--accountant", type=click.Choice(ACCOUNTANTS), default="pld", show_default=True)
 @click.option("--queries", type=int, default=None,
               help="Public queries Q for the voting methods "
-                   "[default: one per 15 pool points, 100 to 200, at most the pool].")
+                   "[default: one per 15 pool points, 100 to 200, at most the pool; 100 where "
+                       "a small --epsilon would make σ exceed N/4].")
 @click.option("--epochs", type=int, default=None,
               help="Training epochs of teachers and student (voting methods) [default: as fedvote run: "
                    "student 40, teachers chosen with their model from public metadata].")

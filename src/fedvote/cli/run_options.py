@@ -37,7 +37,8 @@ _RUN_OPTIONS = (
                        "voting and DP-FedAvg, instance for DP-FedSGD]."),
     click.option("--queries", type=int, default=None,
                   help="Public queries Q to label "
-                       "[default: one per 15 pool points, 100 to 200, at most the pool]."),
+                       "[default: one per 15 pool points, 100 to 200, at most the pool; 100 where "
+                       "a small --epsilon would make σ exceed N/4]."),
     click.option("--query-selection", type=click.Choice(QUERY_SELECTIONS), default="auto",
                   show_default=True,
                   help="Which pool points to label: 'typical' = the most typical point of each of Q "

@@ -59,6 +59,10 @@ class Method(ABC):
     # The transport capabilities (fedvote.transport.capabilities) every run of the method
     # uses; :meth:`requirements` adds those its options turn on.
     requires: ClassVar[tuple[type, ...]] = ()
+    # True where σ is the std of Gaussian noise on vote sums to which each agent adds at most
+    # one unit per query (one-hot or probability votes): the vote mass is N, so σ / N says how
+    # much of it the noise drowns (the runner's default Q reads it: fedvote.runner.plan).
+    votes_with_unit_mass: ClassVar[bool] = False
     sigma: float  # the noise parameter of the method's releases (σ or noise multiplier)
 
     def requirements(self) -> tuple[type, ...]:

@@ -93,6 +93,7 @@ class PateFL(Method):
 
     name = "pate-fl"
     requires: ClassVar[tuple[type, ...]] = (TeacherVotes,)
+    votes_with_unit_mass: ClassVar[bool] = True
     options_type: ClassVar[type | None] = PateFLOptions
 
     sigma: float

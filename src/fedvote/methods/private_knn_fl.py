@@ -119,6 +119,7 @@ class PrivateKnnFL(Method):
 
     name = "private-knn-fl"
     requires: ClassVar[tuple[type, ...]] = (KnnVotes,)
+    votes_with_unit_mass: ClassVar[bool] = True
     options_type: ClassVar[type | None] = KnnOptions
 
     sigma: float
