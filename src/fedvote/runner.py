@@ -75,8 +75,9 @@ POOL_POINTS_PER_QUERY = 15
 # ...unless the target ε is so small that the calibrated σ at that Q exceeds this share of
 # the vote mass N: then the default is DEFAULT_MIN_QUERIES (σ √2 smaller at Q = 200 → 100).
 # Measured on the voting paper's MNIST federation (N = 100; experiments/voting_mnist_curve.py):
-# at ε = 1, Q = 200 calibrates σ = 36.4 and PATE-FL scored 0.750 ± 0.063, Q = 100 σ = 25.8 and
-# 0.911 ± 0.024; at ε = 2, Q = 200 has σ = 20.4 and scored 0.956 (Q = 100: 0.955).
+# at ε = 1, Q = 200 calibrates σ = 36.4 and PATE-FL scored 0.750 ± 0.063, Q = 100 σ = 25.7 and
+# 0.916 ± 0.058 (both with CNN teachers); at ε = 2, Q = 200 has σ = 20.4 and scored 0.956
+# (Q = 100, MLP teachers: 0.955). docs/defaults.md, "How many queries".
 MAX_DEFAULT_VOTE_NOISE_SHARE = 0.25
 
 

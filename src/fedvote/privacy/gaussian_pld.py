@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_module
 from dp_accounting.pld.privacy_loss_mechanism import AdjacencyType, GaussianPrivacyLoss
 from dp_accounting.privacy_accountant import NeighboringRelation
@@ -89,7 +90,7 @@ class VectorisedGaussianPrivacyLoss(GaussianPrivacyLoss):
         half = np.abs(losses) / 2.0
         with np.errstate(divide="ignore", invalid="ignore"):
             log_sinh = half + np.log1p(-np.exp(-2.0 * half)) - math.log(2.0)  # log sinh(|L|/2)
-        log_term = log_alpha + np.where(half == 0.0, 0.0, log_sinh)
+        log_term = log_alpha + log_sinh  # −∞ at L = 0, whose x the last line sets
         # asinh(b·e^a) with b = −sign(L): sign(b)·log(√((e^a)² + 1) + e^a)
         asinh = np.where(losses >= 0.0, -1.0, 1.0) * np.logaddexp(
             0.5 * np.logaddexp(0.0, 2.0 * log_term), log_term
@@ -109,7 +110,7 @@ def gaussian_pld(
     calls it; only the grid's δ(ε) is computed by :class:`VectorisedGaussianPrivacyLoss`.
     """
 
-    def pmf(adjacency: AdjacencyType) -> object:
+    def pmf(adjacency: AdjacencyType) -> pld_pmf.PLDPmf:
         loss = VectorisedGaussianPrivacyLoss(
             standard_deviation,
             sensitivity=1.0,
