@@ -51,3 +51,19 @@ def test_the_readme_says_make_test_installs_chromium_and_finds_the_datasets():
 def test_the_test_targets_install_chromium_first(target):
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(rf"^{re.escape(target)}: install-dev chromium$", makefile, flags=re.MULTILINE)
+
+
+# Scripts of experiments/ that `make results` does not call itself, and who does.
+NOT_IN_RESULTS = {
+    "audit_table.py": "make audit",
+    "prifedsync_epsilon.py": "imported by prifedsync_mnist.py, whose section prints its table",
+}
+
+
+def test_make_results_reruns_every_experiment_and_renders_last():
+    recipe = _recipe("results")
+    called = re.findall(r"experiments/(\w+\.py)", recipe)
+    scripts = {path.name for path in (ROOT / "experiments").glob("*.py")}
+    assert set(NOT_IN_RESULTS) <= scripts, "a listed exception no longer exists"
+    assert sorted(scripts - set(NOT_IN_RESULTS)) == sorted(called), "make results must call each experiment once"
+    assert called[-1] == "run.py", "run.py renders docs/results.md from every saved result: it runs last"
