@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, special
-from threadpoolctl import threadpool_limits
 
 from fedvote.errors import ConfigError
 from fedvote.models.config import CLASS_HEAD_BOUNDS
 from fedvote.models.features import FeatureExtractor
+from fedvote.models.threads import single_threaded_blas
 from fedvote.privacy.calibrate import binary_logistic_sensitivity, multinomial_logistic_sensitivity
 
 # Projected-gradient tolerance of L-BFGS: the sensitivity bound (Theorem 1) is about the
@@ -148,7 +148,7 @@ def _minimise(objective, start: np.ndarray, args: tuple) -> np.ndarray:  # type:
         return value, gradient.ravel()
 
     # Small dense products: BLAS threads only contend (60x slower on a busy 2-core machine).
-    with threadpool_limits(limits=1):
+    with single_threaded_blas():
         result = optimize.minimize(
             flat,
             start.ravel(),

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
 
 from fedvote.agents import teacher_votes
 from fedvote.agents.agent import Agent
@@ -32,6 +30,7 @@ from fedvote.models.ensemble import ModelEnsemble, fit_ensemble
 from fedvote.models.features import FeatureExtractor
 from fedvote.models.local_training import LocalTraining
 from fedvote.models.logistic_heads import HeadFeatures, HeadRequest, ReleasedHeads
+from fedvote.models.threads import single_threaded
 from fedvote.models.training import TrainingConfig
 from fedvote.models.zoo import resolve_model_name
 from fedvote.progress import NO_PROGRESS, Progress
@@ -516,15 +515,13 @@ class LocalTransport(
     ) -> list[ReleasedHeads]:
         """Every agent's perturbed heads, one agent after another (one round)."""
         released = []
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # small per-agent problems: intra-op threads only contend
-        try:
-            with progress.step("fitting and perturbing the agents' heads", total=self.num_agents) as bar:
-                for agent in self._agents:
-                    released.append(private_heads(agent, features, request))
-                    bar.advance()
-        finally:
-            torch.set_num_threads(threads)
+        # Small per-agent problems: intra-op threads only contend.
+        with single_threaded(blas=False), progress.step(
+            "fitting and perturbing the agents' heads", total=self.num_agents
+        ) as bar:
+            for agent in self._agents:
+                released.append(private_heads(agent, features, request))
+                bar.advance()
         negatives = 0 if request.negative_indices is None else int(request.negative_indices.shape[0])
         self.communication.download_floats += self.num_agents * (features.num_floats + negatives)
         self.communication.upload_floats += sum(
@@ -556,7 +553,7 @@ class LocalTransport(
         self.communication.upload_floats += d * ids.shape[0]
         self.communication.rounds += 1
         updates = np.zeros((ids.shape[0], d), dtype=np.float32)
-        with _single_threaded():
+        with single_threaded():
             released = self._updates(theta, [self._agents[int(i)] for i in ids], training)
         for row, update in enumerate(released):
             updates[row] = update
@@ -613,7 +610,7 @@ class LocalTransport(
         self.communication.download_floats += (d + training.shift_floats) * n
         self.communication.upload_floats += d * n
         self.communication.rounds += 1
-        with _single_threaded():
+        with single_threaded():
             updates = self._updates(theta, [self._agents[i] for i in chosen], training)
             trained = dict(zip(chosen, updates, strict=True))
             releases = [
@@ -686,24 +683,6 @@ class LocalTransport(
             )
             self._batched_clients = clients
         return clients
-
-
-@contextmanager
-def _single_threaded() -> Iterator[None]:
-    """One thread for torch and for BLAS on the agents' side of a gradient round.
-
-    One agent's step (or m agents' steps) is a few small matrix products, and its update's
-    norm (the clip, the exit's check) a d-float dot product: on a busy 2-core machine a
-    second thread only adds synchronisation (torch 10-30x slower; NumPy's BLAS norm of 10⁵
-    floats measured at 12 ms with two threads and 0.01 ms with one, load average 6).
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with threadpool_limits(limits=1):
-            yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,0 +1,61 @@
+"""One thread inside the block for torch and every BLAS / OpenMP pool, restored after it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from threadpoolctl import threadpool_info
+
+from fedvote.models import threads
+
+
+def _pool_threads(api: str | None = None) -> list[int]:
+    return [int(library["num_threads"]) for library in threadpool_info() if api in (None, library["user_api"])]
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_single_threaded_limits_torch_and_the_pools_then_restores_them(two_threads):
+    pools_before = _pool_threads()
+    with threads.single_threaded():
+        assert torch.get_num_threads() == 1
+        assert _pool_threads() and set(_pool_threads()) == {1}
+    assert torch.get_num_threads() == 2
+    assert _pool_threads() == pools_before
+
+
+def test_without_blas_only_torch_is_limited(two_threads):
+    blas_before = _pool_threads("blas")
+    with threads.single_threaded(blas=False):
+        assert torch.get_num_threads() == 1
+        assert blas_before and _pool_threads("blas") == blas_before
+
+
+def test_the_thread_counts_come_back_after_an_error(two_threads):
+    pools_before = _pool_threads()
+    with pytest.raises(RuntimeError), threads.single_threaded():
+        raise RuntimeError("inside")
+    assert torch.get_num_threads() == 2
+    assert _pool_threads() == pools_before
+
+
+def test_the_libraries_are_found_once_per_process(monkeypatch):
+    built = []
+
+    class CountingController(threads.ThreadpoolController):
+        def __init__(self) -> None:
+            built.append(1)
+            super().__init__()
+
+    monkeypatch.setattr(threads, "ThreadpoolController", CountingController)
+    monkeypatch.setattr(threads, "_controller", None)
+    for _ in range(3):
+        with threads.single_threaded_blas():
+            assert set(_pool_threads()) == {1}
+    assert len(built) == 1
