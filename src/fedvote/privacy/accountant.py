@@ -33,6 +33,7 @@ from fedvote.privacy.config import ACCOUNTANTS
 from fedvote.privacy.discrete import DiscreteGaussianDpEvent, discrete_gaussian_rdp, has_pld, is_distributed
 from fedvote.privacy.events import ReplaceOneDpEvent
 from fedvote.privacy.gaussian_pld import gaussian_pld
+from fedvote.privacy.pld_arrays import epsilon_for_delta, self_compose
 
 # Dense RDP orders: fine steps near 1, every integer to 256, then a geometric tail of
 # integers (dp-accounting's fractional-order series for subsampled Gaussians fails to
@@ -495,6 +496,12 @@ class MixedRelationPLDAccountant(pld.PLDAccountant):
         finally:
             self._neighboring_relation = outer
 
+    def get_epsilon(self, target_delta: float) -> float:
+        """dp-accounting's ε of the composed PLD, read off its arrays at once (``pld_arrays``)."""
+        if self._contains_non_dp_event:
+            return math.inf
+        return epsilon_for_delta(self._pld, target_delta)
+
     def _compose_gaussian(self, event: dp_event.DpEvent, count: int) -> bool:
         """Compose a (Poisson-sampled) Gaussian as dp-accounting's PLD accountant does; False if not one.
 
@@ -517,7 +524,8 @@ class MixedRelationPLDAccountant(pld.PLDAccountant):
                 self._value_discretization_interval,
                 sampling_prob=event.sampling_probability,
                 neighboring_relation=relation,
-            ).self_compose(count)
+            )
+            single = self_compose(single, count)
         else:
             return False
         composed: pld.privacy_loss_distribution.PrivacyLossDistribution = self._pld  # type: ignore[has-type]
