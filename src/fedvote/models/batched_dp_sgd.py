@@ -141,7 +141,7 @@ def perceptron_layer_sizes(model: nn.Module) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-def _unflatten(flat: torch.Tensor, sizes: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def layer_views(flat: torch.Tensor, sizes: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Views (W (m, out, in), b (m, out)) of flat parameters (m, d), layer by layer."""
     layers = []
     offset = 0
@@ -157,7 +157,7 @@ def _unflatten(flat: torch.Tensor, sizes: tuple[int, ...]) -> list[tuple[torch.T
 def stacked_logits(params: torch.Tensor, sizes: tuple[int, ...], x: torch.Tensor) -> torch.Tensor:
     """Logits (m, n, classes) of m perceptrons ``params`` (m, d) on their inputs ``x`` (m, n, in)."""
     activation = x
-    layers = _unflatten(params, sizes)
+    layers = layer_views(params, sizes)
     for index, (weight, bias) in enumerate(layers):
         activation = torch.baddbmm(bias.unsqueeze(1), activation, weight.transpose(1, 2))
         if index < len(layers) - 1:
@@ -175,7 +175,7 @@ def per_sample_backprop(
     its pre-activation zₗ = Wₗ aₗ + bₗ, first layer first. Sample ℓ's gradient of Wₗ is
     gₗ aₗᵀ and of bₗ is gₗ; nothing per-sample of size d is materialised.
     """
-    layers = _unflatten(params, sizes)
+    layers = layer_views(params, sizes)
     inputs = [x]  # activation entering each layer, (m, B, inₗ)
     pre = []  # pre-activations, (m, B, outₗ)
     activation = x
@@ -202,7 +202,7 @@ def weighted_gradient_sum(
 ) -> torch.Tensor:
     """Σₗ sₗ·vₗ per model, (m, d), from :func:`per_sample_backprop`'s pieces and weights s (m, B)."""
     summed = torch.empty_like(params)  # (m, d), filled layer by layer through views
-    for (weight_sum, bias_sum), grad, inp in zip(_unflatten(summed, sizes), grads, inputs, strict=True):
+    for (weight_sum, bias_sum), grad, inp in zip(layer_views(summed, sizes), grads, inputs, strict=True):
         scaled = grad * scale.unsqueeze(-1)
         weight_sum.copy_(torch.bmm(scaled.transpose(1, 2), inp))  # Σₗ sₗ gₗ aₗᵀ, (m, out, in)
         bias_sum.copy_(scaled.sum(1))  # Σₗ sₗ gₗ, (m, out)
@@ -238,14 +238,6 @@ def clipped_gradient_sum(
     if weights is not None:
         scale = scale * weights
     return weighted_gradient_sum(params, sizes, grads, inputs, scale), norms
-
-
-def mean_gradient(
-    params: torch.Tensor, sizes: tuple[int, ...], x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor
-) -> torch.Tensor:
-    """Σₗ wₗ·vₗ per model, (m, d): with wₗ = 1/|I_j| on a batch and 0 on padding, the mean loss's gradient."""
-    grads, inputs = per_sample_backprop(params, sizes, x, y)
-    return weighted_gradient_sum(params, sizes, grads, inputs, weights)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from fedvote.models.batched_dp_sgd import PaddedBatches, clipped_batch_sum, mean_gradient
+from fedvote.models.batched_dp_sgd import PaddedBatches, clipped_batch_sum, layer_views
 
 # Opacus's DPOptimizer clips by C/(‖v‖ + 10⁻⁶) (opacus/optimizers/optimizer.py, clip_and_accumulate).
 OPACUS_NORM_OFFSET = 1e-6
@@ -42,15 +42,35 @@ def batched_sgd(
     Step k: θ_j ← θ_j − η·∇(mean cross-entropy over agent j's batch I_jk), the batch
     ``steps[k]`` (local indices into agent j's records, which are
     ``features[offsets[j] :]``, (R, in)). An empty batch leaves θ_j as it is.
+
+    One step is one forward and one backward pass written out (the backward of
+    :func:`~fedvote.models.batched_dp_sgd.per_sample_backprop`, summed over the batch), each
+    layer updated in place as soon as the layer below has read its weights: half the tensor
+    operations of gradient-then-update, which is what a step of small perceptrons costs.
     """
     weights = params.clone()
+    layers = layer_views(weights, sizes)  # views into ``weights``, updated in place
     for batches in steps:
         if batches.index.shape[1] == 0:
             continue
         rows = batches.index + offsets.unsqueeze(1)  # (m, L), rows of ``features``
         per_row = batches.weight / batches.weight.sum(dim=1, keepdim=True).clamp(min=1.0)  # (m, L)
-        gradient = mean_gradient(weights, sizes, features[rows], labels[rows], per_row)  # (m, d)
-        weights.add_(gradient, alpha=-learning_rate)
+        inputs = [features[rows]]  # activation entering each layer, (m, L, inₗ)
+        for index, (weight, bias) in enumerate(layers):
+            z = torch.baddbmm(bias.unsqueeze(1), inputs[-1], weight.transpose(1, 2))  # (m, L, outₗ)
+            if index < len(layers) - 1:
+                inputs.append(torch.relu(z))
+        # ∂(weighted mean cross-entropy)/∂logits = w·(softmax − one-hot), (m, L, classes)
+        grad = torch.softmax(z, dim=-1)
+        grad.scatter_add_(-1, labels[rows].unsqueeze(-1), torch.full_like(grad[..., :1], -1.0))
+        grad.mul_(per_row.unsqueeze(-1))
+        for index in range(len(layers) - 1, -1, -1):
+            weight, bias = layers[index]
+            below = torch.bmm(grad, weight) * (inputs[index] > 0) if index > 0 else None  # (m, L, inₗ)
+            weight.baddbmm_(grad.transpose(1, 2), inputs[index], alpha=-learning_rate)  # W −= η Σ g aᵀ
+            bias.sub_(grad.sum(1), alpha=learning_rate)
+            if below is not None:
+                grad = below
     return weights
 
 
