@@ -55,21 +55,24 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		echo "installing chromium (apt-get) for the report tests"; \
-		$$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 || \
-		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }; }
+		$$SUDO $(APT_GET) install -y -qq chromium >/dev/null 2>&1 || \
+		{ $$SUDO $(APT_GET) update -qq && $$SUDO $(APT_GET) install -y -qq chromium >/dev/null; }; }
 
 # The synthetic digits domain (fedvote.data.syndigits) renders every TrueType font under
 # /usr/share/fonts/truetype: DejaVu and Liberation, plus FreeFont and Lato (Debian's
 # fonts-freefont-ttf, fonts-lato) for more digit shapes. Installed here when missing
 # (needs root or sudo), silent when present. Another font set gives another (recorded) dataset.
 SYNDIGITS_FONTS := dejavu liberation freefont lato
+# The package installer of the chromium and fonts targets (tests replace it).
+APT_GET ?= apt-get
 SYNDIGITS_FONT_PACKAGES := fonts-dejavu-core fonts-liberation fonts-freefont-ttf fonts-lato
 fonts:
-	@for d in $(SYNDIGITS_FONTS); do [ -d /usr/share/fonts/truetype/$$d ] || exit 1; done 2>/dev/null || { \
+	@missing=0; for d in $(SYNDIGITS_FONTS); do [ -d /usr/share/fonts/truetype/$$d ] || missing=1; done; \
+	[ $$missing -eq 0 ] || { \
 		SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 		echo "installing $(SYNDIGITS_FONT_PACKAGES) (apt-get) for the synthetic digits"; \
-		$$SUDO apt-get install -y -qq $(SYNDIGITS_FONT_PACKAGES) >/dev/null 2>&1 || \
-		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(SYNDIGITS_FONT_PACKAGES) >/dev/null; }; }
+		$$SUDO $(APT_GET) install -y -qq $(SYNDIGITS_FONT_PACKAGES) >/dev/null 2>&1 || \
+		{ $$SUDO $(APT_GET) update -qq && $$SUDO $(APT_GET) install -y -qq $(SYNDIGITS_FONT_PACKAGES) >/dev/null; }; }
 
 # The test targets (below) install the fonts too: the syndigits tests render them.
 test test-slow: fonts

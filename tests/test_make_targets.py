@@ -9,6 +9,7 @@ finds the datasets. (The time itself is measured, not asserted: see the closing 
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,14 @@ def test_make_results_reruns_every_experiment_and_renders_last():
     assert set(NOT_IN_RESULTS) <= scripts, "a listed exception no longer exists"
     assert sorted(scripts - set(NOT_IN_RESULTS)) == sorted(called), "make results must call each experiment once"
     assert called[-1] == "run.py", "run.py renders docs/results.md from every saved result: it runs last"
+
+
+@pytest.mark.parametrize(("fonts", "installs"), [("dejavu", False), ("dejavu no-such-font-dir", True)])
+def test_make_fonts_installs_what_is_missing_and_succeeds(fonts: str, installs: bool) -> None:
+    """A missing font directory leads to the install (here a stand-in that succeeds), not to a failed make."""
+    done = subprocess.run(
+        ["make", "--no-print-directory", "fonts", f"SYNDIGITS_FONTS={fonts}", "APT_GET=true"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert ("installing" in done.stdout) == installs
