@@ -57,20 +57,20 @@ def batched_sgd(
         per_row = batches.weight / batches.weight.sum(dim=1, keepdim=True).clamp(min=1.0)  # (m, L)
         inputs = [features[rows]]  # activation entering each layer, (m, L, inₗ)
         for index, (weight, bias) in enumerate(layers):
-            z = torch.baddbmm(bias.unsqueeze(1), inputs[-1], weight.transpose(1, 2))  # (m, L, outₗ)
+            logits = torch.baddbmm(bias.unsqueeze(1), inputs[-1], weight.transpose(1, 2))  # (m, L, outₗ)
             if index < len(layers) - 1:
-                inputs.append(torch.relu(z))
+                inputs.append(torch.relu(logits))
         # ∂(weighted mean cross-entropy)/∂logits = w·(softmax − one-hot), (m, L, classes)
-        grad = torch.softmax(z, dim=-1)
+        grad = torch.softmax(logits, dim=-1)
         grad.scatter_add_(-1, labels[rows].unsqueeze(-1), torch.full_like(grad[..., :1], -1.0))
         grad.mul_(per_row.unsqueeze(-1))
         for index in range(len(layers) - 1, -1, -1):
             weight, bias = layers[index]
-            below = torch.bmm(grad, weight) * (inputs[index] > 0) if index > 0 else None  # (m, L, inₗ)
-            weight.baddbmm_(grad.transpose(1, 2), inputs[index], alpha=-learning_rate)  # W −= η Σ g aᵀ
-            bias.sub_(grad.sum(1), alpha=learning_rate)
-            if below is not None:
-                grad = below
+            upstream = grad  # ∂loss/∂zₗ, (m, L, outₗ)
+            if index > 0:  # the layer below reads Wₗ before its update
+                grad = torch.bmm(upstream, weight) * (inputs[index] > 0)  # (m, L, inₗ)
+            weight.baddbmm_(upstream.transpose(1, 2), inputs[index], alpha=-learning_rate)  # W −= η Σ g aᵀ
+            bias.sub_(upstream.sum(1), alpha=learning_rate)
     return weights
 
 

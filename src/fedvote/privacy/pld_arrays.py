@@ -24,8 +24,8 @@ from scipy import fft
 
 # dp-accounting's default for self_compose: mass that may be cut off each tail.
 TAIL_MASS_TRUNCATION = 1e-15
-# dp-accounting's Chernoff orders, in units of 1 / (number of losses).
-CHERNOFF_ORDERS = np.concatenate((np.arange(-20, 0), np.arange(1, 21))).astype(float)
+# dp-accounting's Chernoff orders are ±1, ±2, …, ±20 in units of 1 / (number of losses).
+CHERNOFF_MAX_ORDER = 20
 
 
 def self_compose(pld: pld_module.PrivacyLossDistribution, count: int) -> pld_module.PrivacyLossDistribution:
@@ -37,7 +37,7 @@ def self_compose(pld: pld_module.PrivacyLossDistribution, count: int) -> pld_mod
 
 
 def _self_compose_pmf(pmf: pld_pmf.PLDPmf, count: int) -> pld_pmf.PLDPmf:
-    """A dense PMF convolved with itself ``count`` times by one real FFT; a sparse one by dp-accounting."""
+    """A dense PMF convolved with itself ``count`` times by one FFT; a sparse one by dp-accounting."""
     if not isinstance(pmf, pld_pmf.DensePLDPmf) or count < 1:
         return pmf.self_compose(count, TAIL_MASS_TRUNCATION)
     probs = pmf._probs  # noqa: SLF001  (n,)
@@ -75,10 +75,10 @@ def _self_convolve_bounds(probs: np.ndarray, count: int) -> tuple[int, int]:
     for sign in (1.0, -1.0):
         step = np.exp(sign * index)  # (n,) w_k
         weighted = probs.copy()  # (n,) p_k w_k^j, j = 0 so far
-        for j in range(1, int(CHERNOFF_ORDERS.max()) + 1):
+        for j in range(1, CHERNOFF_MAX_ORDER + 1):
             weighted *= step
-            with np.errstate(divide="ignore"):
-                log_mgf = math.log(float(weighted.sum())) if weighted.sum() > 0 else -math.inf
+            total = float(weighted.sum())
+            log_mgf = math.log(total) if total > 0 else -math.inf
             order = sign * j / n
             bound = (count * log_mgf + log_budget) / order
             if not math.isfinite(bound):
