@@ -41,13 +41,13 @@ FLAGS = (
 COMMAND = "fedvote run --dataset mnist --data-dir DIR --agents 100 --partition classes --classes-per-agent 6 --epsilon 4.3 --delta 1e-3"
 
 
-def one_run(data_dir: str) -> dict[str, Any]:
-    """One run of the command in a fresh process: its result and wall time."""
+def one_run(data_dir: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One run of the command (with ``extra`` flags) in a fresh process: its result and wall time."""
     with tempfile.TemporaryDirectory() as out:
         load_before = os.getloadavg()[0]
         started = time.perf_counter()
         subprocess.run(
-            [*fedvote_command(), "run", *FLAGS, "--data-dir", data_dir, "--out", out],
+            [*fedvote_command(), "run", *FLAGS, *extra, "--data-dir", data_dir, "--out", out],
             check=True, stdout=subprocess.DEVNULL,
         )  # fmt: skip
         wall = time.perf_counter() - started
@@ -58,6 +58,7 @@ def one_run(data_dir: str) -> dict[str, Any]:
         "epsilon_agent": result["privacy"]["agent"]["epsilon"],
         "delta": result["privacy"]["delta"],
         "queries": result["queries"],
+        "student_precision": result.get("student_precision"),
         "timings": result["timings"],
         "wall_seconds": wall,
         "load_before": load_before,

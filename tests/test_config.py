@@ -46,6 +46,8 @@ def test_default_privacy_is_calibrated_to_the_default_epsilon():
         (lambda: TrainingConfig(model="resnet"), "model"),
         (lambda: TrainingConfig(epochs=0), "epochs"),
         (lambda: TrainingConfig(learning_rate=0.0), "learning_rate"),
+        (lambda: TrainingConfig(precision="float16"), "precision"),
+        (lambda: RunConfig(teacher=TrainingConfig(model="auto", epochs=None, precision="bfloat16")), "teacher.precision"),
     ],
 )
 def test_bad_configs_name_the_argument(make, argument):
@@ -177,3 +179,21 @@ def test_framing_defaults_to_auto_and_a_legacy_result_reruns_unframed():
     with pytest.raises(ConfigError) as error:
         FederationConfig(framing="centred")
     assert error.value.argument == "framing"
+
+
+def test_the_student_precision_defaults_to_auto_and_a_legacy_result_reruns_in_float32():
+    """A result.json written before bfloat16 students trained its student in float32; it reruns so."""
+    from fedvote.methods.settings import build_config
+
+    assert RunConfig().student.precision == "auto"
+    assert RunConfig().teacher.precision == "float32"
+    assert build_config("pate-fl").student.precision == "auto"
+    assert build_config("pate-fl", student_precision="float32").student.precision == "float32"
+    with pytest.raises(ConfigError) as error:
+        build_config("pate-fl", student_precision="half")
+    assert error.value.argument == "student_precision"
+    legacy = json.loads(LEGACY_KNN.read_text())["config"]
+    assert "precision" not in legacy["student"]
+    assert load_run_config(LEGACY_KNN).student.precision == "float32"
+    config = RunConfig(student=TrainingConfig(model="auto", precision="bfloat16"))
+    assert RunConfig.from_dict(config.to_dict()).student.precision == "bfloat16"

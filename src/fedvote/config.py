@@ -228,7 +228,8 @@ class RunConfig:
     # "auto" and no epochs: chosen from public metadata when the method is planned
     # (fedvote.models.config.teacher_training); the student trains for its epochs as given.
     teacher: TrainingConfig = field(default_factory=lambda: TrainingConfig(model="auto", epochs=None))
-    student: TrainingConfig = field(default_factory=lambda: TrainingConfig(model="auto"))
+    # "auto" precision: bfloat16 products where the CPU has them (fedvote.models.precision).
+    student: TrainingConfig = field(default_factory=lambda: TrainingConfig(model="auto", precision="auto"))
     queries: int | None = None
     query_selection: str = "auto"
     self_training_rounds: int = 2
@@ -248,6 +249,11 @@ class RunConfig:
                 "self_training_rounds", f"must be >= 0, got {self.self_training_rounds}"
             )
         check_student_training(self.semi_supervised)
+        if self.teacher.precision != "float32":
+            raise ConfigError(
+                "teacher.precision",
+                f"teachers train in float32 (the batched ensemble), got {self.teacher.precision!r}",
+            )
         if self.student.epochs is None:
             raise ConfigError("student_epochs", "must be given (only the teachers' epochs are planned)")
         if self.queries is not None and self.queries < 1:
@@ -266,7 +272,8 @@ class RunConfig:
         """Rebuild a config from :meth:`to_dict` output (unknown keys are refused).
 
         A file without ``semi_supervised`` (written before the consistency students)
-        reruns with the student it had, ``"self-training"``. Older result.json files kept
+        reruns with the student it had, ``"self-training"``; one whose student has no
+        ``precision`` (before bfloat16 students) reruns it in float32. Older result.json files kept
         the kNN and gradient settings in sections of their own
         (``knn``, ``gradient``); their given values become options of the same names (the
         gradient ``model`` is ``gradient_model``). An option both there and in ``options``

@@ -128,7 +128,9 @@ def compare(
                 budget_epsilon=budget_epsilon,
             ),
             teacher=TrainingConfig(model="auto", epochs=epochs),  # None: planned (teacher_training)
-            student=TrainingConfig(model="auto", epochs=epochs if epochs is not None else DEFAULT_EPOCHS),
+            student=TrainingConfig(
+                model="auto", epochs=epochs if epochs is not None else DEFAULT_EPOCHS, precision="auto"
+            ),
             options=options,
             queries=queries,
             seed=seed,

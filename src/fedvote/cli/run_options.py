@@ -21,7 +21,7 @@ from fedvote.config import DEFAULT_EPSILON
 from fedvote.data.query_selection import QUERY_SELECTIONS
 from fedvote.methods.registry import METHOD_NAMES
 from fedvote.methods.settings import RUN_SETTINGS, configs_from_settings
-from fedvote.models.config import MODEL_NAMES, STUDENT_TRAINING
+from fedvote.models.config import MODEL_NAMES, PRECISIONS, STUDENT_TRAINING
 from fedvote.privacy.config import ACCOUNTANTS
 
 _RUN_OPTIONS = (
@@ -62,6 +62,9 @@ _RUN_OPTIONS = (
     click.option("--semi-supervised", type=click.Choice(STUDENT_TRAINING), default="auto", show_default=True,
                   help="Student: how it learns from the unlabelled public pool. 'auto': fixmatch for images "
                        "of at least 16x16, else vat; self-training; supervised = the released labels alone."),
+    click.option("--student-precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
+                  help="Student: the arithmetic of its training steps. 'auto': bfloat16 products (float32 "
+                       "weights) where the CPU has native bfloat16 (AVX512-BF16, AMX), else float32."),
     click.option("--self-training-rounds", type=int, default=2, show_default=True,
                   help="Student, --semi-supervised self-training: rounds of self-training."),
     click.option("--seed", type=int, default=0, show_default=True,

@@ -45,6 +45,7 @@ from fedvote.methods.options.multilabel import DEFAULT_TAU, MultiLabelOptions
 from fedvote.methods.voting import charged_rounds, check_voting_run, student_from_labels
 from fedvote.models.config import teacher_training
 from fedvote.models.multilabel import AttributeHead, fit_attributes
+from fedvote.models.precision import resolve_precision
 from fedvote.models.training import TrainingConfig
 from fedvote.models.zoo import build_model
 from fedvote.privacy.events import LevelEvents, multilabel_events
@@ -244,6 +245,7 @@ class MultiLabelPateFL(Method):
                 "queries_requested": self.queries,
                 "query_selection": resolve_query_selection(self.query_selection, pool_size, self.queries),
                 "student_queries": int(queries.shape[0]),
+                "student_precision": resolve_precision(self.student.precision),
                 "release": "sums",
                 "tau": tau,
                 "tau_requested": self.options.tau,

@@ -25,7 +25,7 @@ from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
 from fedvote.data.query_selection import QUERY_SELECTIONS
 from fedvote.errors import ConfigError
 from fedvote.methods.registry import check_options, check_secure_noise, method_option_specs, option_names
-from fedvote.models.config import DEFAULT_EPOCHS, MODEL_NAMES, STUDENT_TRAINING, TrainingConfig
+from fedvote.models.config import DEFAULT_EPOCHS, MODEL_NAMES, PRECISIONS, STUDENT_TRAINING, TrainingConfig
 from fedvote.privacy.config import ACCOUNTANTS
 
 
@@ -80,6 +80,7 @@ RUN_SETTINGS: tuple[Setting, ...] = (
     Setting("augment_shift", int, 0),
     Setting("self_training_rounds", int, 2),
     Setting("semi_supervised", str, "auto", STUDENT_TRAINING),
+    Setting("student_precision", str, "auto", PRECISIONS),
     Setting("seed", int, 0),
     Setting("noise_seed", int),
     Setting("ledger", str),
@@ -198,6 +199,7 @@ def _config_of(
             model=f["student_model"],
             epochs=next(e for e in (f["student_epochs"], f["epochs"], DEFAULT_EPOCHS) if e is not None),
             augment_shift=f["augment_shift"],
+            precision=f["student_precision"],
         ),
         queries=f["queries"],
         query_selection=f["query_selection"],

@@ -35,6 +35,7 @@ from fedvote.data.federation import ServerData
 from fedvote.data.query_selection import choose_queries, resolve_query_selection
 from fedvote.errors import ConfigError
 from fedvote.methods.base import MethodOutcome
+from fedvote.models.precision import resolve_precision
 from fedvote.models.student import train_student
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import LevelEvents
@@ -342,12 +343,16 @@ def label_and_teach(
 def voting_details(
     settings: VotingSettings, *, pool_size: int, student_queries: int, release: str
 ) -> dict[str, object]:
-    """The result keys every voting run records: t, Q asked and how, queries the student used, the release."""
+    """The result keys every voting run records: t, Q asked and how, queries the student used, the release.
+
+    ``student_precision`` is the arithmetic the student trained in, ``"auto"`` resolved on this machine.
+    """
     return {
         "min_responders": settings.min_responders,
         "queries_requested": settings.queries,
         "query_selection": resolve_query_selection(settings.query_selection, pool_size, settings.queries),
         "student_queries": student_queries,
+        "student_precision": resolve_precision(settings.student.precision),
         "release": release,
     }
 

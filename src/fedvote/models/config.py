@@ -30,6 +30,10 @@ SEMI_SUPERVISED_METHODS: tuple[str, ...] = ("fixmatch", "vat")
 # fedvote.models.student.FIXMATCH_MIN_SIDE pixels a side, else VAT (measured on digits and
 # MNIST: docs/defaults.md).
 STUDENT_TRAINING: tuple[str, ...] = ("auto", *SEMI_SUPERVISED_METHODS, "self-training", "supervised")
+# The arithmetic a model trains in (fedvote.models.precision): "bfloat16" runs the forward and
+# backward products under bfloat16 autocast, the weights and optimiser staying float32;
+# "auto" is bfloat16 where the CPU multiplies bfloat16 natively, else float32.
+PRECISIONS: tuple[str, ...] = ("auto", "float32", "bfloat16")
 
 # Passes over the data when none is given: every student, and perceptron teachers.
 DEFAULT_EPOCHS = 40
@@ -84,6 +88,10 @@ class TrainingConfig:
         a validation record (``validation_size(n) == 0``) trains every epoch on all of
         it. :func:`fit_classifier` and the batched
         :func:`fedvote.models.ensemble.fit_ensemble` apply the same rule per agent.
+    precision : str
+        One of :data:`PRECISIONS`: the arithmetic of the student's training steps
+        (:mod:`fedvote.models.precision`). ``"float32"`` (default) everywhere else; the
+        batched teachers always train in float32.
 
     """
 
@@ -95,6 +103,7 @@ class TrainingConfig:
     augment_shift: int = 0
     validation_fraction: float = 0.0
     patience: int | None = None
+    precision: str = "float32"
 
     def __post_init__(self) -> None:
         if self.model not in MODEL_NAMES:
@@ -115,6 +124,10 @@ class TrainingConfig:
             )
         if self.patience is not None and self.patience < 1:
             raise ConfigError("patience", f"must be at least 1 (or None), got {self.patience}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                "precision", f"unknown {self.precision!r}; choose from {', '.join(PRECISIONS)}"
+            )
         if (self.patience is None) != (self.validation_fraction == 0.0):
             raise ConfigError(
                 "patience",

@@ -23,6 +23,7 @@ from fedvote.data.attributes import AttributeTask
 from fedvote.errors import ConfigError
 from fedvote.models.config import TrainingConfig
 from fedvote.models.local_training import LocalTraining, sgd_steps
+from fedvote.models.precision import resolve_precision, training_arithmetic
 
 
 class AttributeHead(nn.Module):
@@ -85,8 +86,9 @@ def fit_attributes(
 
     As :func:`fedvote.models.training.fit_classifier` (``config``'s epochs, batch size, step
     size and weight decay; a fresh ``randperm`` order per epoch from ``generator``), with the
-    mean binary cross-entropy over the attributes as the loss. No early stopping and no
-    augmentation (``patience`` and ``augment_shift`` do not apply here).
+    mean binary cross-entropy over the attributes as the loss, each step's forward at
+    ``config.precision``. No early stopping and no augmentation (``patience`` and
+    ``augment_shift`` do not apply here).
     """
     x = torch.as_tensor(features, dtype=torch.float32)  # (n, *shape)
     y = torch.as_tensor(targets, dtype=torch.float32)  # (n, A)
@@ -94,6 +96,7 @@ def fit_attributes(
         model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
     )
     loss_fn = nn.BCEWithLogitsLoss()
+    arithmetic = resolve_precision(config.precision)
     model.train()
     n = x.shape[0]
     for _ in range(config.planned_epochs if n else 0):
@@ -101,7 +104,9 @@ def fit_attributes(
         for start in range(0, n, config.batch_size):
             batch = order[start : start + config.batch_size]
             optimizer.zero_grad(set_to_none=True)
-            loss_fn(model(x[batch]), y[batch]).backward()
+            with training_arithmetic(arithmetic):
+                logits = model(x[batch]).float()  # (B, A)
+            loss_fn(logits, y[batch]).backward()
             optimizer.step()
     return model.eval()
 

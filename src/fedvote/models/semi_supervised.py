@@ -33,6 +33,7 @@ from torch.nn import functional
 
 from fedvote.models.augment import is_image_batch, strong_augment, weak_augment
 from fedvote.models.config import SEMI_SUPERVISED_METHODS
+from fedvote.models.precision import resolve_precision, training_arithmetic
 from fedvote.models.training import TrainingConfig
 
 
@@ -123,7 +124,7 @@ def _vat_perturbation(
     probe = (1e-6 * unit(torch.randn(x.shape, generator=generator))).requires_grad_(True)
     target = functional.softmax(logits.detach(), dim=1)
     divergence = functional.kl_div(
-        functional.log_softmax(model(x + probe), dim=1), target, reduction="batchmean"
+        functional.log_softmax(model(x + probe).float(), dim=1), target, reduction="batchmean"
     )
     (gradient,) = torch.autograd.grad(divergence, probe)
     return radius * unit(gradient.detach())
@@ -187,12 +188,13 @@ def fixmatch_losses(
     point below τ adds zero: so the weak views run without autograd and only the confident
     points' strong views are drawn and trained on, the same loss for a third less work.
     (The students have no batch norm, whose statistics would see the batches apart.)
+    Logits are taken to float32 before the losses, whatever the arithmetic of the model.
     """
     with torch.no_grad():
-        weak_logits = model(weak(pool))  # (μB, C)
+        weak_logits = model(weak(pool)).float()  # (μB, C)
     confidence, guessed = functional.softmax(weak_logits, dim=1).max(dim=1)  # (μB,)
     confident = confidence >= threshold  # (μB,)
-    logits = model(torch.cat([inputs, strong(pool[confident])]))  # (B + k, C), k ≤ μB
+    logits = model(torch.cat([inputs, strong(pool[confident])])).float()  # (B + k, C), k ≤ μB
     supervised = functional.cross_entropy(logits[: inputs.shape[0]], targets)
     unsupervised = functional.cross_entropy(
         logits[inputs.shape[0] :], guessed[confident], reduction="sum"
@@ -215,6 +217,8 @@ def train_consistency(
 
     ``config.epochs`` counts passes of B-sized steps over the pool (⌈(L + U) / B⌉ steps each),
     up to ``settings.max_steps`` steps in all; returns the weights' moving average, in eval mode.
+    Each step's forward runs at ``config.precision`` (:mod:`fedvote.models.precision`); the
+    weights, the optimiser and the average stay float32.
     """
     if method not in SEMI_SUPERVISED_METHODS:
         raise ValueError(f"unknown semi-supervised method {method!r}")
@@ -232,6 +236,7 @@ def train_consistency(
     pool_norm = float(x_unlabeled.reshape(x_unlabeled.shape[0], -1).pow(2).sum(1).mean().sqrt())
     radius = settings.vat_radius * pool_norm
 
+    arithmetic = resolve_precision(config.precision)
     learning_rate = settings.fixmatch_learning_rate if method == "fixmatch" else config.learning_rate
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -247,28 +252,28 @@ def train_consistency(
         rows = labeled_batches.next()
         inputs = weak_augment(x_labeled[rows], generator) if images else x_labeled[rows]
         pool = x_unlabeled[unlabeled_batches.next()]  # (μB, *shape)
-        if method == "fixmatch":
-            supervised, unsupervised = fixmatch_losses(
-                model,
-                inputs,
-                y_labeled[rows],
-                pool,
-                threshold=settings.threshold,
-                weak=lambda x: weak_augment(x, generator),
-                strong=lambda x: strong_augment(x, generator),
-            )
-        else:
-            if images:
-                pool = weak_augment(pool, generator)
-            logits = model(torch.cat([inputs, pool]))  # (B + μB, C)
-            supervised = functional.cross_entropy(logits[: rows.shape[0]], y_labeled[rows])
-            pool_logits = logits[rows.shape[0] :]
-            r_adv = _vat_perturbation(model, pool, pool_logits, radius, generator)
-            target = functional.softmax(pool_logits.detach(), dim=1)
-            smoothness = functional.kl_div(
-                functional.log_softmax(model(pool + r_adv), dim=1), target, reduction="batchmean"
-            )
-            unsupervised = smoothness
+        with training_arithmetic(arithmetic):
+            if method == "fixmatch":
+                supervised, unsupervised = fixmatch_losses(
+                    model,
+                    inputs,
+                    y_labeled[rows],
+                    pool,
+                    threshold=settings.threshold,
+                    weak=lambda x: weak_augment(x, generator),
+                    strong=lambda x: strong_augment(x, generator),
+                )
+            else:
+                if images:
+                    pool = weak_augment(pool, generator)
+                logits = model(torch.cat([inputs, pool])).float()  # (B + μB, C)
+                supervised = functional.cross_entropy(logits[: rows.shape[0]], y_labeled[rows])
+                pool_logits = logits[rows.shape[0] :]
+                r_adv = _vat_perturbation(model, pool, pool_logits, radius, generator)
+                target = functional.softmax(pool_logits.detach(), dim=1)
+                unsupervised = functional.kl_div(
+                    functional.log_softmax(model(pool + r_adv).float(), dim=1), target, reduction="batchmean"
+                )
         optimizer.zero_grad(set_to_none=True)
         (supervised + settings.unlabeled_weight * unsupervised).backward()
         optimizer.step()

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from fedvote.models.config import TrainingConfig
+from fedvote.models.precision import resolve_precision, training_arithmetic
 
 
 def fit_classifier(
@@ -27,7 +28,8 @@ def fit_classifier(
     the rest (in their original order) are trained on; after every epoch the mean
     cross-entropy on the held-out records is measured, training stops after
     ``patience`` epochs without a strictly lower one, and the model ends with the
-    weights of its best epoch.
+    weights of its best epoch. Each step's forward runs at ``config.precision``
+    (:mod:`fedvote.models.precision`); the validation loss is measured in float32.
     """
     x = torch.as_tensor(features, dtype=torch.float32)  # (n, *shape)
     y = torch.as_tensor(labels, dtype=torch.int64)  # (n,)
@@ -42,6 +44,7 @@ def fit_classifier(
         model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
     )
     loss_fn = nn.CrossEntropyLoss()
+    arithmetic = resolve_precision(config.precision)
     model.train()
     n = x.shape[0]
     best_loss = math.inf
@@ -58,7 +61,9 @@ def fit_classifier(
                 ).tolist()
                 inputs = torch.roll(inputs, shifts=(dy, dx), dims=(2, 3))
             optimizer.zero_grad(set_to_none=True)
-            loss_fn(model(inputs), y[batch]).backward()
+            with training_arithmetic(arithmetic):
+                logits = model(inputs).float()  # (B, C)
+            loss_fn(logits, y[batch]).backward()
             optimizer.step()
         if x_val is None or y_val is None or config.patience is None:
             continue

@@ -1,0 +1,49 @@
+"""The arithmetic a student trains in: float32, or bfloat16 products where the CPU has them.
+
+``"bfloat16"`` runs a training step's forward and backward under ``torch.autocast``: the
+convolutions and matrix products take bfloat16 inputs (8 significant bits) and accumulate
+in float32, while the weights, their gradients, Adam's moments and the losses stay
+float32 (mixed precision, Micikevicius et al. 2018; Kalamkar et al. 2019 for bfloat16).
+On a CPU with AVX512-BF16 or AMX tiles this is about twice float32's rate (a 2-core AMD
+EPYC: 380 against 183 GFLOP/s on a 4096² product; the MNIST student's step 1.4-2.3x
+faster); elsewhere bfloat16 is emulated and slower, so ``"auto"`` takes it only where
+the hardware has it. The student only post-processes released labels and public data:
+its arithmetic changes no privacy figure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from fedvote.models.config import PRECISIONS
+
+
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX tiles)."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    # Private in torch 2.x; a torch without them is taken as without the instructions.
+    return any(bool(getattr(torch.cpu, check, lambda: False)()) for check in checks)
+
+
+def resolve_precision(name: str) -> str:
+    """``"auto"`` becomes ``"bfloat16"`` on a CPU with native bfloat16, else ``"float32"``."""
+    if name not in PRECISIONS:
+        raise ValueError(f"unknown precision {name!r}; choose from {', '.join(PRECISIONS)}")
+    if name != "auto":
+        return name
+    return "bfloat16" if native_bfloat16() else "float32"
+
+
+def training_arithmetic(precision: str) -> contextlib.AbstractContextManager[object]:
+    """The context a training step's forward (and so its backward) runs in at ``precision``.
+
+    ``precision`` is resolved (``"float32"`` or ``"bfloat16"``); the caller casts the logits
+    to float32 before its losses.
+    """
+    if precision == "bfloat16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    if precision == "float32":
+        return contextlib.nullcontext()
+    raise ValueError(f"precision must be resolved to float32 or bfloat16, got {precision!r}")
