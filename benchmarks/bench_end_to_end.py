@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -102,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
 
     timer = PhaseTimer()
     reset_peak()
+    load_before = os.getloadavg()
     result = run(config, progress=timer)
+    load_after = os.getloadavg()
     total = result.timings["total_s"]
     steps = list(timer.phases)
     rows: list[dict[str, Any]] = [
@@ -122,7 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{result.diagnostics.get('teacher_accuracy', 0):.4f} on average; agent-level ε = {epsilon if epsilon is None else round(epsilon, 3)}",
         f"teacher model {result.details['teacher_model']} ({result.details['teacher_epochs']} epochs, as planned), "
         f"student "
-        f"{config.student.model} ({config.student.epochs} epochs); total {total:.1f} s",
+        f"{config.student.model} ({config.student.epochs} epochs, "
+        f"{result.details.get('student_precision', 'float32')} arithmetic); total {total:.1f} s",
+        "load average (1, 5, 15 min) before: " + ", ".join(f"{v:.2f}" for v in load_before)
+        + "; after: " + ", ".join(f"{v:.2f}" for v in load_after),
     ]
     for line in summary:
         print(line)

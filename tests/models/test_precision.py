@@ -21,23 +21,33 @@ def test_native_bfloat16_is_avx512_bf16_or_amx(monkeypatch, bf16: bool, amx: boo
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: bf16, raising=False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
     assert native_bfloat16() is expected
-    assert resolve_precision("auto") == ("bfloat16" if expected else "float32")
+    assert resolve_precision("auto", (1, 28, 28)) == ("bfloat16" if expected else "float32")
 
 
 def test_a_torch_without_the_checks_counts_as_without_bfloat16(monkeypatch) -> None:
     monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported", raising=False)
     monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported", raising=False)
     assert native_bfloat16() is False
-    assert resolve_precision("auto") == "float32"
+    assert resolve_precision("auto", (1, 28, 28)) == "float32"
 
 
-def test_a_named_precision_is_kept_whatever_the_cpu_and_unknown_names_are_refused(monkeypatch) -> None:
-    monkeypatch.setattr(precision, "native_bfloat16", lambda: False)
-    assert resolve_precision("bfloat16") == "bfloat16"
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [((1, 28, 28), "bfloat16"), ((3, 16, 16), "bfloat16"), ((1, 16, 15), "float32"), ((1, 8, 8), "float32"),
+     ((784,), "float32"), ((32,), "float32")],
+)
+def test_auto_takes_bfloat16_for_images_of_at_least_16x16_only(monkeypatch, shape, expected) -> None:
     monkeypatch.setattr(precision, "native_bfloat16", lambda: True)
-    assert resolve_precision("float32") == "float32"
+    assert resolve_precision("auto", shape) == expected
+
+
+def test_a_named_precision_is_kept_whatever_the_cpu_and_shape_and_unknown_names_are_refused(monkeypatch) -> None:
+    monkeypatch.setattr(precision, "native_bfloat16", lambda: False)
+    assert resolve_precision("bfloat16", (8,)) == "bfloat16"
+    monkeypatch.setattr(precision, "native_bfloat16", lambda: True)
+    assert resolve_precision("float32", (1, 28, 28)) == "float32"
     with pytest.raises(ValueError, match="half"):
-        resolve_precision("half")
+        resolve_precision("half", (1, 28, 28))
     with pytest.raises(ValueError, match="resolved"):
         training_arithmetic("auto")
     with pytest.raises(ConfigError) as refused:
@@ -95,7 +105,8 @@ def test_fit_classifier_in_bfloat16_differs_from_float32_from_the_same_seed() ->
     for name in ("float32", "bfloat16"):
         torch.manual_seed(0)
         model = nn.Linear(8, 2)
-        fit_classifier(model, points, labels, TrainingConfig(epochs=2, precision=name), torch.Generator().manual_seed(0))
+        config = TrainingConfig(epochs=2, precision=name)
+        fit_classifier(model, points, labels, config, torch.Generator().manual_seed(0))
         weights[name] = model.weight.detach().clone()
     assert not torch.equal(weights["float32"], weights["bfloat16"])
     assert torch.allclose(weights["float32"], weights["bfloat16"], atol=0.05)  # 8 significant bits, 2 epochs
@@ -125,3 +136,11 @@ def test_fit_attributes_trains_in_the_configured_arithmetic() -> None:
     config = TrainingConfig(model="logistic", epochs=1, precision="bfloat16")
     fit_attributes(model, points, targets, config, torch.Generator().manual_seed(0))
     assert model.calls and all(autocast for autocast, _ in model.calls)
+
+
+def test_an_auto_student_on_small_inputs_trains_in_float32(monkeypatch) -> None:
+    monkeypatch.setattr(precision, "native_bfloat16", lambda: True)
+    points, labels = _separable(64, seed=4)
+    model = _Recorder(8, 2)
+    fit_classifier(model, points, labels, TrainingConfig(epochs=1, precision="auto"), torch.Generator().manual_seed(0))
+    assert model.calls and not any(autocast for autocast, _ in model.calls)

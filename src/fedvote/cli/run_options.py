@@ -64,7 +64,8 @@ _RUN_OPTIONS = (
                        "of at least 16x16, else vat; self-training; supervised = the released labels alone."),
     click.option("--student-precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
                   help="Student: the arithmetic of its training steps. 'auto': bfloat16 products (float32 "
-                       "weights) where the CPU has native bfloat16 (AVX512-BF16, AMX), else float32."),
+                       "weights) for images of at least 16x16 where the CPU has native bfloat16 "
+                       "(AVX512-BF16, AMX), else float32."),
     click.option("--self-training-rounds", type=int, default=2, show_default=True,
                   help="Student, --semi-supervised self-training: rounds of self-training."),
     click.option("--seed", type=int, default=0, show_default=True,

@@ -245,7 +245,7 @@ class MultiLabelPateFL(Method):
                 "queries_requested": self.queries,
                 "query_selection": resolve_query_selection(self.query_selection, pool_size, self.queries),
                 "student_queries": int(queries.shape[0]),
-                "student_precision": resolve_precision(self.student.precision),
+                "student_precision": resolve_precision(self.student.precision, tuple(server.example_shape)),
                 "release": "sums",
                 "tau": tau,
                 "tau_requested": self.options.tau,

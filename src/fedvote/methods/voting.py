@@ -334,25 +334,24 @@ def label_and_teach(
         student=student,
         query_indices=votes.query_indices,
         pseudo_labels=votes.pseudo_labels,
-        details=voting_details(
-            settings, pool_size=server.public_features.shape[0], student_queries=used, release="sums"
-        ),
+        details=voting_details(settings, server=server, student_queries=used, release="sums"),
     )
 
 
 def voting_details(
-    settings: VotingSettings, *, pool_size: int, student_queries: int, release: str
+    settings: VotingSettings, *, server: ServerData, student_queries: int, release: str
 ) -> dict[str, object]:
     """The result keys every voting run records: t, Q asked and how, queries the student used, the release.
 
     ``student_precision`` is the arithmetic the student trained in, ``"auto"`` resolved on this machine.
     """
+    pool_size = server.public_features.shape[0]
     return {
         "min_responders": settings.min_responders,
         "queries_requested": settings.queries,
         "query_selection": resolve_query_selection(settings.query_selection, pool_size, settings.queries),
         "student_queries": student_queries,
-        "student_precision": resolve_precision(settings.student.precision),
+        "student_precision": resolve_precision(settings.student.precision, tuple(server.example_shape)),
         "release": release,
     }
 
@@ -411,7 +410,7 @@ def label_and_teach_confident(
         details={
             **voting_details(
                 settings,
-                pool_size=server.public_features.shape[0],
+                server=server,
                 student_queries=int(release.answered.sum()),
                 release="labels",
             ),

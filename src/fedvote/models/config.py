@@ -32,7 +32,7 @@ SEMI_SUPERVISED_METHODS: tuple[str, ...] = ("fixmatch", "vat")
 STUDENT_TRAINING: tuple[str, ...] = ("auto", *SEMI_SUPERVISED_METHODS, "self-training", "supervised")
 # The arithmetic a model trains in (fedvote.models.precision): "bfloat16" runs the forward and
 # backward products under bfloat16 autocast, the weights and optimiser staying float32;
-# "auto" is bfloat16 where the CPU multiplies bfloat16 natively, else float32.
+# "auto" is bfloat16 for images of at least 16x16 where the CPU multiplies bfloat16 natively.
 PRECISIONS: tuple[str, ...] = ("auto", "float32", "bfloat16")
 
 # Passes over the data when none is given: every student, and perceptron teachers.

@@ -96,7 +96,7 @@ def fit_attributes(
         model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
     )
     loss_fn = nn.BCEWithLogitsLoss()
-    arithmetic = resolve_precision(config.precision)
+    arithmetic = resolve_precision(config.precision, tuple(x.shape[1:]))
     model.train()
     n = x.shape[0]
     for _ in range(config.planned_epochs if n else 0):

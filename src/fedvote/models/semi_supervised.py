@@ -236,7 +236,7 @@ def train_consistency(
     pool_norm = float(x_unlabeled.reshape(x_unlabeled.shape[0], -1).pow(2).sum(1).mean().sqrt())
     radius = settings.vat_radius * pool_norm
 
-    arithmetic = resolve_precision(config.precision)
+    arithmetic = resolve_precision(config.precision, tuple(x_labeled.shape[1:]))
     learning_rate = settings.fixmatch_learning_rate if method == "fixmatch" else config.learning_rate
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(

@@ -44,7 +44,7 @@ def fit_classifier(
         model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
     )
     loss_fn = nn.CrossEntropyLoss()
-    arithmetic = resolve_precision(config.precision)
+    arithmetic = resolve_precision(config.precision, tuple(x.shape[1:]))
     model.train()
     n = x.shape[0]
     best_loss = math.inf
