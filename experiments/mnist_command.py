@@ -92,6 +92,9 @@ def section(record: dict[str, Any]) -> str:
         )
     lines += [
         "",
+        "Student arithmetic (`details.student_precision`, `--student-precision auto`): "
+        + ", ".join(sorted({str(r.get("student_precision") or "float32 (before the setting)") for r in runs}))
+        + ". "
         f"Mean {statistics.mean(accuracies):.4f}, lowest {min(accuracies):.4f}, "
         f"{sum(a >= 0.97 for a in accuracies)} of {len(runs)} runs at 0.97 or above; "
         f"wall time {min(r['wall_seconds'] for r in runs):.0f}–{max(r['wall_seconds'] for r in runs):.0f} s. "
