@@ -228,7 +228,8 @@ class RunConfig:
     # "auto" and no epochs: chosen from public metadata when the method is planned
     # (fedvote.models.config.teacher_training); the student trains for its epochs as given.
     teacher: TrainingConfig = field(default_factory=lambda: TrainingConfig(model="auto", epochs=None))
-    # "auto" precision: bfloat16 products where the CPU has them (fedvote.models.precision).
+    # "auto" precision: bfloat16 products for images of at least 16x16 where the CPU has them
+    # (fedvote.models.precision).
     student: TrainingConfig = field(default_factory=lambda: TrainingConfig(model="auto", precision="auto"))
     queries: int | None = None
     query_selection: str = "auto"
