@@ -72,8 +72,13 @@ def test_consistency_training_is_reproducible_and_returns_an_eval_model(method: 
     assert any(not torch.equal(a, b) for a, b in zip(first.parameters(), other.parameters(), strict=True))
 
 
-@pytest.mark.parametrize(("epochs", "max_steps", "expected"), [(3, 100, 3 * 5), (50, 7, 7)])
-def test_steps_are_epochs_over_the_pool_up_to_the_cap(monkeypatch, epochs, max_steps, expected) -> None:
+@pytest.mark.parametrize(
+    ("epochs", "max_steps", "fraction", "expected"),
+    [(3, 100, 1.0, 3 * 5), (50, 7, 1.0, 7), (4, 100, 0.5, 10), (50, 7, 0.5, 4), (1, 100, 0.01, 1)],
+)
+def test_steps_are_epochs_over_the_pool_up_to_the_cap_times_the_fraction(
+    monkeypatch, epochs, max_steps, fraction, expected
+) -> None:
     # 8 labelled + 32 unlabelled points, batch 8: an epoch is ⌈40 / 8⌉ = 5 steps.
     images, labels = _tiny_images(40, seed=2)
     steps = []
@@ -84,9 +89,37 @@ def test_steps_are_epochs_over_the_pool_up_to_the_cap(monkeypatch, epochs, max_s
     config = TrainingConfig(model="cnn", epochs=epochs, batch_size=8)
     train_consistency(
         model, images[:8], labels[:8], images[8:], config, generator, method="vat",
-        settings=ConsistencySettings(max_steps=max_steps),
-    )
+        settings=ConsistencySettings(max_steps=max_steps), step_fraction=fraction,
+    )  # fmt: skip
     assert len(steps) == expected
+
+
+@pytest.mark.parametrize("fraction", [0.0, -0.5, 1.5])
+def test_a_relabeller_step_fraction_outside_zero_to_one_is_refused(fraction) -> None:
+    with pytest.raises(ValueError, match="relabeller_step_fraction"):
+        ConsistencySettings(relabeller_step_fraction=fraction)
+
+
+@pytest.mark.parametrize(("method", "expected"), [("fixmatch", [0.25, 1.0]), ("vat", [1.0])])
+def test_only_a_relabelling_first_student_trains_the_shorter_share(monkeypatch, method, expected) -> None:
+    # The first FixMatch student only picks the round's labels: it trains for the settings'
+    # share of the steps, the round's student (the result) for all of them; VAT has no round.
+    images, labels = _tiny_images(120, seed=4)
+    images = images.repeat(2, axis=2).repeat(2, axis=3)  # (n, 1, 16, 16): FixMatch's minimum side
+    fractions: list[float] = []
+    original = train_consistency
+
+    def recording(*args, **kwargs):
+        fractions.append(kwargs.get("step_fraction", 1.0))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr("fedvote.models.student.train_consistency", recording)
+    settings = ConsistencySettings(relabel_cnn_widths=(8, 12), relabel_confidence=0.6, relabeller_step_fraction=0.25)
+    train_student(
+        images[:10], labels[:10], num_classes=2, config=TrainingConfig(model="cnn", epochs=2, batch_size=8),
+        seed=0, unlabeled=images[10:], semi_supervised=method, consistency=settings,
+    )  # fmt: skip
+    assert fractions == expected
 
 
 def test_fixmatch_refuses_inputs_that_are_not_images() -> None:

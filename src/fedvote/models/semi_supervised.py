@@ -75,6 +75,12 @@ class ConsistencySettings:
         than the first (Xie et al. 2020: the noisy student is equal to or larger than its
         teacher). Measured on label sets drawn from the MNIST federation's clean votes as the
         mechanism draws them (``experiments/student_width.py``; docs/defaults.md).
+    relabeller_step_fraction : float
+        The first student, when a self-training round follows, only picks the pool points
+        that round labels: it trains for this fraction of the steps the round's student
+        trains for. On the MNIST federation's drawn label sets, half the steps gave the
+        final student 0.9793 mean accuracy against 0.9748 with all of them, in 144 s against 186 s
+        (``experiments/relabeller_steps.py``; docs/defaults.md).
 
     """
 
@@ -88,6 +94,12 @@ class ConsistencySettings:
     relabel_rounds: int = 1
     relabel_confidence: float = 0.99
     relabel_cnn_widths: tuple[int, int] = (24, 48)
+    relabeller_step_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.relabeller_step_fraction <= 1.0:
+            fraction = self.relabeller_step_fraction
+            raise ValueError(f"relabeller_step_fraction must be in (0, 1], got {fraction}")
 
 
 class _EndlessBatches:
@@ -212,11 +224,13 @@ def train_consistency(
     *,
     method: str,
     settings: ConsistencySettings = ConsistencySettings(),
+    step_fraction: float = 1.0,
 ) -> nn.Module:
     """Train ``model`` by FixMatch or VAT on labelled (L, *shape) and unlabelled (U, *shape) points.
 
     ``config.epochs`` counts passes of B-sized steps over the pool (⌈(L + U) / B⌉ steps each),
-    up to ``settings.max_steps`` steps in all; returns the weights' moving average, in eval mode.
+    up to ``settings.max_steps`` steps in all, of which ``step_fraction`` are run (at least one;
+    the step size decays over those); returns the weights' moving average, in eval mode.
     Each step's forward runs at ``config.precision`` (:mod:`fedvote.models.precision`); the
     weights, the optimiser and the average stay float32.
     """
@@ -232,7 +246,8 @@ def train_consistency(
     unlabeled_batch = settings.unlabeled_ratio * batch
     # An epoch: as many steps as B-sized batches cover the whole pool (L + U points).
     steps_per_epoch = math.ceil((x_labeled.shape[0] + x_unlabeled.shape[0]) / config.batch_size)
-    total_steps = min(config.planned_epochs * steps_per_epoch, settings.max_steps)
+    full_steps = min(config.planned_epochs * steps_per_epoch, settings.max_steps)
+    total_steps = max(1, round(step_fraction * full_steps))
     pool_norm = float(x_unlabeled.reshape(x_unlabeled.shape[0], -1).pow(2).sum(1).mean().sqrt())
     radius = settings.vat_radius * pool_norm
 

@@ -87,10 +87,12 @@ def train_student(
     if method in SEMI_SUPERVISED_METHODS and not no_pool and features.shape[0] > 0:
         assert unlabeled is not None
         settings = consistency or ConsistencySettings()
+        rounds = settings.relabel_rounds if method == "fixmatch" else 0
         student = train_consistency(
-            fresh(), features, pseudo_labels, unlabeled, config, generator, method=method, settings=settings
-        )
-        for _ in range(settings.relabel_rounds if method == "fixmatch" else 0):
+            fresh(), features, pseudo_labels, unlabeled, config, generator, method=method, settings=settings,
+            step_fraction=settings.relabeller_step_fraction if rounds else 1.0,
+        )  # fmt: skip
+        for _ in range(rounds):
             pool = relabel_pool(
                 student,
                 features,
