@@ -34,16 +34,14 @@ from typing import Any
 
 import numpy as np
 
-import fedvote
 from fedvote.models.semi_supervised import ConsistencySettings
 from fedvote.models.student import train_student
 from fedvote.models.training import predict_labels
-from fedvote.runner import build_config, make_federation
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from run import machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
-from student_width import SETTINGS, release_labels  # noqa: E402  (the same federation and draws)
+from student_width import release_labels, vote_source  # noqa: E402  (the same federation and draws)
 
 NAME = "relabeller_steps"
 # The first student's share of the round's steps: all of them (the former default), half.
@@ -52,12 +50,8 @@ FRACTIONS: tuple[float, ...] = (1.0, 0.5)
 
 def measure(draws: int, data_dir: str) -> dict[str, Any]:
     """The run that provides the votes, then every fraction on each drawn label set."""
-    started = time.perf_counter()
-    result = fedvote.run("pate-fl", dataset="mnist", data_dir=data_dir, seed=0, noise_seed=0, **SETTINGS)
-    run_seconds = time.perf_counter() - started
+    result, run_seconds, config, server = vote_source(data_dir)
     analysis = result.analysis
-    config = build_config("pate-fl", dataset="mnist", data_dir=data_dir, seed=0, **SETTINGS)
-    server = make_federation(config).server_data()
     queries = analysis.query_indices
     rows = []
     for draw in range(draws):

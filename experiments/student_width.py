@@ -66,14 +66,20 @@ def release_labels(
     return noisy.argmax(axis=1), (top_two[:, 1] - top_two[:, 0]) >= min_margin * sigma
 
 
-def measure(draws: int, data_dir: str) -> dict[str, Any]:
-    """The run that provides the votes, then every width on each drawn label set."""
+def vote_source(data_dir: str) -> tuple[Any, float, Any, Any]:
+    """The run (seed 0, noise seed 0) whose clean votes the draws come from: its result, wall
+    seconds, config and server data (public pool, test set)."""
     started = time.perf_counter()
     result = fedvote.run("pate-fl", dataset="mnist", data_dir=data_dir, seed=0, noise_seed=0, **SETTINGS)
     run_seconds = time.perf_counter() - started
-    analysis = result.analysis
     config = build_config("pate-fl", dataset="mnist", data_dir=data_dir, seed=0, **SETTINGS)
-    server = make_federation(config).server_data()
+    return result, run_seconds, config, make_federation(config).server_data()
+
+
+def measure(draws: int, data_dir: str) -> dict[str, Any]:
+    """The run that provides the votes, then every width on each drawn label set."""
+    result, run_seconds, config, server = vote_source(data_dir)
+    analysis = result.analysis
     queries = analysis.query_indices
     rows = []
     for draw in range(draws):
