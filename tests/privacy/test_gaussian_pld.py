@@ -7,13 +7,14 @@ import math
 import numpy as np
 import pytest
 from dp_accounting import dp_event, pld
+from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_module
 from dp_accounting.pld.privacy_loss_mechanism import AdjacencyType, GaussianPrivacyLoss
 from dp_accounting.privacy_accountant import NeighboringRelation
 
 from fedvote.privacy.accountant import clear_epsilon_memo, epsilon_for
 from fedvote.privacy.events import ReplaceOneDpEvent
-from fedvote.privacy.gaussian_pld import VectorisedGaussianPrivacyLoss, gaussian_pld
+from fedvote.privacy.gaussian_pld import VectorisedGaussianPrivacyLoss, connect_dots_pmf, gaussian_pld
 
 ADD_OR_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
 REPLACE = NeighboringRelation.REPLACE_ONE
@@ -89,3 +90,39 @@ def test_fedvotes_accountant_reports_dp_accountings_epsilon(event: dp_event.DpEv
     inner = event.event if isinstance(event, ReplaceOneDpEvent) else event
     reference = pld.PLDAccountant(relation, value_discretization_interval=1e-4).compose(inner)
     assert epsilon_for(event, 1e-3) == pytest.approx(reference.get_epsilon(1e-3), rel=1e-9)
+
+
+@pytest.mark.parametrize(("size", "lowest"), [(1, 3), (2, -1), (1000, -500), (1001, -500), (40_000, -17_000)])
+def test_the_connect_the_dots_pmf_is_dp_accountings_to_the_bit(size: int, lowest: int) -> None:
+    """Built from the same δ(ε) array: the same kind of PMF, offset, probabilities and +∞ mass.
+
+    The δ are random non-increasing values in [0, 1] with small rises inside dp-accounting's
+    tolerance (which both flatten), and a final stretch of equal values (zero probabilities).
+    """
+    rng = np.random.default_rng(size)
+    deltas = np.sort(rng.uniform(0.0, 0.9, size))[::-1].copy()  # (size,)
+    if size > 2:
+        deltas[size // 3] += 5e-8  # a rise within the tolerance
+        deltas[-(size // 4) :] = deltas[-(size // 4)]
+    expected = pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(1e-4, lowest, lowest + size - 1, deltas)
+    got = connect_dots_pmf(1e-4, lowest, deltas)
+    assert type(got) is type(expected)
+    if isinstance(expected, pld_pmf.DensePLDPmf):
+        assert got._lower_loss == expected._lower_loss  # noqa: SLF001
+        np.testing.assert_array_equal(got._probs, expected._probs)  # noqa: SLF001
+    else:
+        assert got._loss_probs == expected._loss_probs  # noqa: SLF001
+    assert got._infinity_mass == expected._infinity_mass  # noqa: SLF001
+
+
+@pytest.mark.parametrize(
+    "deltas",
+    [np.linspace(0.5, 1.2, 2000), np.linspace(0.5, -0.1, 2000), np.linspace(0.1, 0.5, 2000)],
+    ids=["above one", "below zero", "increasing"],
+)
+def test_the_connect_the_dots_pmf_refuses_what_is_not_a_divergence_curve(deltas: np.ndarray) -> None:
+    """δ outside [0, 1], or rising with ε beyond rounding, is refused as dp-accounting refuses it."""
+    with pytest.raises(ValueError, match="hockey-stick"):
+        connect_dots_pmf(1e-4, 0, deltas)
+    with pytest.raises(ValueError):
+        pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(1e-4, 0, deltas.size - 1, deltas)

@@ -7,6 +7,8 @@ a second per PLD at the 1e-4 grid, most of a DP-FedAvg run's accounting. This su
 inverts the whole grid as one array with the same closed forms; the grid, the tails, the
 pessimistic rounding and the add/remove pair are dp-accounting's own code. The two agree to
 the last few ulps (``tests/privacy/test_gaussian_pld.py`` compares the PMFs and the ε).
+The dense PMF is then built from the grid's δ(ε) array directly (:func:`connect_dots_pmf`):
+dp-accounting passes it through a dictionary of every grid point and back to a list.
 """
 
 from __future__ import annotations
@@ -22,12 +24,16 @@ from dp_accounting.privacy_accountant import NeighboringRelation
 
 # dp-accounting's defaults for from_gaussian_mechanism, which its PLD accountant uses.
 LOG_MASS_TRUNCATION_BOUND = -50.0
+# dp-accounting keeps a PMF of at most this many losses sparse (pld_pmf._MAX_PMF_SPARSE_SIZE).
+MAX_SPARSE_LOSSES = 1000
+# How far δ(ε) may rise between grid points before dp-accounting refuses it (pld_pmf._DELTA_DIFF_TOLERANCE).
+DELTA_RISE_TOLERANCE = 1e-7
 
 
 class VectorisedGaussianPrivacyLoss(GaussianPrivacyLoss):
     """dp-accounting's Gaussian privacy loss with δ(ε) computed for a whole array of ε at once."""
 
-    def get_delta_for_epsilon(self, epsilon: float | Sequence[float]) -> float | np.ndarray:
+    def get_delta_for_epsilon(self, epsilon: float | Sequence[float] | np.ndarray) -> float | np.ndarray:
         """δ(ε) = μ_upper(X ≤ x) − e^ε·μ_lower(X ≤ x) at x = the inverse privacy loss of ε.
 
         Where the inverse does not exist the divergence is known: 0 for ADD at
@@ -119,13 +125,41 @@ def gaussian_pld(
             sampling_prob=sampling_prob,
             adjacency_type=adjacency,
         )
-        return pld_module._create_pld_pmf_from_monotone_privacy_loss(  # noqa: SLF001 - dp-accounting's own grid
-            loss,
-            pessimistic_estimate=True,
-            value_discretization_interval=value_discretization_interval,
-            use_connect_dots=True,
-        )
+        # dp-accounting's connect-the-dots grid for continuous noise: every multiple of the
+        # interval between its bounds, rounded outwards.
+        bounds = loss.connect_dots_bounds()
+        lowest = math.floor(bounds.epsilon_lower / value_discretization_interval)
+        highest = math.ceil(bounds.epsilon_upper / value_discretization_interval)
+        grid = np.arange(lowest, highest + 1) * value_discretization_interval  # (n,)
+        return connect_dots_pmf(value_discretization_interval, lowest, loss.get_delta_for_epsilon(grid))
 
     if neighboring_relation == NeighboringRelation.REPLACE_ONE:
         return pld_module.PrivacyLossDistribution(pmf(AdjacencyType.REPLACE))
     return pld_module._pld_for_subsampled_mechanism(pmf, sampling_prob)  # noqa: SLF001
+
+
+def connect_dots_pmf(discretization: float, lowest: int, deltas: float | np.ndarray) -> pld_pmf.PLDPmf:
+    """The pessimistic connect-the-dots PMF on losses (lowest + i)·discretization with δ(ε_i) = ``deltas[i]``.
+
+    Doroshenko et al. 2022, Algorithm 1, in dp-accounting's fixed-gap form
+    (``create_pmf_pessimistic_connect_dots_fixed_gap``, the same formulas in the same order,
+    so the same probabilities to the bit): p_1 = 1 − δ_1 + (δ_2 − δ_1)/(e^d − 1),
+    p_i = ((δ_{i+1} − δ_i) − e^d (δ_i − δ_{i−1}))/(e^d − 1), p_n = (δ_n − δ_{n−1})/(e^{−d} − 1),
+    δ_n on +∞. A dense PMF is built from the array; a short one is left to dp-accounting.
+    """
+    deltas = np.atleast_1d(np.asarray(deltas, dtype=np.float64))  # (n,)
+    if deltas.size <= MAX_SPARSE_LOSSES:
+        return pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(
+            discretization, lowest, lowest + deltas.size - 1, deltas
+        )
+    if np.any(deltas < 0) or np.any(deltas > 1):
+        raise ValueError("the hockey-stick divergences δ(ε) must lie in [0, 1]")
+    if np.any(np.diff(deltas) > DELTA_RISE_TOLERANCE):
+        raise ValueError("the hockey-stick divergences δ(ε) must not increase with ε")
+    deltas = np.minimum.accumulate(deltas)
+    steps = np.diff(deltas)  # (n − 1,)
+    probs = np.zeros_like(deltas)  # (n,)
+    probs[0] = 1 - deltas[0] + steps[0] / math.expm1(discretization)
+    probs[1:-1] = (steps[1:] - steps[:-1] * math.exp(discretization)) / math.expm1(discretization)
+    probs[-1] = steps[-1] / math.expm1(-discretization)
+    return pld_pmf.DensePLDPmf(discretization, lowest, np.maximum(0.0, probs), deltas[-1], True)
