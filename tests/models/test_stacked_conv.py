@@ -168,3 +168,15 @@ def test_agents_are_chunked_to_the_budget_on_a_cpu_only():
     net = StackedConvNet(_stacked_layers(template), activations, chunk_bytes=3 * per_agent)
     assert net._chunks(torch.empty((7, 32, 1, 28, 28))) == [(0, 3), (3, 6), (6, 7)]
     assert net._chunks(torch.empty((7, 32, 1, 28, 28), device="meta")) == [(0, 7)]  # accelerators: one pass
+
+
+@pytest.mark.parametrize("in_channels", [1, 16])
+def test_grouped_kernels_are_laid_out_channels_last_even_with_one_input_channel(in_channels):
+    """(G * out, in, kh, kw) kernels with unit channel stride: with one input channel a
+    contiguous kernel also counts as channels-last, and PyTorch's CPU convolution with a bias
+    then took 1.7 ms where the channels-last kernel takes 0.3 ms (5 agents' first layer)."""
+    stacked = torch.randn(5, 16, in_channels, 3, 3)  # (G, out, in, kh, kw)
+    kernels = stacked_conv._grouped_weight(stacked)
+    assert kernels.shape == (80, in_channels, 3, 3)
+    assert kernels.stride() == (9 * in_channels, 1, 3 * in_channels, in_channels)
+    assert torch.equal(kernels, stacked.reshape(80, in_channels, 3, 3))

@@ -269,8 +269,11 @@ def _grouped_weight(weight: torch.Tensor) -> torch.Tensor:
     """Stacked kernels (G, out, in, kh, kw) as one grouped convolution's (G * out, in, kh, kw), channels-last.
 
     The input is channels-last too, so that the convolution picks its channels-last kernel.
+    ``to``, not ``contiguous``: with one input channel (the first layer) the contiguous kernel
+    already counts as channels-last and ``contiguous`` keeps its strides, and the first layer's
+    convolution of 5 agents with its bias then took 1.7 ms against 0.3 ms (2-core AMD EPYC).
     """
-    return weight.reshape(-1, *weight.shape[2:]).contiguous(memory_format=torch.channels_last)
+    return weight.reshape(-1, *weight.shape[2:]).to(memory_format=torch.channels_last)
 
 
 def _cross_entropy_grad(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
