@@ -146,12 +146,15 @@ def test_communication_is_counted_the_same_way(skewed_federation):
     assert counters[0]["upload_floats"] == 8 * 30 * skewed_federation.num_classes
 
 
-def test_cnn_teachers_fall_back_to_the_loop_on_cpu(skewed_federation):
-    """vmap over convolutions is slower than the loop on a CPU (benchmarks), so CNNs loop."""
+def test_cnn_teachers_are_batched_on_cpu_and_augmenting_ones_loop(skewed_federation):
+    """The stacked CNN beats the loop on a CPU (benchmarks), so CNNs train as one ensemble;
+    teachers that augment their data loop (the ensemble does not augment)."""
     transport = LocalTransport(skewed_federation, seed=0, noise_seed=0)
     transport.train_teachers(TrainingConfig(model="cnn", epochs=1))
+    assert transport._ensemble is not None
+    sums = transport.vote_sum(np.arange(10), 0.0, skewed_federation.num_agents).sums
+    assert np.array_equal(sums.sum(axis=1), np.full(10, skewed_federation.num_agents))
+    transport.train_teachers(TrainingConfig(model="cnn", epochs=1, augment_shift=1))
     assert transport._ensemble is None
     sums = transport.vote_sum(np.arange(10), 0.0, skewed_federation.num_agents).sums
     assert np.array_equal(sums.sum(axis=1), np.full(10, skewed_federation.num_agents))
-    transport.train_teachers(CONFIG)
-    assert transport._ensemble is not None

@@ -32,7 +32,6 @@ from fedvote.models.local_training import LocalTraining
 from fedvote.models.logistic_heads import HeadFeatures, HeadRequest, ReleasedHeads
 from fedvote.models.threads import single_threaded
 from fedvote.models.training import TrainingConfig
-from fedvote.models.zoo import resolve_model_name
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import (
     ReleasedLabels,
@@ -223,16 +222,14 @@ class LocalTransport(
                 bar.advance()
 
     def _batch_pays_off(self, config: TrainingConfig) -> bool:
-        """Batch when allowed, except CNNs on the CPU.
+        """Batch when allowed and the teachers do not augment (the ensemble does not).
 
-        There one agent's convolution step is already compute-bound and stacking N
-        agents' activations takes them out of cache: the batched CNN (grouped
-        convolutions) is slower than the per-agent loop (benchmarks/bench_teachers.py).
+        CNNs too, on a CPU: the stacked channels-last network
+        (:mod:`fedvote.models.stacked_conv`) trains 100 MNIST-sized CNNs for 5 epochs in
+        20.2 s against the per-agent loop's 35.9 s on 2 cores (benchmarks/bench_teachers.py,
+        docs/performance.md).
         """
-        if not self.batched or config.augment_shift:  # the ensemble does not augment
-            return False
-        shape = tuple(self._private[0].features.shape[1:])
-        return self._device.type != "cpu" or resolve_model_name(config.model, shape) != "cnn"
+        return self.batched and not config.augment_shift
 
     def vote_sum(self, query_indices: np.ndarray, noise_std: float, min_responders: int) -> VoteSum | None:
         """Sum of all agents' noisy votes; in-process every agent responds."""
@@ -390,19 +387,18 @@ class LocalTransport(
         """Each teacher's accuracy on ``test``, (N,) — a simulation diagnostic, not a release.
 
         The runner passes a sample of at most
-        :data:`~fedvote.analysis.DIAGNOSTIC_TEST_SAMPLE` test points. On the CPU one agent
-        after another (each agent's installed teacher), which beats the ensemble's one
-        batched forward there: 100 teachers on 1,000 28x28 images, one thread, min of 10
-        (2 of 3 for the CNN) on a loaded 2-core machine, per-agent loop vs
-        ``ModelEnsemble.predict``: MLP 0.19 s vs 0.23 s, CNN 12.6 s vs 27.5 s (grouped
-        convolutions 20.3 s). On an accelerator the ensemble's batched forward (not
-        measured here). Nothing is sent, counted or drawn from any noise stream.
+        :data:`~fedvote.analysis.DIAGNOSTIC_TEST_SAMPLE` test points. Batched teachers are
+        evaluated by the ensemble's one forward, the one their votes come from
+        (``ModelEnsemble.predict``): 100 random MNIST CNNs on 1,000 images, 2 threads, 2-core
+        AMD EPYC, 1.8-2.0 s against 7.7-9.4 s one installed teacher after another, the same
+        labels. Teachers trained one by one are looped. Nothing is sent, counted or drawn
+        from any noise stream.
         """
         if self._knn is not None and self._ensemble is None:  # kNN agents (prepare_knn)
             return self._knn_accuracies(test)
         if self.multilabel_trained:  # multi-label teachers: the task's accuracy
             return self._multilabel_teacher_accuracies(test)
-        if self._ensemble is None or self._ensemble.device.type == "cpu":
+        if self._ensemble is None:
             return np.array([agent.teacher_accuracy(test) for agent in self._agents])
         predictions = self._ensemble.predict(test.features).cpu().numpy()  # (N, T)
         return np.mean(predictions == test.labels[None, :], axis=1)
