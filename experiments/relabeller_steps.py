@@ -25,8 +25,6 @@ Usage (repository root)::
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,8 +38,8 @@ from fedvote.models.training import predict_labels
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
-from student_width import release_labels, vote_source  # noqa: E402  (the same federation and draws)
+from run import machine, run_draws_experiment  # noqa: E402  (experiments/run.py)
+from student_width import draw_cells, release_labels, vote_source, vote_source_footer  # noqa: E402  (the same federation and draws)
 
 NAME = "relabeller_steps"
 # The first student's share of the round's steps: all of them (the former default), half.
@@ -114,30 +112,14 @@ def section(record: dict[str, Any]) -> str:
     ]
     for fraction in dict.fromkeys(r["fraction"] for r in record["rows"]):
         rows = [r for r in record["rows"] if r["fraction"] == fraction]
-        accuracies = [r["accuracy"] for r in rows]
-        used = ", ".join(f"{r['labels_used']} ({r['labels_wrong']})" for r in rows)
-        lines.append(
-            f"| {fraction:g} | {', '.join(f'{a:.4f}' for a in accuracies)} | {statistics.mean(accuracies):.4f} | "
-            f"{min(accuracies):.4f} | {used} | {statistics.mean(r['seconds'] for r in rows):.0f} |"
-        )
-    lines += [
-        "",
-        f"The run that provided the votes (its own release and the default student): "
-        f"{record['run_accuracy']:.4f} in {record['run_seconds']:.0f} s.",
-    ]
+        lines.append(f"| {fraction:g} | {draw_cells(rows)} |")
+    lines += vote_source_footer(record)
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> None:
     """Measure and write the results and the section."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--draws", type=int, default=3, help="label sets drawn from the clean votes (default 3)")
-    args = parser.parse_args(argv)
-    data_dir = require_data_dir(f"experiments/{NAME}.py")
-    if args.draws < 1:
-        refuse(f"experiments/{NAME}.py", f"--draws must be at least 1, got {args.draws}")
-    record = measure(args.draws, data_dir)
-    save_results(NAME, record, section(record))
+    run_draws_experiment(argv, NAME, __doc__.splitlines()[0], measure, section, 3, "label sets drawn from the clean votes")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from every result file present, with the machine each ran on.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -22,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -121,6 +123,26 @@ def save_results(name: str, record: dict, section: str | None = None) -> None:
     if section is not None:
         (RESULTS / f"{name}.section.md").write_text(section + "\n")
         print(f"wrote {RESULTS / f'{name}.section.md'}", file=sys.stderr)
+
+
+def run_draws_experiment(
+    argv: list[str],
+    name: str,
+    description: str,
+    measure: Callable[[int, str], dict],
+    section: Callable[[dict], str],
+    default_draws: int,
+    draws_help: str,
+) -> None:
+    """The command line of an experiment that measures over ``--draws`` label sets: parse, check, run, save."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--draws", type=int, default=default_draws, help=f"{draws_help} (default {default_draws})")
+    args = parser.parse_args(argv)
+    data_dir = require_data_dir(f"experiments/{name}.py")
+    if args.draws < 1:
+        refuse(f"experiments/{name}.py", f"--draws must be at least 1, got {args.draws}")
+    record = measure(args.draws, data_dir)
+    save_results(name, record, section(record))
 
 
 def run_comparison(name: str) -> dict:

@@ -25,7 +25,6 @@ Usage (repository root)::
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -42,7 +41,7 @@ from fedvote.runner import build_config, make_federation
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from run import machine, run_draws_experiment  # noqa: E402  (experiments/run.py)
 
 NAME = "student_width"
 SETTINGS: dict[str, Any] = {
@@ -140,31 +139,33 @@ def section(record: dict[str, Any]) -> str:
     ]
     for widths, min_margin in {(tuple(r["widths"]), r["min_margin"]): None for r in record["rows"]}:
         rows = [r for r in record["rows"] if (tuple(r["widths"]), r["min_margin"]) == (widths, min_margin)]
-        accuracies = [r["accuracy"] for r in rows]
-        used = ", ".join(f"{r['labels_used']} ({r['labels_wrong']})" for r in rows)
-        lines.append(
-            f"| {widths[0]}, {widths[1]} | {min_margin:g}σ | {', '.join(f'{a:.4f}' for a in accuracies)} | "
-            f"{statistics.mean(accuracies):.4f} | {min(accuracies):.4f} | {used} | "
-            f"{statistics.mean(r['seconds'] for r in rows):.0f} |"
-        )
-    lines += [
+        lines.append(f"| {widths[0]}, {widths[1]} | {min_margin:g}σ | {draw_cells(rows)} |")
+    lines += vote_source_footer(record)
+    return "\n".join(lines)
+
+
+def draw_cells(rows: list[dict[str, Any]]) -> str:
+    """One setting's cells over its draws: accuracy per draw | mean | lowest | labels used (wrong) | seconds."""
+    accuracies = [r["accuracy"] for r in rows]
+    used = ", ".join(f"{r['labels_used']} ({r['labels_wrong']})" for r in rows)
+    return (
+        f"{', '.join(f'{a:.4f}' for a in accuracies)} | {statistics.mean(accuracies):.4f} | "
+        f"{min(accuracies):.4f} | {used} | {statistics.mean(r['seconds'] for r in rows):.0f}"
+    )
+
+
+def vote_source_footer(record: dict[str, Any]) -> list[str]:
+    """The section's closing lines: what the run that provided the votes scored itself."""
+    return [
         "",
         f"The run that provided the votes (its own release and the default student): "
         f"{record['run_accuracy']:.4f} in {record['run_seconds']:.0f} s.",
     ]
-    return "\n".join(lines)
 
 
 def main(argv: list[str]) -> None:
     """Measure and write the results and the section."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--draws", type=int, default=3, help="label sets drawn from the clean votes (default 3)")
-    args = parser.parse_args(argv)
-    data_dir = require_data_dir(f"experiments/{NAME}.py")
-    if args.draws < 1:
-        refuse(f"experiments/{NAME}.py", f"--draws must be at least 1, got {args.draws}")
-    record = measure(args.draws, data_dir)
-    save_results(NAME, record, section(record))
+    run_draws_experiment(argv, NAME, __doc__.splitlines()[0], measure, section, 3, "label sets drawn from the clean votes")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ Usage (repository root)::
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -39,7 +38,7 @@ import fedvote
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from run import machine, run_draws_experiment  # noqa: E402  (experiments/run.py)
 from student_width import release_labels  # noqa: E402  (one release's labels, as the mechanism draws them)
 
 NAME = "teacher_choice"
@@ -174,14 +173,7 @@ def section(record: dict[str, Any]) -> str:
 
 def main(argv: list[str]) -> None:
     """Measure and write the results and the section."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--draws", type=int, default=2000, help="label sets drawn per MNIST row (default 2000)")
-    args = parser.parse_args(argv)
-    data_dir = require_data_dir(f"experiments/{NAME}.py")
-    if args.draws < 1:
-        refuse(f"experiments/{NAME}.py", f"--draws must be at least 1, got {args.draws}")
-    record = measure(args.draws, data_dir)
-    save_results(NAME, record, section(record))
+    run_draws_experiment(argv, NAME, __doc__.splitlines()[0], measure, section, 2000, "label sets drawn per MNIST row")
 
 
 if __name__ == "__main__":
