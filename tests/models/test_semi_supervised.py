@@ -9,7 +9,6 @@ import torch
 from fedvote.errors import ConfigError
 from fedvote.models.semi_supervised import (
     ConsistencySettings,
-    _adam,
     fixmatch_losses,
     relabel_pool,
     train_consistency,
@@ -236,21 +235,3 @@ def test_relabel_pool_adds_the_confident_points_keeps_the_released_labels_and_th
     # Nobody passes a confidence no softmax reaches.
     none = relabel_pool(_FixedLogits(table), queries, released, pool, confidence=1.01, min_unlabeled=1)
     assert none.added == 0 and none.labels.tolist() == [1, 1]
-
-
-def test_student_adam_is_fused_on_a_cpu_and_takes_the_per_tensor_steps():
-    generator = torch.Generator().manual_seed(0)
-    fused_weights = [torch.randn(5, 3, generator=generator), torch.randn(3, generator=generator)]
-    plain_weights = [w.clone() for w in fused_weights]
-    fused = _adam(fused_weights, 0.003, 1e-4)
-    plain = torch.optim.Adam(plain_weights, lr=0.003, weight_decay=1e-4, foreach=False)
-    assert fused.defaults["fused"] is True
-    for _ in range(20):
-        for a, b in zip(fused_weights, plain_weights, strict=True):
-            a.grad = torch.randn(a.shape, generator=generator)
-            b.grad = a.grad.clone()
-        fused.step()
-        plain.step()
-    for a, b in zip(fused_weights, plain_weights, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
-    assert _adam([torch.zeros(2, dtype=torch.float64)], 0.003, 0.0).defaults["fused"] is None

@@ -214,16 +214,6 @@ def fixmatch_losses(
     return supervised, unsupervised
 
 
-def _adam(parameters: list[torch.Tensor], learning_rate: float, weight_decay: float) -> torch.optim.Adam:
-    """Adam over ``parameters``, fused into one kernel where PyTorch has it (float32 on a CPU or GPU).
-
-    The same update as the per-tensor form, up to rounding; the MNIST student's step was
-    0.08 ms against 0.23 ms (2-core AMD EPYC), 5,640 steps a run.
-    """
-    fusable = all(p.device.type in ("cpu", "cuda") and p.dtype == torch.float32 for p in parameters)
-    return torch.optim.Adam(parameters, lr=learning_rate, weight_decay=weight_decay, fused=fusable or None)
-
-
 def train_consistency(
     model: nn.Module,
     features: np.ndarray,
@@ -263,7 +253,7 @@ def train_consistency(
 
     arithmetic = resolve_precision(config.precision, tuple(x_labeled.shape[1:]))
     learning_rate = settings.fixmatch_learning_rate if method == "fixmatch" else config.learning_rate
-    optimizer = _adam(list(model.parameters()), learning_rate, config.weight_decay)
+    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, total_steps) / total_steps))
     )
