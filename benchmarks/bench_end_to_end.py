@@ -12,8 +12,8 @@ noisy votes, training the student (with its self-training rounds), and the evalu
 
 The host's speed moves run to run (a shared machine: the same code took 163 s and 198 s twenty
 minutes apart, its teachers, unchanged, 27 s and 35 s), so a reference workload is timed
-just before and just after the run: :func:`reference_step_ms`, the student's training step on
-fixed random data. Its milliseconds say how fast the machine was while the run was timed.
+just before and just after the run: :func:`benchmarks.common.reference_step_ms`, the student's
+training step on fixed random data. Its milliseconds say how fast the machine was while the run was timed.
 
 MNIST comes from $FEDVOTE_DATA or ../shared/datasets; without it the benchmark prints a note
 and writes a results file with no rows. ``--teacher-epochs`` / ``--student-epochs`` shorten
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -38,13 +37,15 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch
-from torch.nn import functional
-
-from benchmarks.common import default_data_dir, peak_rss_mb, print_table, reset_peak, write_results
+from benchmarks.common import (
+    default_data_dir,
+    peak_rss_mb,
+    print_table,
+    reference_step_ms,
+    reset_peak,
+    write_results,
+)
 from fedvote.config import load_run_config
-from fedvote.models.precision import resolve_precision, training_arithmetic
-from fedvote.models.zoo import build_model
 from fedvote.progress import StepBar
 from fedvote.runner import build_config, run
 
@@ -62,31 +63,6 @@ COLUMNS = [
     {"key": "share", "label": "share", "format": ".0%"},
     {"key": "peak_mb", "label": "peak MB", "format": ".0f"},
 ]
-
-
-def reference_step_ms(steps: int = 40) -> float:
-    """Median ms of the MNIST student's step: the wide CNN (24, 48), 256 images, bfloat16 where native.
-
-    Forward, backward and Adam on fixed random data, after 5 warm-up steps: the kind of
-    arithmetic that is three quarters of the timed run, so its variation tracks the host's.
-    """
-    generator = torch.Generator().manual_seed(0)
-    model = build_model("cnn", (1, 28, 28), 10, cnn_widths=(24, 48), generator=generator)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    images = torch.rand(256, 1, 28, 28, generator=generator)  # (B, C, H, W)
-    labels = torch.randint(0, 10, (256,), generator=generator)
-    arithmetic = resolve_precision("auto", (1, 28, 28))
-    times = []
-    for step in range(steps + 5):
-        start = time.perf_counter()
-        with training_arithmetic(arithmetic):
-            loss = functional.cross_entropy(model(images).float(), labels)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if step >= 5:
-            times.append(1000 * (time.perf_counter() - start))
-    return statistics.median(times)
 
 
 class _Silent:
@@ -167,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{result.details.get('student_precision', 'float32')} arithmetic); total {total:.1f} s",
         "load average (1, 5, 15 min) before: " + ", ".join(f"{v:.2f}" for v in load_before)
         + "; after: " + ", ".join(f"{v:.2f}" for v in load_after),
-        f"host speed: the reference student step (benchmarks/bench_end_to_end.py: reference_step_ms) took "
+        f"host speed: the reference student step (benchmarks/common.py: reference_step_ms) took "
         f"{reference_before:.1f} ms just before the run and {reference_after:.1f} ms just after",
     ]
     for line in summary:

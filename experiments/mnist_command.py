@@ -30,7 +30,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from benchmarks.common import fedvote_command  # noqa: E402
+from benchmarks.common import fedvote_command, reference_step_ms  # noqa: E402
 from run import machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 NAME = "mnist_command"
@@ -44,6 +44,7 @@ COMMAND = "fedvote run --dataset mnist --data-dir DIR --agents 100 --partition c
 def one_run(data_dir: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """One run of the command (with ``extra`` flags) in a fresh process: its result and wall time."""
     with tempfile.TemporaryDirectory() as out:
+        reference_before = reference_step_ms()
         load_before = os.getloadavg()[0]
         started = time.perf_counter()
         subprocess.run(
@@ -51,6 +52,8 @@ def one_run(data_dir: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
             check=True, stdout=subprocess.DEVNULL,
         )  # fmt: skip
         wall = time.perf_counter() - started
+        load_after = os.getloadavg()[0]
+        reference_after = reference_step_ms()
         result = json.loads((Path(out) / "result.json").read_text())
     return {
         "accuracy": result["accuracy"],
@@ -62,7 +65,9 @@ def one_run(data_dir: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
         "timings": result["timings"],
         "wall_seconds": wall,
         "load_before": load_before,
-        "load_after": os.getloadavg()[0],
+        "load_after": load_after,
+        "reference_ms_before": reference_before,
+        "reference_ms_after": reference_after,
     }
 
 
@@ -78,17 +83,25 @@ def section(record: dict[str, Any]) -> str:
         f"Command: `FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/{NAME}.py`, which runs "
         f"`{COMMAND}` {len(runs)} times, each a fresh process with fresh noise (no seed flag: each run "
         "releases its own labels). Wall time includes the process's start-up; the load average "
-        "(1 minute) is given before and after each run.",
+        "(1 minute) is given before and after each run, and the host's speed as the milliseconds of a "
+        "reference student step (`benchmarks/common.py: reference_step_ms`) just before and after it: "
+        "the same code's wall time moves with it.",
         "",
-        "| run | test accuracy | pseudo-label accuracy | agent ε (δ) | wall s | in-run s | load before → after |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| run | test accuracy | pseudo-label accuracy | agent ε (δ) | wall s | in-run s | load before → after "
+        "| reference step ms before → after |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for number, run in enumerate(runs, 1):
         timings = run["timings"]
+        reference = (
+            f"{run['reference_ms_before']:.1f} → {run['reference_ms_after']:.1f}"
+            if "reference_ms_before" in run
+            else "-"
+        )
         lines.append(
             f"| {number} | {run['accuracy']:.4f} | {run['label_accuracy']:.3f} | "
             f"{run['epsilon_agent']:.4f} ({run['delta']:g}) | {run['wall_seconds']:.0f} | "
-            f"{timings['total_s']:.0f} | {run['load_before']:.2f} → {run['load_after']:.2f} |"
+            f"{timings['total_s']:.0f} | {run['load_before']:.2f} → {run['load_after']:.2f} | {reference} |"
         )
     lines += [
         "",
