@@ -81,7 +81,7 @@ test test-slow: fonts
 test: install-dev chromium
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not slow and not full_data"
 
-# make test-slow: the rest (Flower dropout runs, long accounting grids, full MNIST/USPS); CI runs both.
+# make test-slow: the rest (the real Flower deployments, long accounting grids, full MNIST/USPS); CI runs both.
 test-slow: install-dev chromium
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "slow or full_data"
 

@@ -183,6 +183,7 @@ def _epsilon(config: RunConfig, queries: int) -> float:
     return epsilon_for(pate_fl_events(config.privacy.sigma, queries).at("agent"), config.privacy.delta, "pld")
 
 
+@pytest.mark.slow  # real processes, 40-75 s on 2 cores: make test-slow (CI); make test stayed over 5 minutes
 def test_flower_run_matches_local_transport(tmp_path):
     config = _config(queries=50, min_responders=EQUIVALENCE_AGENTS, agents=EQUIVALENCE_AGENTS)
     fed = tmp_path / "fed"
@@ -229,7 +230,7 @@ def _run_with_a_crash(tmp_path, *, min_responders: int, queries: int, batch: int
         cluster.stop_all()
 
 
-@pytest.mark.slow  # the dropout matrix: make test-slow (CI); the equivalence run stays in make test
+@pytest.mark.slow  # the dropout matrix: make test-slow (CI)
 def test_killing_one_of_five_agents_with_t4_completes_with_correct_accounting(tmp_path):
     result = _run_with_a_crash(tmp_path, min_responders=4, queries=30, batch=10)
     flower = result["flower"]
@@ -242,7 +243,7 @@ def test_killing_one_of_five_agents_with_t4_completes_with_correct_accounting(tm
     assert result["privacy"]["agent"]["epsilon"] == pytest.approx(_epsilon(config, 30), rel=1e-9)
 
 
-@pytest.mark.slow  # the dropout matrix: make test-slow (CI); the equivalence run stays in make test
+@pytest.mark.slow  # the dropout matrix: make test-slow (CI)
 def test_killing_one_of_five_agents_with_t5_stops_releasing(tmp_path):
     result = _run_with_a_crash(tmp_path, min_responders=5, queries=30, batch=10)
     flower = result["flower"]
@@ -256,8 +257,8 @@ def test_killing_one_of_five_agents_with_t5_stops_releasing(tmp_path):
     assert result["privacy"]["agent"]["epsilon"] == pytest.approx(_epsilon(config, 10), rel=1e-9)
 
 
-@pytest.mark.slow  # a second real SecAgg+ deployment (~60-90 s): make test-slow (CI); make test keeps the
-# equivalence run and tests/transport/test_flower_secure_noise.py's no-slack headline check
+@pytest.mark.slow  # a second real SecAgg+ deployment (~60-90 s): make test-slow (CI); make test keeps
+# tests/transport/test_flower_secure_noise.py's no-slack headline check
 def test_secure_noise_flower_run_releases_exact_integer_sums_with_no_slack(tmp_path):
     """fedvote deploy's default: integer votes + discrete Gaussian shares through SecAgg+, nothing rounded."""
     seeded = _config(queries=20, min_responders=EQUIVALENCE_AGENTS, agents=EQUIVALENCE_AGENTS)
