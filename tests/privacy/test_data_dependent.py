@@ -20,6 +20,7 @@ from fedvote.privacy.data_dependent import (
     data_dependent_epsilon,
     gnmax_logq,
     gnmax_rdp,
+    lemma4_log_mismatch_probability,
     lemma4_mismatch_probability,
     theorem5_rdp,
     vote_margins,
@@ -184,3 +185,13 @@ def test_bad_parameters_are_config_errors():
         data_dependent_epsilon(np.ones((2, 3)), 0.0, 1e-3)
     with pytest.raises(ConfigError):
         data_dependent_epsilon(np.ones((2, 3)), 1.0, 1e-3, bound="smooth")
+
+
+def test_lemma4_log_bound_is_exact_where_the_probability_underflows():
+    # Margin 10 000 votes at σ = 1: e^(-1.25e7) is 0.0 as a float; its log is log 3 − 1.25e7.
+    histogram = np.array([[10_000.0, 0.0, 0.0], [5.0, 4.0, 4.0]])
+    log_q = lemma4_log_mismatch_probability(histogram, 1.0)
+    assert log_q[0] == pytest.approx(math.log(3) - 10_000.0**2 / 8.0, rel=1e-12)
+    assert log_q[1] == 0.0  # min(1, 3·e^(−1/8)) = 1
+    np.testing.assert_allclose(np.exp(log_q), lemma4_mismatch_probability(histogram, 1.0), rtol=1e-12)
+

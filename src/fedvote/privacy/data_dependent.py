@@ -119,11 +119,19 @@ def vote_margins(histogram: np.ndarray) -> np.ndarray:
 
 def lemma4_mismatch_probability(histogram: np.ndarray, sigma: float) -> np.ndarray:
     """Lemma 4 (voting paper): Pr[noisy argmax ≠ clean argmax] ≤ min(1, C·e^{−(Nγ)²/(8σ²)})."""
+    return np.asarray(np.exp(lemma4_log_mismatch_probability(histogram, sigma)))
+
+
+def lemma4_log_mismatch_probability(histogram: np.ndarray, sigma: float) -> np.ndarray:
+    """The log of :func:`lemma4_mismatch_probability`'s bound, min(0, log C − (Nγ)²/(8σ²)), (Q,).
+
+    Computed in log space: a wide margin's probability underflows to 0 as a float, its log does not.
+    """
     _check_sigma(sigma)
     counts = _check_histogram(histogram)
     margins = vote_margins(counts)
     log_q = math.log(counts.shape[1]) - margins**2 / (8.0 * sigma * sigma)
-    return np.asarray(np.exp(np.minimum(log_q, 0.0)))
+    return np.asarray(np.minimum(log_q, 0.0))
 
 
 def gnmax_logq(histogram: np.ndarray, sigma: float) -> np.ndarray:
@@ -300,7 +308,7 @@ def data_dependent_epsilon(
             block_log_q = gnmax_logq(block, sigma)
             rdp = gnmax_rdp(block_log_q, rho, order_array)
         else:
-            block_log_q = np.log(lemma4_mismatch_probability(block, sigma))
+            block_log_q = lemma4_log_mismatch_probability(block, sigma)
             rdp = theorem5_rdp(block, sigma, sensitivity, order_array)
         log_q[start : start + _CHUNK] = block_log_q
         total += rdp.sum(axis=0)
