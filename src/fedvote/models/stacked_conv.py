@@ -175,17 +175,18 @@ class StackedConvNet:
             elif op.kind == "pool":
                 assert isinstance(op.layer, nn.MaxPool2d)
                 layer = op.layer
-                if not keep and is_max_pool_2x2(layer):  # no backward: the indices are not needed
-                    pooled = _physical(max_pool_2x2(_nchw(h)))  # (B, H', W', G * C)
-                    h = pooled.clamp_(min=0) if op.relu else pooled
-                else:
+                if keep or not is_max_pool_2x2(layer):
                     out, indices = F.max_pool2d_with_indices(
                         _nchw(h), layer.kernel_size, layer.stride, layer.padding, layer.dilation,  # type: ignore[arg-type]
                         ceil_mode=layer.ceil_mode,
                     )  # fmt: skip
-                    pooled = _physical(out)  # (B, H', W', G * C)
-                    saved = (h, pooled.clamp_(min=0) if op.relu else pooled, indices)
-                    h = pooled
+                else:  # no backward follows: the same values without the indices
+                    out, indices = max_pool_2x2(_nchw(h)), None
+                pooled = _physical(out)  # (B, H', W', G * C)
+                if op.relu:
+                    pooled.clamp_(min=0)
+                saved = (h, pooled, indices)
+                h = pooled
             elif op.kind == "relu":
                 h = torch.relu(h)
                 saved = h
