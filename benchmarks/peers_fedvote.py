@@ -68,6 +68,7 @@ def fedavg_job(job: FedAvgJob, noise: str) -> dict[str, object]:
         "data_s": result.timings["data_s"],
         "method_s": result.timings["method_s"],
         "evaluation_s": result.timings["evaluation_s"],
+        "accounting_s": result.timings["accounting_s"],  # the ledger's ε, part of evaluation_s
         "accuracy": float(result.accuracy),
         "epsilon": float(result.privacy.agent.epsilon),
         "epsilon_source": f"fedvote's ledger (agent level, PLD, δ = {config.privacy.delta:g})",

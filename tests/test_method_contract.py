@@ -149,6 +149,8 @@ def test_result_has_the_documented_schema(runs: Runs):
     assert isinstance(data["queries"], int) and data["queries"] >= 0
     assert COMMUNICATION_KEYS <= set(data["communication"])
     assert "total_s" in data["timings"]
+    timings = data["timings"]  # the ledger's accounting is timed, as part of the evaluation
+    assert 0.0 <= timings["accounting_s"] <= timings["evaluation_s"] <= timings["total_s"]
     assert RunConfig.from_dict(data["config"]) == runs.config  # the run can be rerun from it
     privacy = data["privacy"]
     assert PRIVACY_KEYS <= set(privacy), PRIVACY_KEYS - set(privacy)

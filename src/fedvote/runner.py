@@ -395,6 +395,7 @@ def measure(
         diagnostics["teacher_accuracy"] = float(np.mean(teacher_accuracies))
         diagnostics["teacher_accuracy_test_points"] = teacher_test_points
     level = calibration_level(config, method)
+    accounting = time.perf_counter()
     privacy = privacy_report(
         config,
         ledger,
@@ -402,6 +403,7 @@ def measure(
         instance_adjacency=method.instance_adjacency,
         calibrated=(config.privacy.target_epsilon, level) if level is not None else None,
     )
+    timings["accounting_s"] = time.perf_counter() - accounting  # the ledger's ε, both levels; in evaluation_s
     analysis = None
     if federation is not None:
         analysis = collect_analysis(federation, transport, outcome, teacher_accuracies, teacher_test_points)

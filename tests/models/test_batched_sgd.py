@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedvote.models.batched_dp_sgd import PaddedBatches, perceptron_layer_sizes
+from fedvote.models.batched_dp_sgd import PaddedBatches, PaddedSteps, perceptron_layer_sizes
 from fedvote.models.batched_sgd import batched_dp_sgd, batched_sgd
 from fedvote.models.local_training import (
     DpSgdSpec,
@@ -63,8 +63,9 @@ def test_batched_sgd_is_each_agents_sgd_steps_on_its_own_minibatches(model_name)
     steps, batch, lr = 20, 16, 0.3
     rows = [minibatch_rows(n, steps=steps, batch_size=batch, generator=torch.Generator().manual_seed(j))
             for j, n in enumerate(COUNTS)]
-    padded = [PaddedBatches.pad([r[k] for r in rows], torch.device("cpu")) for k in range(steps)]
-    assert padded[0].index.shape == (len(COUNTS), batch) and padded[0].sizes[0] == 7  # the small agent is padded
+    padded = PaddedSteps.pad(rows, torch.device("cpu"))
+    assert padded.index.shape == (steps, len(COUNTS), batch)
+    assert padded.weight[:, 0].sum(dim=-1).tolist() == [7.0] * steps  # the small agent is padded
     out = batched_sgd(torch.as_tensor(np.tile(theta, (len(COUNTS), 1))), sizes, torch.as_tensor(features),
                       torch.as_tensor(labels), torch.as_tensor(offsets), padded, lr)
     for j in range(len(COUNTS)):
@@ -134,6 +135,28 @@ def test_padded_batches_weight_real_rows_only():
     assert padded.index.tolist() == [[4, 1, 0], [0, 0, 0], [0, 2, 3]]
     assert padded.weight.tolist() == [[1, 1, 0], [0, 0, 0], [1, 1, 1]]
     assert padded.sizes.tolist() == [2, 0, 3]
+
+
+def test_padded_steps_pad_every_step_to_the_longest_batch_of_any_step():
+    """Client 0 draws 2 rows a step, client 1 none at step 1 and 3 at step 0: L = 3 for both steps."""
+    rows = [[torch.tensor([4, 1]), torch.tensor([0, 5])], [torch.tensor([2, 0, 3]), torch.tensor([], dtype=torch.int64)]]
+    padded = PaddedSteps.pad(rows, torch.device("cpu"))
+    assert padded.index.tolist() == [[[4, 1, 0], [2, 0, 3]], [[0, 5, 0], [0, 0, 0]]]
+    assert padded.weight.tolist() == [[[1, 1, 0], [1, 1, 1]], [[1, 1, 0], [0, 0, 0]]]
+    same = PaddedSteps.pad([[torch.tensor([1, 2])], [torch.tensor([0, 3])]], torch.device("cpu"))  # no padding
+    assert same.index.tolist() == [[[1, 2], [0, 3]]] and same.weight.tolist() == [[[1, 1], [1, 1]]]
+
+
+def test_batched_sgd_leaves_an_agent_with_only_padding_where_it_started():
+    """An agent whose every batch is empty (weight 0) keeps θ; the other agent trains."""
+    features, labels, offsets = _records([30, 30])
+    model, theta = _theta("mlp")
+    rows = [[torch.tensor([1, 2, 3])] * 4, [torch.tensor([], dtype=torch.int64)] * 4]
+    out = batched_sgd(torch.as_tensor(np.tile(theta, (2, 1))), perceptron_layer_sizes(model),
+                      torch.as_tensor(features), torch.as_tensor(labels), torch.as_tensor(offsets),
+                      PaddedSteps.pad(rows, torch.device("cpu")), 0.5)
+    np.testing.assert_array_equal(out[1].numpy(), theta)
+    assert not np.allclose(out[0].numpy(), theta)
 
 
 def test_dp_fedsgds_batched_clip_is_opacus_factor():

@@ -59,3 +59,26 @@ def test_the_libraries_are_found_once_per_process(monkeypatch):
         with threads.single_threaded_blas():
             assert set(_pool_threads()) == {1}
     assert len(built) == 1
+
+
+def test_large_products_take_torchs_threads_back_inside_the_block(two_threads):
+    """Above the threshold: the count outside the block; below it, or outside any block: unchanged."""
+    with threads.single_threaded():
+        with threads.threads_for_products(threads.PARALLEL_MULTIPLY_ADDS):
+            assert torch.get_num_threads() == 2
+            assert set(_pool_threads("blas")) == {1}  # the pools stay limited
+        assert torch.get_num_threads() == 1
+        with threads.threads_for_products(threads.PARALLEL_MULTIPLY_ADDS - 1):
+            assert torch.get_num_threads() == 1
+    with threads.threads_for_products(10 * threads.PARALLEL_MULTIPLY_ADDS):
+        assert torch.get_num_threads() == 2
+    assert threads._outer_threads == []  # noqa: SLF001 - nothing left on the stack
+
+
+def test_the_innermost_blocks_outer_count_is_taken(two_threads):
+    with threads.single_threaded(), threads.single_threaded():
+        with threads.threads_for_products(threads.PARALLEL_MULTIPLY_ADDS):
+            assert torch.get_num_threads() == 1  # the inner block's outside was already one thread
+    with pytest.raises(RuntimeError), threads.single_threaded():
+        raise RuntimeError("inside")
+    assert threads._outer_threads == []  # noqa: SLF001

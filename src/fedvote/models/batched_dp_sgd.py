@@ -272,6 +272,37 @@ class PaddedBatches:
         return self.weight.sum(dim=1).to(torch.int64)
 
 
+@dataclass(frozen=True)
+class PaddedSteps:
+    """E local steps' batches of m clients at once, every batch padded to the longest of any step.
+
+    ``index`` (E, m, L): client j's drawn records at step k, local indices into its own n
+    records (padding rows repeat index 0); ``weight`` (E, m, L): 1 for a drawn record, 0 for
+    padding. Plain SGD's batches, min(B, n_j) rows every step, are padded once for the round
+    instead of once a step.
+    """
+
+    index: torch.Tensor
+    weight: torch.Tensor
+
+    @classmethod
+    def pad(cls, batches: Sequence[Sequence[torch.Tensor]], device: torch.device) -> PaddedSteps:
+        """``batches[j][k]``: client j's rows at step k (1-D local indices); every client E steps."""
+        steps = len(batches[0]) if len(batches) else 0
+        sizes = torch.tensor([[len(b) for b in client] for client in batches], dtype=torch.int64).T  # (E, m)
+        sizes = sizes.reshape(steps, len(batches))
+        longest = int(sizes.max()) if sizes.numel() else 0
+        if sizes.numel() and int(sizes.min()) == longest:  # no padding (every n ≥ the batch)
+            index = torch.stack([torch.stack(list(client)) for client in batches], dim=1)  # (E, m, L)
+        else:
+            index = torch.zeros(steps, len(batches), longest, dtype=torch.int64)  # (E, m, L)
+            for column, client in enumerate(batches):
+                for step, batch in enumerate(client):
+                    index[step, column, : len(batch)] = batch
+        weight = (torch.arange(longest) < sizes.unsqueeze(-1)).to(torch.float32)  # (E, m, L)
+        return cls(index=index.to(torch.int64).to(device), weight=weight.to(device))
+
+
 def poisson_rates(counts: torch.Tensor, batch_size: int) -> torch.Tensor:
     """q_j = B/n_j in float64, rounded *down* to a multiple of 2⁻⁵³, (m,).
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from fedvote.models.batched_dp_sgd import PaddedBatches, clipped_batch_sum, layer_views
+from fedvote.models.batched_dp_sgd import PaddedBatches, PaddedSteps, clipped_batch_sum, layer_views
 
 # Opacus's DPOptimizer clips by C/(‖v‖ + 10⁻⁶) (opacus/optimizers/optimizer.py, clip_and_accumulate).
 OPACUS_NORM_OFFSET = 1e-6
@@ -34,41 +34,49 @@ def batched_sgd(
     features: torch.Tensor,
     labels: torch.Tensor,
     offsets: torch.Tensor,
-    steps: Sequence[PaddedBatches],
+    steps: PaddedSteps,
     learning_rate: float,
 ) -> torch.Tensor:
     """Plain mini-batch SGD of m perceptrons from ``params`` (m, d); the trained parameters (m, d).
 
     Step k: θ_j ← θ_j − η·∇(mean cross-entropy over agent j's batch I_jk), the batch
-    ``steps[k]`` (local indices into agent j's records, which are
+    ``steps.index[k, j]`` (local indices into agent j's records, which are
     ``features[offsets[j] :]``, (R, in)). An empty batch leaves θ_j as it is.
 
     One step is one forward and one backward pass written out (the backward of
     :func:`~fedvote.models.batched_dp_sgd.per_sample_backprop`, summed over the batch), each
     layer updated in place as soon as the layer below has read its weights: half the tensor
-    operations of gradient-then-update, which is what a step of small perceptrons costs.
+    operations of gradient-then-update, which is what a step of small perceptrons costs. The
+    E steps' records, labels and weights are gathered once, before the first step.
     """
     weights = params.clone()
+    if steps.index.shape[-1] == 0:  # every batch of every step empty
+        return weights
     layers = layer_views(weights, sizes)  # views into ``weights``, updated in place
-    for batches in steps:
-        if batches.index.shape[1] == 0:
-            continue
-        rows = batches.index + offsets.unsqueeze(1)  # (m, L), rows of ``features``
-        per_row = batches.weight / batches.weight.sum(dim=1, keepdim=True).clamp(min=1.0)  # (m, L)
-        inputs = [features[rows]]  # activation entering each layer, (m, L, inₗ)
-        for index, (weight, bias) in enumerate(layers):
-            logits = torch.baddbmm(bias.unsqueeze(1), inputs[-1], weight.transpose(1, 2))  # (m, L, outₗ)
-            if index < len(layers) - 1:
+    transposed = [weight.transpose(1, 2) for weight, _ in layers]  # (m, inₗ, outₗ) views
+    biases = [bias.unsqueeze(1) for _, bias in layers]  # (m, 1, outₗ) views
+    rows = steps.index + offsets.view(1, -1, 1)  # (E, m, L), rows of ``features``
+    step_inputs = features[rows]  # (E, m, L, in)
+    step_labels = labels[rows].unsqueeze(-1)  # (E, m, L, 1)
+    per_row = steps.weight / steps.weight.sum(dim=-1, keepdim=True).clamp(min=1.0)  # (E, m, L)
+    per_row = per_row.unsqueeze(-1)  # (E, m, L, 1)
+    minus_one = torch.full_like(per_row[0], -1.0)  # (m, L, 1), the one-hot's −1 at each label
+    last = len(layers) - 1
+    for k in range(steps.index.shape[0]):
+        inputs = [step_inputs[k]]  # activation entering each layer, (m, L, inₗ)
+        for index in range(last + 1):
+            logits = torch.baddbmm(biases[index], inputs[-1], transposed[index])  # (m, L, outₗ)
+            if index < last:
                 inputs.append(torch.relu(logits))
         # ∂(weighted mean cross-entropy)/∂logits = w·(softmax − one-hot), (m, L, classes)
         grad = torch.softmax(logits, dim=-1)
-        grad.scatter_add_(-1, labels[rows].unsqueeze(-1), torch.full_like(grad[..., :1], -1.0))
-        grad.mul_(per_row.unsqueeze(-1))
-        for index in range(len(layers) - 1, -1, -1):
+        grad.scatter_add_(-1, step_labels[k], minus_one)
+        grad.mul_(per_row[k])
+        for index in range(last, -1, -1):
             weight, bias = layers[index]
             upstream = grad  # ∂loss/∂zₗ, (m, L, outₗ)
             if index > 0:  # the layer below reads Wₗ before its update
-                grad = torch.bmm(upstream, weight) * (inputs[index] > 0)  # (m, L, inₗ)
+                grad = torch.bmm(upstream, weight).mul_(inputs[index] > 0)  # (m, L, inₗ)
             weight.baddbmm_(upstream.transpose(1, 2), inputs[index], alpha=-learning_rate)  # W −= η Σ g aᵀ
             bias.sub_(upstream.sum(1), alpha=learning_rate)
     return weights

@@ -7,6 +7,11 @@ OpenMP libraries by reading the process's memory map, 2.5 ms a call with torch l
 (0.25 s of a 100-round DP-FedAvg run on digits); the libraries are found once per process
 here and reused, 0.02 ms a call. A library loaded after that first call keeps its own
 thread count (a matter of speed only).
+
+Large products inside such a block may take torch's threads back
+(:func:`threads_for_products`): the batched clients' step on MNIST (m agents' 32 × 784 by
+784 × 128 products) runs 1.3-1.6x faster on two threads than on one, digits' (64-wide
+inputs) no faster (benchmarks/bench_batched_clients.py).
 """
 
 from __future__ import annotations
@@ -18,6 +23,13 @@ import torch
 from threadpoolctl import ThreadpoolController
 
 _controller: ThreadpoolController | None = None
+# torch's thread count outside each enclosing single_threaded block, innermost last.
+_outer_threads: list[int] = []
+
+# A step of at least this many multiply-adds pays for torch's second thread: measured on 2
+# cores, one batched-SGD step of m agents' MLPs took as long on one thread as on two at
+# 1.5-2.4 million (digits, m = 5-8) and 1.3x less time on two at 3.2 million (MNIST, m = 1).
+PARALLEL_MULTIPLY_ADDS = 3_000_000
 
 
 def _libraries() -> ThreadpoolController:
@@ -39,6 +51,7 @@ def single_threaded_blas() -> Iterator[None]:
 def single_threaded(*, blas: bool = True) -> Iterator[None]:
     """One intra-op thread for torch inside the block and (``blas``) one for the BLAS / OpenMP pools."""
     threads = torch.get_num_threads()
+    _outer_threads.append(threads)
     torch.set_num_threads(1)
     try:
         if blas:
@@ -47,4 +60,24 @@ def single_threaded(*, blas: bool = True) -> Iterator[None]:
         else:
             yield
     finally:
+        _outer_threads.pop()
         torch.set_num_threads(threads)
+
+
+@contextmanager
+def threads_for_products(multiply_adds: float) -> Iterator[None]:
+    """Torch's own thread count again inside a :func:`single_threaded` block, for large products.
+
+    ``multiply_adds``: the work of one step of the computation inside. Below
+    :data:`PARALLEL_MULTIPLY_ADDS`, or outside any single-threaded block, nothing changes;
+    the BLAS / OpenMP pools stay as the block set them (torch's own kernels take the threads).
+    """
+    if not _outer_threads or multiply_adds < PARALLEL_MULTIPLY_ADDS:
+        yield
+        return
+    current = torch.get_num_threads()
+    torch.set_num_threads(_outer_threads[-1])
+    try:
+        yield
+    finally:
+        torch.set_num_threads(current)

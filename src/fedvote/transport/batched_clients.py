@@ -28,6 +28,7 @@ from fedvote.data.federation import LabeledData
 from fedvote.models.batched_dp_sgd import (
     NoisyTraining,
     PaddedBatches,
+    PaddedSteps,
     noisy_local_training,
     perceptron_layer_sizes,
     stacked_accuracy,
@@ -35,6 +36,7 @@ from fedvote.models.batched_dp_sgd import (
 from fedvote.models.batched_sgd import batched_dp_sgd, batched_sgd
 from fedvote.models.local_training import LocalTraining
 from fedvote.models.shifted_input import shift_features
+from fedvote.models.threads import threads_for_products
 from fedvote.models.zoo import build_model, resolve_model_name
 
 # The stream tag of the clients' batch draws and noise. PriFedSync's server-side generator
@@ -287,28 +289,32 @@ class BatchedUpdates:
         device = records.device
         ids = torch.as_tensor([agent.agent_id for agent in agents], dtype=torch.int64, device=device)
         params = torch.as_tensor(start, device=device).unsqueeze(0).repeat(len(agents), 1)  # (m, d)
-        steps = [
-            PaddedBatches.pad([draw.batches[k] for draw in draws], device) for k in range(training.steps)
-        ]  # E × (m, L_k)
         features = records.shifted(training.input_shift)
+        products = sum(a * b for a, b in zip(sizes[:-1], sizes[1:], strict=True))  # multiply-adds a record
+        work = products * sum(expected_batch(agent.num_records, training) for agent in agents)  # one step's
         if training.dp_sgd is None:
-            trained = batched_sgd(
-                params, sizes, features, records.labels, records.offsets[ids], steps, training.learning_rate
-            )
+            batches = PaddedSteps.pad([draw.batches for draw in draws], device)  # (E, m, L)
+            offsets, rate = records.offsets[ids], training.learning_rate
+            with threads_for_products(work):
+                trained = batched_sgd(params, sizes, features, records.labels, offsets, batches, rate)
         else:
+            steps = [
+                PaddedBatches.pad([draw.batches[k] for draw in draws], device) for k in range(training.steps)
+            ]  # E × (m, L_k): Poisson batches, their sizes vary step to step
             spec = training.dp_sgd
             noise = torch.stack([draw.noise for draw in draws if draw.noise is not None], dim=1).to(device)
             expected = [spec.sampling_rate * agent.num_records for agent in agents]  # q_b·n_j, public
             step_sizes = torch.tensor([training.learning_rate / e for e in expected], device=device)  # (m,)
-            trained = batched_dp_sgd(
-                params,
-                sizes,
-                features,
-                records.labels,
-                records.offsets[ids],
-                steps,
-                noise,  # (E, m, d)
-                step_sizes,
-                spec.max_grad_norm,
-            )
+            with threads_for_products(work):
+                trained = batched_dp_sgd(
+                    params,
+                    sizes,
+                    features,
+                    records.labels,
+                    records.offsets[ids],
+                    steps,
+                    noise,  # (E, m, d)
+                    step_sizes,
+                    spec.max_grad_norm,
+                )
         return trained.cpu().numpy()
