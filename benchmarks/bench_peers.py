@@ -23,9 +23,10 @@ rounds, evaluation, ε accounting) or the vote step with its data split; Flower'
 after a warm-up round that starts Ray's actors and loads the data (ε not included, computed
 here by dp-accounting); pfl's set-up (datasets, its accountant) plus ``algorithm.run``;
 ``rounds`` — the training rounds alone (fedvote's ``method_s``, pfl's ``algorithm.run``,
-Flower's rounds); ``same work`` — the job without the framework's own ε accounting, the one
-part of a job the others do not do (Flower's job accounts nothing; fedvote's ``accounting_s``
-and pfl's accountant set-up are taken out): the DP-FedAvg jobs' like-for-like column. The load average is recorded before and after: the machine may be shared.
+Flower's rounds); ``same work`` — what every framework's job does: the rounds (or the vote)
+and the final evaluation, without loading the data or accounting ε (fedvote's job less its
+``data_s`` and ``accounting_s``; Flower's job, which does neither; pfl's ``algorithm.run`` and
+evaluation, its set-up of datasets and accountant left out): the like-for-like column. The load average is recorded before and after: the machine may be shared.
 
 Run: ``python benchmarks/bench_peers.py`` (``make bench``; pfl needs ``make bench-peers-env``,
 else its rows say so); ``--quick`` for a smoke run (one repeat: the N=10 vote in fedvote and Flower, DP-FedAvg
@@ -78,7 +79,7 @@ COLUMNS = [
     {"key": "speedup_wall", "label": "peer/fedvote wall", "format": ".1f"},
     {"key": "speedup_job", "label": "peer/fedvote job", "format": ".1f"},
     {"key": "speedup_rounds", "label": "peer/fedvote rounds", "format": ".1f"},
-    {"key": "work_s", "label": "same work s (job, no ε accounting)", "format": ".2f"},
+    {"key": "work_s", "label": "same work s (rounds + evaluation)", "format": ".2f"},
     {"key": "speedup_work", "label": "peer/fedvote same work", "format": ".1f"},
     {"key": "accuracy", "label": "accuracy (mean)", "format": ".4f"},
     {"key": "epsilon", "label": "ε", "format": ".3f"},
@@ -156,6 +157,11 @@ def run_one(framework: str, path: Path, threads: int, noise_seed: int) -> dict[s
         return result
 
 
+# The workers' OpenMP wait policy (--omp-wait-policy): PASSIVE unless the environment sets one.
+# "unset" leaves it to OpenMP (libgomp spins a little, then sleeps): what ``fedvote run`` gets.
+OMP_POLICY = {"policy": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+
+
 def run_once(framework: str, path: Path, threads: int, noise_seed: int) -> dict[str, Any]:
     """One subprocess: its ``RESULT`` line and its wall time."""
     argv = command(framework, path, threads, noise_seed)
@@ -164,7 +170,9 @@ def run_once(framework: str, path: Path, threads: int, noise_seed: int) -> dict[
     env = {**os.environ, "OMP_NUM_THREADS": per_process, "MKL_NUM_THREADS": per_process, "PYTHONWARNINGS": "ignore",
            # OpenMP's threads sleep when idle instead of spinning: on a shared 2-core machine, spinning
            # threads that lose their core make a 2-thread torch 10-60x slower (measured on the vote job).
-           "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+           "OMP_WAIT_POLICY": OMP_POLICY["policy"]}
+    if OMP_POLICY["policy"] == "unset":
+        del env["OMP_WAIT_POLICY"]
     start = time.perf_counter()
     # A session of its own (its id is the worker's pid): Ray's processes (raylet, actors) join it.
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
@@ -210,16 +218,15 @@ def times(framework: str, result: dict[str, Any]) -> dict[str, float | None]:
     """wall, job, rounds and start-up seconds of one run, as the module docstring defines them."""
     if framework.startswith("fedvote"):
         rounds = result.get("method_s")
-        accounting = result.get("accounting_s", 0.0)  # the vote job accounts nothing
+        outside = result.get("data_s", 0.0) + result.get("accounting_s", 0.0)  # the vote job accounts nothing
         return {"wall_s": result["wall_s"], "job_s": result["job_s"], "rounds_s": rounds,
-                "startup_s": result["wall_s"] - result["job_s"],
-                "work_s": result["job_s"] - accounting}
+                "startup_s": result["wall_s"] - result["job_s"], "work_s": result["job_s"] - outside}
     if framework == "flower":
         return {"wall_s": result["wall_s"], "job_s": result["job_s"], "rounds_s": result["job_s"],
                 "startup_s": result["wall_s"] - result["job_s"], "work_s": result["job_s"]}
     job = result["setup_s"] + result["job_s"]  # pfl
     return {"wall_s": result["wall_s"], "job_s": job, "rounds_s": result["job_s"],
-            "startup_s": result["wall_s"] - job, "work_s": job - result.get("accounting_s", 0.0)}
+            "startup_s": result["wall_s"] - job, "work_s": result["job_s"]}
 
 
 def measure_job(job: Job, path: Path, repeats: int, threads: int, quick: bool = False) -> list[dict[str, Any]]:
@@ -292,7 +299,7 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
                     f"{flower['speedup_job']:.1f}x (without start-up)")
             if flower.get("speedup_work"):
                 readings["same work"] = flower["speedup_work"]
-                text += f", {flower['speedup_work']:.1f}x (same work: neither side's ε accounting)"
+                text += f", {flower['speedup_work']:.1f}x (same work: rounds and evaluation, no data loading or ε)"
             met = [name for name, ratio in readings.items() if ratio >= 20]
             missed = [name for name, ratio in readings.items() if ratio < 20]
             verdict = "; ".join(([f"met {', '.join(met)}"] if met else []) + ([f"NOT met {', '.join(missed)}"] if missed else []))
@@ -382,9 +389,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke run: T = 5, one repeat, two jobs, no results file")
     parser.add_argument("--jobs", default="", help="comma-separated job names (substrings; default: all)")
     parser.add_argument("--out", type=Path, default=None, help="results file (default benchmarks/results/peers.json)")
+    parser.add_argument("--omp-wait-policy", choices=["PASSIVE", "ACTIVE", "unset"], default=None,
+                        help="the workers' OMP_WAIT_POLICY (default: $OMP_WAIT_POLICY, else PASSIVE; "
+                             "unset: OpenMP's own default, as fedvote run gets it)")
     parser.add_argument("--resummarize", type=Path, default=None,
                         help="only rewrite the summary and notes of this results file from its rows")
     args = parser.parse_args(argv)
+    if args.omp_wait_policy is not None:
+        OMP_POLICY["policy"] = args.omp_wait_policy
     if args.resummarize is not None:
         resummarize(args.resummarize)
         return 0
@@ -424,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     write_results(
         "peers",
-        title="fedvote vs Flower's simulation engine and pfl (same jobs)",
+        title="fedvote vs Flower's simulation engine and pfl (same jobs)"
+        + ("" if OMP_POLICY["policy"] == "PASSIVE" else f", OpenMP wait policy {OMP_POLICY['policy']}"),
         rows=rows,
         columns=COLUMNS,
         notes=NOTES,
@@ -435,8 +448,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 NOTES = """Differences between the jobs that could not be removed:
-- Start-up: Flower's wall time includes Ray's start (a local cluster, its actors) and the ClientApps loading the job file; pfl's includes importing pfl and building its accountant; fedvote's the import of torch and fedvote. The job column removes these: Flower's job is its rounds after one warm-up round to every node; fedvote's job still builds its data split (data split in the profile lines) from sklearn's digits or the MNIST files while Flower and pfl read the split fedvote built; ε accounting is in fedvote's job (two PLD compositions, agent and instance level, in evaluation_s: in a fresh process most of it is building the two Gaussian PLDs, which dp-accounting did one grid point at a time (3.05 of fedvote's 4.57 s on the digits DP-FedAvg job under cProfile) and fedvote.privacy.gaussian_pld does as one array since 2026-11-26 (evaluation + ε accounting 1.27 -> 0.47 s); the 100-fold composition's truncation bounds and the ε walk over arrays since 2026-11-26 too (fedvote.privacy.pld_arrays; 0.62 -> 0.39 s in a fresh process on this machine, quiet, digits job); cached within a process) and pfl's (one composition, its PLDPrivacyAccountant, accounting_s), not in Flower's (computed here). The same-work column removes that difference too: each job without its own ε accounting (fedvote's timings.accounting_s, pfl's accounting_s); fedvote's data split stays in it.
-- Threads: every worker runs with OMP_WAIT_POLICY=PASSIVE (unless set): with OpenMP's default spinning, fedvote's 2-thread batched teachers took 9-37 s instead of 1.1 s for the N=10 vote job while the machine's load average was 7-9.
+- Start-up: Flower's wall time includes Ray's start (a local cluster, its actors) and the ClientApps loading the job file; pfl's includes importing pfl and building its accountant; fedvote's the import of torch and fedvote. The job column removes these: Flower's job is its rounds after one warm-up round to every node; fedvote's job still builds its data split (data split in the profile lines) from sklearn's digits or the MNIST files while Flower and pfl read the split fedvote built; ε accounting is in fedvote's job (two PLD compositions, agent and instance level, in evaluation_s: in a fresh process most of it is building the two Gaussian PLDs, which dp-accounting did one grid point at a time (3.05 of fedvote's 4.57 s on the digits DP-FedAvg job under cProfile) and fedvote.privacy.gaussian_pld does as one array since 2026-11-26 (evaluation + ε accounting 1.27 -> 0.47 s); the 100-fold composition's truncation bounds and the ε walk over arrays since 2026-11-26 too (fedvote.privacy.pld_arrays; 0.62 -> 0.39 s in a fresh process on this machine, quiet, digits job); cached within a process) and pfl's (one composition, its PLDPrivacyAccountant, accounting_s), not in Flower's (computed here). The same-work column removes these differences too: each job's rounds (or vote) and final evaluation, without its data loading and ε accounting (fedvote's timings.data_s and accounting_s; pfl's set-up).
+- Threads: every worker runs with OMP_WAIT_POLICY=PASSIVE (unless set, or --omp-wait-policy says otherwise; the command line says which): with OpenMP's default spinning, fedvote's 2-thread batched teachers took 9-37 s instead of 1.1 s for the N=10 vote job while the machine's load average was 7-9.
 - Flower under load: its in-memory grid silently drops a message whose node its state holds offline (send_and_receive then returns fewer replies, or none); the Flower worker checks that every message got its reply and the benchmark reruns a failed run once (counted in the row's retries).
 - Parallelism: fedvote trains the sampled clients (and the teachers) as one batched computation with --threads torch threads; Flower runs one ClientApp per core (2 Ray actors, 1 thread each); pfl runs its users one after another in process with --threads torch threads.
 - Randomness: the same seeds give the same partition, θ⁰ and teachers (vote job) in fedvote and Flower (Flower's ClientApps run fedvote's own fit_classifier / sgd_steps per agent). Flower's ServerApp draws the agents' sampling and the server's noise from the same seeded stream as fedvote (numpy's default_rng([noise seed, 0x6AD])), so their DP-FedAvg runs differ only in the local mini-batch order (Flower's clients seed it per round and agent) and agree closely in accuracy; the vote job's noise shares are drawn per agent by each framework. pfl draws its cohorts, mini-batches and noise (torch) itself. Each repeat uses another noise seed (1, 2, 3), the same for every framework; accuracies are means over the repeats.

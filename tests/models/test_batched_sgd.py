@@ -137,6 +137,26 @@ def test_padded_batches_weight_real_rows_only():
     assert padded.sizes.tolist() == [2, 0, 3]
 
 
+def test_batched_sgd_gathers_in_blocks_with_the_same_result(monkeypatch):
+    """Blocks of one step, three steps, or all of them: the same trained parameters."""
+    import fedvote.models.batched_sgd as module
+
+    features, labels, offsets = _records(COUNTS)
+    model, theta = _theta("mlp")
+    rows = [minibatch_rows(n, steps=7, batch_size=16, generator=torch.Generator().manual_seed(j))
+            for j, n in enumerate(COUNTS)]
+    padded = PaddedSteps.pad(rows, torch.device("cpu"))
+    step_bytes = len(COUNTS) * 16 * 64 * 4  # one step's gathered records, float32
+    results = []
+    for block in (1, 3, 100):
+        monkeypatch.setattr(module, "GATHER_BYTES", block * step_bytes)
+        results.append(batched_sgd(torch.as_tensor(np.tile(theta, (len(COUNTS), 1))), perceptron_layer_sizes(model),
+                                   torch.as_tensor(features), torch.as_tensor(labels), torch.as_tensor(offsets),
+                                   padded, 0.3))
+    for other in results[1:]:
+        torch.testing.assert_close(other, results[0], rtol=0, atol=0)
+
+
 def test_padded_steps_pad_every_step_to_the_longest_batch_of_any_step():
     """Client 0 draws 2 rows a step, client 1 none at step 1 and 3 at step 0: L = 3 for both steps."""
     rows = [[torch.tensor([4, 1]), torch.tensor([0, 5])], [torch.tensor([2, 0, 3]), torch.tensor([], dtype=torch.int64)]]

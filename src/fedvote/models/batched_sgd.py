@@ -26,6 +26,10 @@ from fedvote.models.batched_dp_sgd import PaddedBatches, PaddedSteps, clipped_ba
 
 # Opacus's DPOptimizer clips by C/(‖v‖ + 10⁻⁶) (opacus/optimizers/optimizer.py, clip_and_accumulate).
 OPACUS_NORM_OFFSET = 1e-6
+# batched_sgd gathers its steps' records in blocks of at most this many bytes: a round of 20
+# steps of 10 MNIST agents' 32-record batches is 20 MB, one block; 100 steps of 100 agents'
+# would be 1 GB at once.
+GATHER_BYTES = 64 * 2**20
 
 
 def batched_sgd(
@@ -47,7 +51,8 @@ def batched_sgd(
     :func:`~fedvote.models.batched_dp_sgd.per_sample_backprop`, summed over the batch), each
     layer updated in place as soon as the layer below has read its weights: half the tensor
     operations of gradient-then-update, which is what a step of small perceptrons costs. The
-    E steps' records, labels and weights are gathered once, before the first step.
+    steps' records are gathered a block of steps at a time (at most :data:`GATHER_BYTES` of
+    them; every step of a DP-FedAvg round on MNIST in one block), not one gather a step.
     """
     weights = params.clone()
     if steps.index.shape[-1] == 0:  # every batch of every step empty
@@ -56,14 +61,17 @@ def batched_sgd(
     transposed = [weight.transpose(1, 2) for weight, _ in layers]  # (m, inₗ, outₗ) views
     biases = [bias.unsqueeze(1) for _, bias in layers]  # (m, 1, outₗ) views
     rows = steps.index + offsets.view(1, -1, 1)  # (E, m, L), rows of ``features``
-    step_inputs = features[rows]  # (E, m, L, in)
     step_labels = labels[rows].unsqueeze(-1)  # (E, m, L, 1)
     per_row = steps.weight / steps.weight.sum(dim=-1, keepdim=True).clamp(min=1.0)  # (E, m, L)
     per_row = per_row.unsqueeze(-1)  # (E, m, L, 1)
     minus_one = torch.full_like(per_row[0], -1.0)  # (m, L, 1), the one-hot's −1 at each label
+    step_bytes = rows[0].numel() * features[0].numel() * features.element_size()
+    block = max(1, GATHER_BYTES // step_bytes)  # steps gathered at once
     last = len(layers) - 1
     for k in range(steps.index.shape[0]):
-        inputs = [step_inputs[k]]  # activation entering each layer, (m, L, inₗ)
+        if k % block == 0:
+            gathered = features[rows[k : k + block]]  # (≤ block, m, L, in)
+        inputs = [gathered[k % block]]  # activation entering each layer, (m, L, inₗ)
         for index in range(last + 1):
             logits = torch.baddbmm(biases[index], inputs[-1], transposed[index])  # (m, L, outₗ)
             if index < last:
