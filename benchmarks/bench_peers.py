@@ -436,8 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     write_results(
         "peers",
-        title="fedvote vs Flower's simulation engine and pfl (same jobs)"
-        + ("" if OMP_POLICY["policy"] == "PASSIVE" else f", OpenMP wait policy {OMP_POLICY['policy']}"),
+        title=title([job.kind for job in jobs], OMP_POLICY["policy"]),
         rows=rows,
         columns=COLUMNS,
         notes=NOTES,
@@ -445,6 +444,13 @@ def main(argv: list[str] | None = None) -> int:
         path=args.out,
     )
     return 0
+
+
+def title(kinds: list[str], policy: str) -> str:
+    """The results file's title: which jobs, and the workers' OpenMP wait policy."""
+    names = {"vote": "the vote jobs", "dp-fedavg": "the DP-FedAvg jobs"}
+    jobs = " and ".join(names[kind] for kind in dict.fromkeys(kinds))
+    return f"fedvote vs Flower's simulation engine and pfl: {jobs}, OpenMP wait policy {policy}"
 
 
 NOTES = """Differences between the jobs that could not be removed:
