@@ -325,3 +325,30 @@ def test_zero_sigma_is_non_private():
     events = DpFedAvg(sigma=0.0).planned_events()
     assert isinstance(events.agent, dp_event.NonPrivateDpEvent)
     assert math.isinf(epsilon_for(events.agent, 1e-3))
+
+
+def test_noise_shares_drawn_at_once_are_each_agents_own_in_order(small_federation):
+    """The agents draw their noise shares on one thread a core: the total is the same, to the bit, on one
+    thread and on two, and it is the in-order sum of what each agent releases from its own generator."""
+    import torch
+
+    method = DpFedAvg(sigma=1.0, model="logistic", local_steps=2)
+    n, d = small_federation.num_agents, 650
+    training = method.round_training(0, 0.1, 3, n)
+    theta, chosen = np.zeros(d, np.float32), np.array([2, 5])
+    before = torch.get_num_threads()
+    totals = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            transport = LocalTransport(small_federation, seed=0, noise_seed=3)
+            totals.append(transport.secure_update_sum(theta, chosen, training))
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_array_equal(totals[1], totals[0])
+    twin = LocalTransport(small_federation, seed=0, noise_seed=3)
+    expected = np.zeros(d, dtype=np.float64)
+    for i, agent in enumerate(twin._agents):  # the loop's updates: equal to the batched ones up to float32 rounding
+        expected += (local_update(agent, theta, training).astype(np.float64) if i in chosen
+                     else agent.noise_share((d,), training.noise_std))
+    np.testing.assert_allclose(totals[0], expected, rtol=0, atol=1e-6)

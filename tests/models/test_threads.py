@@ -82,3 +82,12 @@ def test_the_innermost_blocks_outer_count_is_taken(two_threads):
     with pytest.raises(RuntimeError), threads.single_threaded():
         raise RuntimeError("inside")
     assert threads._outer_threads == []  # noqa: SLF001
+
+
+def test_outer_threads_is_the_count_outside_the_innermost_block(two_threads):
+    assert threads.outer_threads() == 2
+    with threads.single_threaded():
+        assert threads.outer_threads() == 2 and torch.get_num_threads() == 1
+        with threads.single_threaded():
+            assert threads.outer_threads() == 1
+    assert threads.outer_threads() == 2

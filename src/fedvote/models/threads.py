@@ -64,6 +64,11 @@ def single_threaded(*, blas: bool = True) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+def outer_threads() -> int:
+    """Torch's thread count outside the innermost :func:`single_threaded` block (now, outside any)."""
+    return _outer_threads[-1] if _outer_threads else torch.get_num_threads()
+
+
 @contextmanager
 def threads_for_products(multiply_adds: float) -> Iterator[None]:
     """Torch's own thread count again inside a :func:`single_threaded` block, for large products.

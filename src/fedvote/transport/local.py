@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,7 @@ from fedvote.models.ensemble import ModelEnsemble, fit_ensemble
 from fedvote.models.features import FeatureExtractor
 from fedvote.models.local_training import LocalTraining
 from fedvote.models.logistic_heads import HeadFeatures, HeadRequest, ReleasedHeads
-from fedvote.models.threads import single_threaded
+from fedvote.models.threads import outer_threads, single_threaded
 from fedvote.models.training import TrainingConfig
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import (
@@ -609,10 +610,18 @@ class LocalTransport(
         with single_threaded():
             updates = self._updates(theta, [self._agents[i] for i in chosen], training)
             trained = dict(zip(chosen, updates, strict=True))
-            releases = [
-                trained[i].astype(np.float64) if i in trained else agent.noise_share((d,), training.noise_std)
-                for i, agent in enumerate(self._agents)
-            ]  # each agent's own release: its update, or its noise share alone
+
+            def release_of(index: int) -> np.ndarray:
+                """Agent ``index``'s own release: its update, or its noise share alone (its generator)."""
+                if index in trained:
+                    return trained[index].astype(np.float64)
+                return self._agents[index].noise_share((d,), training.noise_std)
+
+            # The N - m noise shares are most of a round (N·d Gaussians: 10⁷ on MNIST). Each
+            # agent draws from its own generator, so the agents may draw at once, one thread a
+            # core (numpy draws without the GIL); the releases are the same arrays in the same order.
+            with ThreadPoolExecutor(max_workers=outer_threads()) as pool:
+                releases = list(pool.map(release_of, range(n)))
         if codec is None:
             total = np.zeros(d, dtype=np.float64)
             for release in releases:  # in the agents' order, as they arrive
