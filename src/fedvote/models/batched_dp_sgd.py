@@ -289,8 +289,9 @@ class PaddedSteps:
     def pad(cls, batches: Sequence[Sequence[torch.Tensor]], device: torch.device) -> PaddedSteps:
         """``batches[j][k]``: client j's rows at step k (1-D local indices); every client E steps."""
         steps = len(batches[0]) if len(batches) else 0
-        sizes = torch.tensor([[len(b) for b in client] for client in batches], dtype=torch.int64).T  # (E, m)
-        sizes = sizes.reshape(steps, len(batches))
+        sizes = torch.tensor(
+            [[len(client[k]) for client in batches] for k in range(steps)], dtype=torch.int64
+        ).reshape(steps, len(batches))  # (E, m)
         longest = int(sizes.max()) if sizes.numel() else 0
         if sizes.numel() and int(sizes.min()) == longest:  # no padding (every n ≥ the batch)
             index = torch.stack([torch.stack(list(client)) for client in batches], dim=1)  # (E, m, L)

@@ -9,9 +9,9 @@ here and reused, 0.02 ms a call. A library loaded after that first call keeps it
 thread count (a matter of speed only).
 
 Large products inside such a block may take torch's threads back
-(:func:`threads_for_products`): the batched clients' step on MNIST (m agents' 32 × 784 by
-784 × 128 products) runs 1.3-1.6x faster on two threads than on one, digits' (64-wide
-inputs) no faster (benchmarks/bench_batched_clients.py).
+(:func:`threads_for_products`): a batched-SGD round of m MNIST agents (32 × 784 by 784 × 128
+products) ran 1.3-1.6x faster on two threads than on one, digits' (64-wide inputs) no faster
+(2 cores, OpenMP's default wait policy; the whole rounds in benchmarks/bench_batched_clients.py).
 """
 
 from __future__ import annotations
