@@ -63,7 +63,7 @@ def test_batched_sgd_is_each_agents_sgd_steps_on_its_own_minibatches(model_name)
     steps, batch, lr = 20, 16, 0.3
     rows = [minibatch_rows(n, steps=steps, batch_size=batch, generator=torch.Generator().manual_seed(j))
             for j, n in enumerate(COUNTS)]
-    padded = PaddedSteps.pad(rows, torch.device("cpu"))
+    padded = PaddedSteps.pad([[r[k] for r in rows] for k in range(steps)], torch.device("cpu"))
     assert padded.index.shape == (steps, len(COUNTS), batch)
     assert padded.weight[:, 0].sum(dim=-1).tolist() == [7.0] * steps  # the small agent is padded
     out = batched_sgd(torch.as_tensor(np.tile(theta, (len(COUNTS), 1))), sizes, torch.as_tensor(features),
@@ -145,7 +145,7 @@ def test_batched_sgd_gathers_in_blocks_with_the_same_result(monkeypatch):
     model, theta = _theta("mlp")
     rows = [minibatch_rows(n, steps=7, batch_size=16, generator=torch.Generator().manual_seed(j))
             for j, n in enumerate(COUNTS)]
-    padded = PaddedSteps.pad(rows, torch.device("cpu"))
+    padded = PaddedSteps.pad([[r[k] for r in rows] for k in range(7)], torch.device("cpu"))
     step_bytes = len(COUNTS) * 16 * 64 * 4  # one step's gathered records, float32
     results = []
     for block in (1, 3, 100):
@@ -159,11 +159,11 @@ def test_batched_sgd_gathers_in_blocks_with_the_same_result(monkeypatch):
 
 def test_padded_steps_pad_every_step_to_the_longest_batch_of_any_step():
     """Client 0 draws 2 rows a step, client 1 none at step 1 and 3 at step 0: L = 3 for both steps."""
-    rows = [[torch.tensor([4, 1]), torch.tensor([0, 5])], [torch.tensor([2, 0, 3]), torch.tensor([], dtype=torch.int64)]]
-    padded = PaddedSteps.pad(rows, torch.device("cpu"))
+    rows = [[torch.tensor([4, 1]), torch.tensor([2, 0, 3])], [torch.tensor([0, 5]), torch.tensor([], dtype=torch.int64)]]
+    padded = PaddedSteps.pad(rows, torch.device("cpu"))  # rows[k][j]: step k, client j
     assert padded.index.tolist() == [[[4, 1, 0], [2, 0, 3]], [[0, 5, 0], [0, 0, 0]]]
     assert padded.weight.tolist() == [[[1, 1, 0], [1, 1, 1]], [[1, 1, 0], [0, 0, 0]]]
-    same = PaddedSteps.pad([[torch.tensor([1, 2])], [torch.tensor([0, 3])]], torch.device("cpu"))  # no padding
+    same = PaddedSteps.pad([[torch.tensor([1, 2]), torch.tensor([0, 3])]], torch.device("cpu"))  # no padding
     assert same.index.tolist() == [[[1, 2], [0, 3]]] and same.weight.tolist() == [[[1, 1], [1, 1]]]
 
 
@@ -171,7 +171,7 @@ def test_batched_sgd_leaves_an_agent_with_only_padding_where_it_started():
     """An agent whose every batch is empty (weight 0) keeps θ; the other agent trains."""
     features, labels, offsets = _records([30, 30])
     model, theta = _theta("mlp")
-    rows = [[torch.tensor([1, 2, 3])] * 4, [torch.tensor([], dtype=torch.int64)] * 4]
+    rows = [[torch.tensor([1, 2, 3]), torch.tensor([], dtype=torch.int64)]] * 4  # step-major: client 1 never draws
     out = batched_sgd(torch.as_tensor(np.tile(theta, (2, 1))), perceptron_layer_sizes(model),
                       torch.as_tensor(features), torch.as_tensor(labels), torch.as_tensor(offsets),
                       PaddedSteps.pad(rows, torch.device("cpu")), 0.5)

@@ -255,16 +255,8 @@ class PaddedBatches:
     @classmethod
     def pad(cls, batches: Sequence[torch.Tensor], device: torch.device) -> PaddedBatches:
         """The m clients' batches (each a 1-D tensor of local indices, any lengths), padded."""
-        sizes = torch.tensor([len(b) for b in batches], dtype=torch.int64)
-        longest = int(sizes.max()) if len(batches) else 0
-        if len(batches) and int(sizes.min()) == longest:  # no padding (plain SGD, every n ≥ the batch)
-            index = torch.stack(list(batches)).to(torch.int64)  # (m, L)
-        else:
-            index = torch.zeros(len(batches), longest, dtype=torch.int64)  # (m, L)
-            for row, batch in enumerate(batches):
-                index[row, : len(batch)] = batch
-        weight = (torch.arange(longest) < sizes.unsqueeze(1)).to(torch.float32)  # (m, L)
-        return cls(index=index.to(device), weight=weight.to(device))
+        one_step = PaddedSteps.pad([batches], device)  # (1, m, L)
+        return cls(index=one_step.index[0], weight=one_step.weight[0])
 
     @property
     def sizes(self) -> torch.Tensor:
@@ -286,22 +278,21 @@ class PaddedSteps:
     weight: torch.Tensor
 
     @classmethod
-    def pad(cls, batches: Sequence[Sequence[torch.Tensor]], device: torch.device) -> PaddedSteps:
-        """``batches[j][k]``: client j's rows at step k (1-D local indices); every client E steps."""
-        steps = len(batches[0]) if len(batches) else 0
-        sizes = torch.tensor(
-            [[len(client[k]) for client in batches] for k in range(steps)], dtype=torch.int64
-        ).reshape(steps, len(batches))  # (E, m)
+    def pad(cls, steps: Sequence[Sequence[torch.Tensor]], device: torch.device) -> PaddedSteps:
+        """``steps[k][j]``: client j's rows at step k (1-D local indices, any lengths); m clients a step."""
+        clients = len(steps[0]) if len(steps) else 0
+        sizes = torch.tensor([[len(batch) for batch in step] for step in steps], dtype=torch.int64)
+        sizes = sizes.reshape(len(steps), clients)  # (E, m)
         longest = int(sizes.max()) if sizes.numel() else 0
-        if sizes.numel() and int(sizes.min()) == longest:  # no padding (every n ≥ the batch)
-            index = torch.stack([torch.stack(list(client)) for client in batches], dim=1)  # (E, m, L)
+        if sizes.numel() and int(sizes.min()) == longest:  # no padding (plain SGD, every n ≥ the batch)
+            index = torch.stack([torch.stack(list(step)) for step in steps]).to(torch.int64)  # (E, m, L)
         else:
-            index = torch.zeros(steps, len(batches), longest, dtype=torch.int64)  # (E, m, L)
-            for column, client in enumerate(batches):
-                for step, batch in enumerate(client):
-                    index[step, column, : len(batch)] = batch
+            index = torch.zeros(len(steps), clients, longest, dtype=torch.int64)  # (E, m, L)
+            for k, step in enumerate(steps):
+                for j, batch in enumerate(step):
+                    index[k, j, : len(batch)] = batch
         weight = (torch.arange(longest) < sizes.unsqueeze(-1)).to(torch.float32)  # (E, m, L)
-        return cls(index=index.to(torch.int64).to(device), weight=weight.to(device))
+        return cls(index=index.to(device), weight=weight.to(device))
 
 
 def poisson_rates(counts: torch.Tensor, batch_size: int) -> torch.Tensor:

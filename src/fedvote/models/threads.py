@@ -81,7 +81,7 @@ def threads_for_products(multiply_adds: float) -> Iterator[None]:
         yield
         return
     current = torch.get_num_threads()
-    torch.set_num_threads(_outer_threads[-1])
+    torch.set_num_threads(outer_threads())
     try:
         yield
     finally:

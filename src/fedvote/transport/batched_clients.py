@@ -293,7 +293,9 @@ class BatchedUpdates:
         products = sum(a * b for a, b in zip(sizes[:-1], sizes[1:], strict=True))  # multiply-adds a record
         work = products * sum(expected_batch(agent.num_records, training) for agent in agents)  # one step's
         if training.dp_sgd is None:
-            batches = PaddedSteps.pad([draw.batches for draw in draws], device)  # (E, m, L)
+            batches = PaddedSteps.pad(
+                [[draw.batches[k] for draw in draws] for k in range(training.steps)], device
+            )  # (E, m, L)
             offsets, rate = records.offsets[ids], training.learning_rate
             with threads_for_products(work):
                 trained = batched_sgd(params, sizes, features, records.labels, offsets, batches, rate)
