@@ -50,6 +50,39 @@ def test_batched_and_looped_give_the_same_votes_with_the_same_noise_seed(trained
         np.testing.assert_allclose(a.sums, b.sums, rtol=0, atol=1e-9)
 
 
+def test_batched_teachers_are_each_agents_own_module_built_on_first_use(trained_pair, skewed_federation):
+    batched, looped = trained_pair
+    agents = batched._agents  # noqa: SLF001 - the agents the transport holds
+    assert all(agent._teacher is None for agent in agents)  # noqa: SLF001 - votes need no module
+    features = skewed_federation.public.features[:50]
+    for i, (agent, loop_agent) in enumerate(zip(agents, looped._agents, strict=True)):  # noqa: SLF001
+        teacher = agent.teacher
+        assert agent.teacher is teacher and not teacher.training  # built once, in eval mode
+        with torch.no_grad():
+            got = teacher(torch.as_tensor(features, dtype=torch.float32))
+            want = loop_agent.teacher(torch.as_tensor(features, dtype=torch.float32))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=0, atol=1e-4, err_msg=f"agent {i}")
+
+
+def test_a_teacher_installed_or_trained_later_replaces_a_pending_builder(small_federation):
+    agent = Agent(
+        agent_id=0,
+        data=small_federation.agents[0],
+        public_features=small_federation.public.features,
+        num_classes=small_federation.num_classes,
+        noise_rng=np.random.default_rng(0),
+        seed=1,
+    )
+    calls = []
+    agent.install_teacher_builder(lambda: calls.append(1) or torch.nn.Linear(64, 10))
+    installed = torch.nn.Linear(64, 10)
+    agent.install_teacher(installed)
+    assert agent.teacher is installed and calls == []
+    agent.install_teacher_builder(lambda: calls.append(1) or torch.nn.Linear(64, 10))
+    agent.train_teacher(TrainingConfig(model="logistic", epochs=1, batch_size=64))
+    assert isinstance(agent.teacher, torch.nn.Module) and calls == []
+
+
 def test_clean_vote_sums_count_every_agent_once(trained_pair):
     batched, _ = trained_pair
     queries = np.arange(25)

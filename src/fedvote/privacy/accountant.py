@@ -33,7 +33,7 @@ from fedvote.privacy.config import ACCOUNTANTS
 from fedvote.privacy.discrete import DiscreteGaussianDpEvent, discrete_gaussian_rdp, has_pld, is_distributed
 from fedvote.privacy.events import ReplaceOneDpEvent
 from fedvote.privacy.gaussian_pld import gaussian_pld
-from fedvote.privacy.pld_arrays import epsilon_for_delta, self_compose
+from fedvote.privacy.pld_arrays import compose, epsilon_for_delta, self_compose
 
 # Dense RDP orders: fine steps near 1, every integer to 256, then a geometric tail of
 # integers (dp-accounting's fractional-order series for subsampled Gaussians fails to
@@ -528,8 +528,7 @@ class MixedRelationPLDAccountant(pld.PLDAccountant):
             single = self_compose(single, count)
         else:
             return False
-        composed: pld.privacy_loss_distribution.PrivacyLossDistribution = self._pld  # type: ignore[has-type]
-        self._pld = composed.compose(single)
+        self._pld = compose(self._pld, single)  # type: ignore[has-type]
         return True
 
     def _compose_discrete_gaussian(

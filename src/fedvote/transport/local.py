@@ -6,6 +6,7 @@ import secrets
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -192,7 +193,7 @@ class LocalTransport(
                 device=self._device,
             )
             for i, agent in enumerate(self._agents):
-                agent.install_teacher(ensemble.module(i, device="cpu"))
+                agent.install_teacher_builder(partial(ensemble.module, i, device="cpu"))
             bar.advance(self.num_agents)
         self._ensemble = ensemble
 
