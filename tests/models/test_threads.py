@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import types
+
 import pytest
 import torch
 from threadpoolctl import threadpool_info
@@ -59,6 +62,26 @@ def test_the_libraries_are_found_once_per_process(monkeypatch):
         with threads.single_threaded_blas():
             assert set(_pool_threads()) == {1}
     assert len(built) == 1
+
+
+def test_the_libraries_are_found_again_after_an_import(monkeypatch):
+    """A module imported after the first lookup may bring its own pool: the next block looks again."""
+    built = []
+
+    class CountingController(threads.ThreadpoolController):
+        def __init__(self) -> None:
+            built.append(1)
+            super().__init__()
+
+    monkeypatch.setattr(threads, "ThreadpoolController", CountingController)
+    monkeypatch.setattr(threads, "_controller", None)
+    with threads.single_threaded_blas():
+        pass
+    monkeypatch.setitem(sys.modules, "fedvote_test_freshly_imported", types.ModuleType("fresh"))
+    for _ in range(2):
+        with threads.single_threaded_blas():
+            assert set(_pool_threads()) == {1}
+    assert len(built) == 2
 
 
 def test_large_products_take_torchs_threads_back_inside_the_block(two_threads):

@@ -4,9 +4,9 @@ An agent's step is a few small matrix products: on a busy 2-core machine a secon
 only adds synchronisation (torch 10-30x slower; NumPy's BLAS norm of 10⁵ floats 12 ms with
 two threads, 0.01 ms with one, load average 6). threadpoolctl finds the loaded BLAS and
 OpenMP libraries by reading the process's memory map, 2.5 ms a call with torch loaded
-(0.25 s of a 100-round DP-FedAvg run on digits); the libraries are found once per process
-here and reused, 0.02 ms a call. A library loaded after that first call keeps its own
-thread count (a matter of speed only).
+(0.25 s of a 100-round DP-FedAvg run on digits); the libraries are found once and reused,
+0.02 ms a call, and found again only after a module was imported (a new extension module
+may have brought its own BLAS or OpenMP pool, which would otherwise keep its thread count).
 
 Large products inside such a block may take torch's threads back
 (:func:`threads_for_products`): a batched-SGD round of m MNIST agents (32 × 784 by 784 × 128
@@ -16,6 +16,7 @@ products) ran 1.3-1.6x faster on two threads than on one, digits' (64-wide input
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -23,6 +24,7 @@ import torch
 from threadpoolctl import ThreadpoolController
 
 _controller: ThreadpoolController | None = None
+_modules_when_found = -1  # len(sys.modules) when _controller looked for the libraries
 # torch's thread count outside each enclosing single_threaded block, innermost last.
 _outer_threads: list[int] = []
 
@@ -33,10 +35,11 @@ PARALLEL_MULTIPLY_ADDS = 3_000_000
 
 
 def _libraries() -> ThreadpoolController:
-    """The process's BLAS and OpenMP libraries, found on the first call."""
-    global _controller
-    if _controller is None:
+    """The process's BLAS and OpenMP libraries, found again only when modules were imported since."""
+    global _controller, _modules_when_found
+    if _controller is None or len(sys.modules) != _modules_when_found:
         _controller = ThreadpoolController()
+        _modules_when_found = len(sys.modules)
     return _controller
 
 
