@@ -47,6 +47,18 @@ def test_same_result_as_training_each_agent_alone(model):
         assert _max_param_gap(alone, ensemble, i) < 1e-5, f"agent {i} (n={SIZES[i]})"
 
 
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_agents_smaller_than_one_batch_train_as_each_alone(model):
+    """Every agent's records fit one batch (the ensemble's steps then only as wide as the largest agent)."""
+    sizes = (5, 0, 11, 3)
+    features, labels = _agents_data(sizes=sizes)
+    config = TrainingConfig(model=model, epochs=3, batch_size=32)
+    ensemble = fit_ensemble(features, labels, config, SEEDS[:4], num_classes=NUM_CLASSES, hidden=16)
+    for i, seed in enumerate(SEEDS[:4]):
+        alone = _train_alone(model, features[i], labels[i], config, seed)
+        assert _max_param_gap(alone, ensemble, i) < 1e-5, f"agent {i} (n={sizes[i]})"
+
+
 def test_initialisation_is_exactly_build_models():
     ensemble = init_ensemble("mlp", SHAPE, NUM_CLASSES, SEEDS, hidden=16)
     for i, seed in enumerate(SEEDS):

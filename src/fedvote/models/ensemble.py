@@ -418,6 +418,10 @@ def _fit_group(
     train_sizes = sizes - split.sizes  # (G,)
     steps_per_epoch = -(-train_sizes // batch)  # (G,) ceil(n_i / B): as each agent alone
     max_steps = int(steps_per_epoch.max())
+    if max_steps <= 1:
+        # Every agent's records fit in one batch: a step need only be as wide as the largest
+        # agent's records (100 digits agents hold ~14 each: the rest of a 32-wide step was padding).
+        batch = max(1, int(train_sizes.max()))
     weights = _batch_weights(train_sizes, max_steps, batch).to(device)  # (steps, G, B)
     x_batch = torch.empty((g * batch, *x.shape[1:]), dtype=x.dtype, device=device)  # reused buffers
     y_batch = torch.empty(g * batch, dtype=y.dtype, device=device)
