@@ -425,13 +425,14 @@ def _fit_group(
     weights = _batch_weights(train_sizes, max_steps, batch).to(device)  # (steps, G, B)
     x_batch = torch.empty((g * batch, *x.shape[1:]), dtype=x.dtype, device=device)  # reused buffers
     y_batch = torch.empty(g * batch, dtype=y.dtype, device=device)
+    orders = _EpochOrders(split.train_rows, max_steps, batch)
     early = split.sizes > 0  # (G,) agents that stop early
     stopped = np.zeros(g, dtype=bool)
     waited = np.zeros(g, dtype=np.int64)
     best_loss = torch.full((g,), math.inf, device=device)
     best = params.clone() if early.any() else None
     for _ in range(config.planned_epochs):
-        order = _epoch_order(split.train_rows, stopped, generators, max_steps, batch)  # (steps, G * B)
+        order = orders.draw(stopped, generators)  # (steps, G * B)
         order = order.to(device)
         for s in range(max_steps):
             active = (steps_per_epoch > s) & ~stopped  # agents out of data (or stopped) sit out
@@ -503,28 +504,36 @@ def _batch_weights(train_sizes: np.ndarray, max_steps: int, batch: int) -> torch
     return torch.from_numpy((valid / counts).astype(np.float32))
 
 
-def _epoch_order(
-    train_rows: list[np.ndarray],
-    stopped: np.ndarray,
-    generators: Sequence[torch.Generator],
-    max_steps: int,
-    batch: int,
-) -> torch.Tensor:
-    """One epoch's mini-batches: (steps, G * B) rows of the group's data.
+class _EpochOrders:
+    """Each epoch's mini-batches of a group: (steps, G * B) rows of the group's data.
 
     Agent i's records in ``randperm`` order from its generator (as ``fit_classifier``);
-    padding repeats one of its rows (weight 0). Stopped agents draw nothing.
+    padding repeats its first row (weight 0). Stopped agents draw nothing (row 0 throughout).
+    Every agent's rows are laid end to end once; an epoch draws the permutations one agent
+    at a time (each from its own generator) and places them all at once.
     """
-    g = len(train_rows)
-    order = np.zeros((g, max_steps * batch), dtype=np.int64)  # (G, steps * B)
-    for i, (rows, generator) in enumerate(zip(train_rows, generators, strict=True)):
-        if stopped[i] or rows.shape[0] == 0:
-            continue
-        order[i, : rows.shape[0]] = rows[torch.randperm(rows.shape[0], generator=generator).numpy()]
-        order[i, rows.shape[0] :] = rows[0]
-    return torch.from_numpy(
-        order.reshape(g, max_steps, batch).transpose(1, 0, 2).reshape(max_steps, g * batch).copy()
-    )
+
+    def __init__(self, train_rows: list[np.ndarray], max_steps: int, batch: int) -> None:
+        self.g, self.steps, self.batch = len(train_rows), max_steps, batch
+        self.sizes = np.array([rows.shape[0] for rows in train_rows], dtype=np.int64)  # (G,) n_i
+        self.starts = np.cumsum(self.sizes) - self.sizes  # (G,) where agent i's rows begin
+        laid = [np.asarray(rows, dtype=np.int64) for rows in train_rows]
+        self.rows = np.concatenate(laid) if laid else np.zeros(0, dtype=np.int64)  # (Σ n_i,)
+
+    def draw(self, stopped: np.ndarray, generators: Sequence[torch.Generator]) -> torch.Tensor:
+        """One epoch's order; one permutation from each drawing agent's generator."""
+        order = np.zeros((self.g, self.steps * self.batch), dtype=np.int64)  # (G, steps * B)
+        drawing = np.flatnonzero(~stopped & (self.sizes > 0))  # (D,)
+        if drawing.size:
+            sizes, starts = self.sizes[drawing], self.starts[drawing]  # (D,)
+            counts = self.sizes.tolist()
+            perms = torch.cat([torch.randperm(counts[i], generator=generators[i]) for i in drawing.tolist()])
+            order[drawing] = self.rows[starts][:, None]  # padding: the agent's first row
+            agent = np.repeat(drawing, sizes)  # (Σ n_d,) whose record each entry is
+            position = np.arange(agent.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # (Σ n_d,)
+            order[agent, position] = self.rows[np.repeat(starts, sizes) + perms.numpy()]
+        steps_major = order.reshape(self.g, self.steps, self.batch).transpose(1, 0, 2)  # (steps, G, B)
+        return torch.from_numpy(steps_major.reshape(self.steps, self.g * self.batch).copy())
 
 
 def _validation_loss(
