@@ -457,18 +457,21 @@ def load_digits() -> Dataset:
 
 
 def _bundled_digits_table() -> np.ndarray:
-    """scikit-learn's digits.csv.gz as a float table (1797, 65), found without importing scikit-learn."""
+    """scikit-learn's digits.csv.gz as an integer table (1797, 65), found without importing scikit-learn.
+
+    Parsed as integers, which every entry is: 4 ms against 17-27 ms as floats.
+    """
     import importlib.util
 
     spec = importlib.util.find_spec("sklearn")
     for folder in (spec.submodule_search_locations or []) if spec is not None else []:
         path = Path(folder) / "datasets" / "data" / "digits.csv.gz"
         if path.is_file():
-            return np.loadtxt(path, delimiter=",")
+            return np.loadtxt(path, delimiter=",", dtype=np.int64)
     from sklearn.datasets import load_digits as sklearn_digits
 
     bunch = sklearn_digits()
-    return np.column_stack([bunch.data, bunch.target])
+    return np.column_stack([bunch.data, bunch.target]).astype(np.int64)
 
 
 # --------------------------------------------------------------------------- npz / csv
