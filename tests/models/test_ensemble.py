@@ -59,11 +59,16 @@ def test_agents_smaller_than_one_batch_train_as_each_alone(model):
         assert _max_param_gap(alone, ensemble, i) < 1e-5, f"agent {i} (n={sizes[i]})"
 
 
-def test_initialisation_is_exactly_build_models():
-    ensemble = init_ensemble("mlp", SHAPE, NUM_CLASSES, SEEDS, hidden=16)
+@pytest.mark.parametrize("model", ["logistic", "mlp", "cnn"])
+def test_initialisation_is_exactly_build_models(model):
+    ensemble, generators = ensemble_module._init_with_generators(  # noqa: SLF001 - and where it leaves them
+        model, SHAPE, NUM_CLASSES, SEEDS, 16, None, ensemble_module._DEFAULT_MEMORY_BUDGET  # noqa: SLF001
+    )
     for i, seed in enumerate(SEEDS):
-        net = build_model("mlp", SHAPE, NUM_CLASSES, hidden=16, generator=torch.Generator().manual_seed(seed))
+        generator = torch.Generator().manual_seed(seed)
+        net = build_model(model, SHAPE, NUM_CLASSES, hidden=16, generator=generator)
         assert _max_param_gap(net, ensemble, i) == 0.0
+        assert torch.equal(generators[i].get_state(), generator.get_state())
 
 
 def test_agent_without_data_keeps_its_initial_weights():

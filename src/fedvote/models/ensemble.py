@@ -52,7 +52,7 @@ from torch.func import functional_call, grad, vmap
 from fedvote.models.allocator import retain_freed_memory
 from fedvote.models.stacked_conv import StackedConvNet
 from fedvote.models.training import TrainingConfig
-from fedvote.models.zoo import SmallCNN, _reset_parameters, build_model
+from fedvote.models.zoo import SmallCNN, build_model, initial_draws
 
 _DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of activations per vectorised pass
 # Adam's defaults, as torch.optim.Adam (which fit_classifier uses).
@@ -919,12 +919,16 @@ def _init_with_generators(
     template = build_model(name, example_shape, num_classes, hidden=hidden)
     slots = _slots(template)
     flat = torch.empty((len(seeds), sum(slot.numel for slot in slots)))  # (N, P)
+    # The very draws build_model makes (zoo._reset_parameters), each straight into its slot of
+    # the row: a contiguous slice is filled in the logical order a fresh tensor would be.
+    slot_of = {id(p): slot for slot, p in zip(slots, template.parameters(), strict=True)}
+    draws = [(slot_of[id(parameter)], bound) for parameter, bound in initial_draws(template)]
     generators: list[torch.Generator] = []
     with torch.no_grad():
         for i, seed in enumerate(seeds):
             generator = torch.Generator().manual_seed(int(seed))
-            _reset_parameters(template, generator)  # the very draws build_model makes
-            flat[i] = torch.cat([p.reshape(-1) for p in template.parameters()])
+            for slot, bound in draws:
+                flat[i, slot.offset : slot.offset + slot.numel].uniform_(-bound, bound, generator=generator)
             generators.append(generator)
     target = torch.device(device) if device is not None else torch.device("cpu")
     ensemble = ModelEnsemble(template.to(target), flat.to(target), memory_budget_bytes=memory_budget_bytes)

@@ -123,15 +123,21 @@ class SmallCNN(nn.Module):
         return x.requires_grad or any(parameter.requires_grad for parameter in self.parameters())
 
 
+def initial_draws(model: nn.Module) -> list[tuple[nn.Parameter, float]]:
+    """Each parameter :func:`_reset_parameters` draws, in its order, with its bound ±1/√fan-in."""
+    draws = []
+    for module in model.modules():
+        if isinstance(module, nn.Linear | nn.Conv2d):
+            bound = 1.0 / math.sqrt(module.weight[0].numel())
+            draws.append((module.weight, bound))
+            if module.bias is not None:
+                draws.append((module.bias, bound))
+    return draws
+
+
 def _reset_parameters(model: nn.Module, generator: torch.Generator) -> None:
     """Kaiming-uniform weights and uniform biases (PyTorch's defaults) drawn from ``generator``."""
     with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, nn.Linear | nn.Conv2d):
-                fan_in = module.weight[0].numel()
-                bound = 1.0 / math.sqrt(fan_in)
-                # Drawn in logical order, then copied: the same weights whatever the layout.
-                drawn = torch.empty(module.weight.shape).uniform_(-bound, bound, generator=generator)
-                module.weight.copy_(drawn)
-                if module.bias is not None:
-                    module.bias.uniform_(-bound, bound, generator=generator)
+        for parameter, bound in initial_draws(model):
+            # Drawn in logical order, then copied: the same weights whatever the layout.
+            parameter.copy_(torch.empty(parameter.shape).uniform_(-bound, bound, generator=generator))
