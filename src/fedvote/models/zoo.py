@@ -123,9 +123,9 @@ class SmallCNN(nn.Module):
         return x.requires_grad or any(parameter.requires_grad for parameter in self.parameters())
 
 
-def initial_draws(model: nn.Module) -> list[tuple[nn.Parameter, float]]:
+def initial_draws(model: nn.Module) -> list[tuple[torch.Tensor, float]]:
     """Each parameter :func:`_reset_parameters` draws, in its order, with its bound ±1/√fan-in."""
-    draws = []
+    draws: list[tuple[torch.Tensor, float]] = []
     for module in model.modules():
         if isinstance(module, nn.Linear | nn.Conv2d):
             bound = 1.0 / math.sqrt(module.weight[0].numel())
