@@ -246,8 +246,10 @@ class Agent:
     def install_teacher(self, teacher: nn.Module) -> None:
         """Take ``teacher`` as f_i: a model trained for this agent on its own private data.
 
-        For in-process transports that train every agent's teacher at once (the batched
-        ensemble of :class:`fedvote.transport.LocalTransport`); the result is the teacher
+        For teachers trained elsewhere than :meth:`train_teacher`: a node restoring its
+        checkpoint (Flower's ClientApp), DANN, the multi-label heads. The batched ensemble of
+        :class:`fedvote.transport.LocalTransport` installs a builder instead
+        (:meth:`install_teacher_builder`); either way the teacher is the one
         :meth:`train_teacher` would have produced, up to floating-point rounding.
         """
         self._teacher_builder = None
@@ -275,7 +277,7 @@ class Agent:
 
     @property
     def teacher(self) -> nn.Module:
-        """f_i; a ``RuntimeError`` before :meth:`train_teacher` or :meth:`install_teacher`."""
+        """f_i (built now if a builder was installed); a ``RuntimeError`` before any teacher was given."""
         if self._teacher is None and self._teacher_builder is not None:
             self._teacher = self._teacher_builder().eval()
             self._teacher_builder = None
