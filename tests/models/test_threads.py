@@ -48,7 +48,9 @@ def test_the_thread_counts_come_back_after_an_error(two_threads):
     assert _pool_threads() == pools_before
 
 
-def test_the_libraries_are_found_once_per_process(monkeypatch):
+@pytest.fixture
+def lookups(monkeypatch):
+    """Each time threads looks for the libraries, from a fresh start: the list grows by one."""
     built = []
 
     class CountingController(threads.ThreadpoolController):
@@ -58,30 +60,25 @@ def test_the_libraries_are_found_once_per_process(monkeypatch):
 
     monkeypatch.setattr(threads, "ThreadpoolController", CountingController)
     monkeypatch.setattr(threads, "_controller", None)
+    return built
+
+
+def test_the_libraries_are_found_once_per_process(lookups):
     for _ in range(3):
         with threads.single_threaded_blas():
             assert set(_pool_threads()) == {1}
-    assert len(built) == 1
+    assert len(lookups) == 1
 
 
-def test_the_libraries_are_found_again_after_an_import(monkeypatch):
+def test_the_libraries_are_found_again_after_an_import(lookups, monkeypatch):
     """A module imported after the first lookup may bring its own pool: the next block looks again."""
-    built = []
-
-    class CountingController(threads.ThreadpoolController):
-        def __init__(self) -> None:
-            built.append(1)
-            super().__init__()
-
-    monkeypatch.setattr(threads, "ThreadpoolController", CountingController)
-    monkeypatch.setattr(threads, "_controller", None)
     with threads.single_threaded_blas():
         pass
     monkeypatch.setitem(sys.modules, "fedvote_test_freshly_imported", types.ModuleType("fresh"))
     for _ in range(2):
         with threads.single_threaded_blas():
             assert set(_pool_threads()) == {1}
-    assert len(built) == 2
+    assert len(lookups) == 2
 
 
 def test_large_products_take_torchs_threads_back_inside_the_block(two_threads):

@@ -93,7 +93,7 @@ def test_fedvotes_accountant_reports_dp_accountings_epsilon(event: dp_event.DpEv
 
 
 @pytest.mark.parametrize(("size", "lowest"), [(1, 3), (2, -1), (1000, -500), (1001, -500), (40_000, -17_000)])
-def test_the_connect_the_dots_pmf_is_dp_accountings_to_the_bit(size: int, lowest: int) -> None:
+def test_the_connect_the_dots_pmf_is_dp_accountings_to_the_bit(size: int, lowest: int, assert_same_pmf) -> None:
     """Built from the same δ(ε) array: the same kind of PMF, offset, probabilities and +∞ mass.
 
     The δ are random non-increasing values in [0, 1] with small rises inside dp-accounting's
@@ -105,14 +105,7 @@ def test_the_connect_the_dots_pmf_is_dp_accountings_to_the_bit(size: int, lowest
         deltas[size // 3] += 5e-8  # a rise within the tolerance
         deltas[-(size // 4) :] = deltas[-(size // 4)]
     expected = pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(1e-4, lowest, lowest + size - 1, deltas)
-    got = connect_dots_pmf(1e-4, lowest, deltas)
-    assert type(got) is type(expected)
-    if isinstance(expected, pld_pmf.DensePLDPmf):
-        assert got._lower_loss == expected._lower_loss  # noqa: SLF001
-        np.testing.assert_array_equal(got._probs, expected._probs)  # noqa: SLF001
-    else:
-        assert got._loss_probs == expected._loss_probs  # noqa: SLF001
-    assert got._infinity_mass == expected._infinity_mass  # noqa: SLF001
+    assert_same_pmf(connect_dots_pmf(1e-4, lowest, deltas), expected)
 
 
 @pytest.mark.parametrize(

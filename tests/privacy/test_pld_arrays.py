@@ -88,34 +88,26 @@ PAIRS = {
 
 
 @pytest.mark.parametrize("pair", list(PAIRS))
-def test_compose_equals_dp_accountings(pair: str) -> None:
+def test_compose_equals_dp_accountings(pair: str, assert_same_pmf) -> None:
     """Same support, the same probabilities bit for bit, the same mass at infinity as dp-accounting's compose."""
     first, second = (make() for make in PAIRS[pair])
     theirs, ours = first.compose(second), pld_arrays.compose(first, second)
     assert ours._symmetric == theirs._symmetric  # noqa: SLF001
     for expected, got in zip(_pmfs(theirs), _pmfs(ours), strict=True):
-        assert type(got) is type(expected)
-        if isinstance(expected, pld_pmf.DensePLDPmf):
-            assert got._lower_loss == expected._lower_loss  # noqa: SLF001
-            np.testing.assert_array_equal(got._probs, expected._probs)  # noqa: SLF001
-        else:
-            assert got._loss_probs == expected._loss_probs  # noqa: SLF001
-        assert got._infinity_mass == expected._infinity_mass  # noqa: SLF001
+        assert_same_pmf(got, expected)
     for delta in (1e-3, 1e-6):
         assert pld_arrays.epsilon_for_delta(ours, delta) == theirs.get_epsilon_for_delta(delta)
 
 
 @pytest.mark.parametrize("pessimistic", [True, False])
-def test_tails_within_the_truncation_are_cut_as_dp_accounting_cuts_them(pessimistic: bool) -> None:
+def test_tails_within_the_truncation_are_cut_as_dp_accounting_cuts_them(pessimistic: bool, assert_same_pmf) -> None:
     """Three losses of 1e-17 at each end (3e-17 < 5e-16 each side): cut, their mass moved as dp-accounting moves it."""
     probs = np.concatenate([np.full(3, 1e-17), [0.25, 0.5, 0.25 - 6e-17], np.full(3, 1e-17)])
     tailed = pld_module.PrivacyLossDistribution(pld_pmf.DensePLDPmf(1e-4, -4, probs, 0.0, pessimistic))
     point = pld_module.PrivacyLossDistribution(pld_pmf.DensePLDPmf(1e-4, 0, np.ones(1), 0.0, pessimistic))
     theirs, ours = tailed.compose(point), pld_arrays.compose(tailed, point)
-    assert ours._pmf_remove._lower_loss == theirs._pmf_remove._lower_loss == -1  # noqa: SLF001
-    np.testing.assert_array_equal(ours._pmf_remove._probs, theirs._pmf_remove._probs)  # noqa: SLF001
-    assert ours._pmf_remove._probs.size == 3  # noqa: SLF001
-    assert ours._pmf_remove._infinity_mass == theirs._pmf_remove._infinity_mass  # noqa: SLF001
+    assert_same_pmf(ours._pmf_remove, theirs._pmf_remove)  # noqa: SLF001
+    assert ours._pmf_remove._lower_loss == -1 and ours._pmf_remove._probs.size == 3  # noqa: SLF001
 
 
 @pytest.mark.parametrize(("sigma", "q", "relation", "count"), COMPOSITIONS)

@@ -64,15 +64,8 @@ def test_batched_teachers_are_each_agents_own_module_built_on_first_use(trained_
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=0, atol=1e-4, err_msg=f"agent {i}")
 
 
-def test_a_teacher_installed_or_trained_later_replaces_a_pending_builder(small_federation):
-    agent = Agent(
-        agent_id=0,
-        data=small_federation.agents[0],
-        public_features=small_federation.public.features,
-        num_classes=small_federation.num_classes,
-        noise_rng=np.random.default_rng(0),
-        seed=1,
-    )
+def test_a_teacher_installed_or_trained_later_replaces_a_pending_builder(skewed_federation):
+    agent = LocalTransport(skewed_federation, seed=5)._agents[0]  # noqa: SLF001 - an untrained agent
     calls = []
     agent.install_teacher_builder(lambda: calls.append(1) or torch.nn.Linear(64, 10))
     installed = torch.nn.Linear(64, 10)

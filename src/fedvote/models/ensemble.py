@@ -515,7 +515,8 @@ class _EpochOrders:
 
     def __init__(self, train_rows: list[np.ndarray], max_steps: int, batch: int) -> None:
         self.g, self.steps, self.batch = len(train_rows), max_steps, batch
-        self.sizes = np.array([rows.shape[0] for rows in train_rows], dtype=np.int64)  # (G,) n_i
+        self.counts = [rows.shape[0] for rows in train_rows]  # n_i, for randperm
+        self.sizes = np.array(self.counts, dtype=np.int64)  # (G,) n_i
         self.starts = np.cumsum(self.sizes) - self.sizes  # (G,) where agent i's rows begin
         laid = [np.asarray(rows, dtype=np.int64) for rows in train_rows]
         self.rows = np.concatenate(laid) if laid else np.zeros(0, dtype=np.int64)  # (Σ n_i,)
@@ -526,8 +527,8 @@ class _EpochOrders:
         drawing = np.flatnonzero(~stopped & (self.sizes > 0))  # (D,)
         if drawing.size:
             sizes, starts = self.sizes[drawing], self.starts[drawing]  # (D,)
-            counts = self.sizes.tolist()
-            perms = torch.cat([torch.randperm(counts[i], generator=generators[i]) for i in drawing.tolist()])
+            drawn = [torch.randperm(self.counts[i], generator=generators[i]) for i in drawing.tolist()]
+            perms = torch.cat(drawn)  # (Σ n_d,) each agent's permutation of its own records
             order[drawing] = self.rows[starts][:, None]  # padding: the agent's first row
             agent = np.repeat(drawing, sizes)  # (Σ n_d,) whose record each entry is
             position = np.arange(agent.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # (Σ n_d,)

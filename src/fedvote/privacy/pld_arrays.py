@@ -44,7 +44,11 @@ PARALLEL_POWER_SIZE = 100_000
 
 
 def _free_cores() -> int:
-    """Cores this process may run on (at most the two a composition can use)."""
+    """Cores this process may run on (at most the two a composition can use).
+
+    The CPU affinity, not torch's thread count (``fedvote.models.threads``): accounting does
+    not import torch.
+    """
     return min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
