@@ -90,7 +90,7 @@ lint: install-dev
 	$(BIN)/mypy
 
 # Each benchmarks/bench_*.py writes benchmarks/results/<name>.json; report.py turns them all into docs/performance.md.
-# bench_compute_bound.py runs last: it reads the times teachers.json and peers.json hold.
+# bench_compute_bound.py runs last: it reads the times teachers.json and peers.json hold (--peers names another).
 # bench_peers.py also needs Flower's simulation engine (Ray, fedvote[simulation]) and, for its pfl rows, make bench-peers-env.
 bench: install-dev $(VENV)/.installed-simulation
 	@for b in $(filter-out %/bench_compute_bound.py,$(wildcard benchmarks/bench_*.py)) benchmarks/bench_compute_bound.py; do echo "== $$b"; FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python $$b || exit 1; done

@@ -76,9 +76,8 @@ def _agreement_with_cpu(
     difference = (fitted["cpu"].flat_params - fitted["cuda"].flat_params.cpu()).abs()  # (N, P)
     votes_cpu = fitted["cpu"].predict(query_x).cpu()  # (N, Q)
     votes_cuda = fitted["cuda"].predict(query_x).cpu()  # (N, Q)
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = (
-        defaults  # as found, for the timings
-    )
+    # PyTorch's settings as found, for the timings that follow
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = defaults
     return {
         "tf32": tf32,
         "median_abs_parameter_difference": float(difference.median()),
