@@ -34,6 +34,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import torch
+
 if __package__ in (None, ""):  # run as a file: make ``benchmarks`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -48,6 +50,7 @@ from benchmarks.common import (
 from fedvote.config import load_run_config
 from fedvote.progress import StepBar
 from fedvote.runner import build_config, run
+from fedvote.transport.batched_clients import default_device
 
 # fedvote run's flags in the timed command (issue 17's and 21's Bar), data directory aside.
 COMMAND_SETTINGS: dict[str, Any] = {
@@ -92,14 +95,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=None, help=f"a run config file [default: {COMMAND}]")
     parser.add_argument("--teacher-epochs", type=int, default=None, help="override the teachers' epochs")
     parser.add_argument("--student-epochs", type=int, default=None, help="override the student's epochs")
+    parser.add_argument(
+        "--out", type=Path, default=None,
+        help="results file [default: benchmarks/results/end_to_end.json; e.g. end_to_end_gpu.json on a GPU]",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     data_dir = default_data_dir()
     source = COMMAND if args.config is None else str(args.config)
-    title = f"End-to-end PATE-FL, MNIST non-IID ({source})"
+    # where fedvote run puts the teachers (LocalTransport's "auto")
+    device = default_device(torch.device("cpu"))
+    on_gpu = "" if device.type == "cpu" else f", teachers on {torch.cuda.get_device_name(device)}"
+    title = f"End-to-end PATE-FL, MNIST non-IID{on_gpu} ({source})"
     if data_dir is None or not (data_dir / "mnist").is_dir():
         note = "skipped: MNIST not found (set FEDVOTE_DATA or put it in ../shared/datasets/mnist)"
         print(note)
-        write_results("end_to_end", title=title, rows=[], columns=COLUMNS, notes=note)
+        write_results("end_to_end", title=title, rows=[], columns=COLUMNS, notes=note, path=args.out)
         return 0
     if args.config is None:
         config = build_config("pate-fl", dataset="mnist", data_dir=str(data_dir), **COMMAND_SETTINGS)
@@ -143,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{result.details.get('student_precision', 'float32')} arithmetic); total {total:.1f} s",
         "load average (1, 5, 15 min) before: " + ", ".join(f"{v:.2f}" for v in load_before)
         + "; after: " + ", ".join(f"{v:.2f}" for v in load_after),
+        f"teachers and votes on {device} (fedvote run's default: CUDA when "
+        "PyTorch sees a GPU), the student on the CPU",
         f"host speed: the reference student step (benchmarks/common.py: reference_step_ms) took "
         f"{reference_before:.1f} ms just before the run and {reference_after:.1f} ms just after",
     ]
@@ -158,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             "peak MB: the process's resident set during the phase (reset at its start)"
         ),
         summary=summary,
+        path=args.out,
     )
     print(f"\nwrote {out}")
     return 0

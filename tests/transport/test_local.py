@@ -184,3 +184,15 @@ def test_cnn_teachers_are_batched_on_cpu_and_augmenting_ones_loop(skewed_federat
     assert transport._ensemble is None
     sums = transport.vote_sum(np.arange(10), 0.0, skewed_federation.num_agents).sums
     assert np.array_equal(sums.sum(axis=1), np.full(10, skewed_federation.num_agents))
+
+
+def test_auto_computes_on_cuda_when_pytorch_sees_it_and_a_named_device_is_kept(skewed_federation, monkeypatch):
+    """``"auto"`` (the default) follows ``torch.cuda.is_available()``; a named device holds for the
+    teachers and for the gradient clients' stacked records alike."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert LocalTransport(skewed_federation, noise_seed=0).device == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert LocalTransport(skewed_federation, noise_seed=0).device == torch.device("cuda")
+    on_cpu = LocalTransport(skewed_federation, noise_seed=0, device="cpu")
+    assert on_cpu.device == torch.device("cpu")
+    assert on_cpu._stacked_records().features.device == torch.device("cpu")

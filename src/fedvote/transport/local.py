@@ -92,7 +92,12 @@ class LocalTransport(
         teachers up to floating-point rounding, and the same noise: each agent still
         adds its own noise share from its own generator.
     device : str or torch.device
-        Where the batched ensemble trains and votes (default ``"cpu"``; e.g. ``"cuda"``).
+        Where the batched ensemble trains and votes, and the batched clients of the gradient
+        methods train: ``"auto"`` (default) is CUDA when PyTorch sees a GPU, else the CPU;
+        or name one, e.g. ``"cpu"``. Only where the arithmetic runs: every release still
+        leaves through its agent, noised on the CPU. A GPU rounds differently (cuDNN's TF32
+        convolutions), so its teachers differ slightly from the CPU's
+        (``benchmarks/bench_cnn_gpu.py`` measures how much).
     secure_sum : bool
         Sum the agents' noisy releases through the pairwise-mask secure-sum protocol
         (:mod:`fedvote.aggregation.secure_sum`, fresh OS-random seeds every round), so the
@@ -113,7 +118,7 @@ class LocalTransport(
         seed: int = 0,
         noise_seed: int | None = None,
         batched: bool = True,
-        device: str | torch.device = "cpu",
+        device: str | torch.device = "auto",
         secure_sum: bool = False,
         secure_noise: bool = False,
     ):
@@ -150,7 +155,7 @@ class LocalTransport(
         self._public_features = federation.public.features
         self._training_seeds = training_seeds
         self._batched = batched
-        self._device = torch.device(device)
+        self._device = default_device(torch.device("cpu")) if device == "auto" else torch.device(device)
         self._ensemble: ModelEnsemble | None = None
         self._knn: _LocalKnn | None = None
         self._weighted: list[WeightedVoter] | None = None  # agent-side weights (assign_weights)
@@ -167,6 +172,11 @@ class LocalTransport(
     def num_classes(self) -> int:
         """Number of classes C (the width of a vote)."""
         return self._num_classes
+
+    @property
+    def device(self) -> torch.device:
+        """Where the batched teachers and the gradient methods' batched clients compute."""
+        return self._device
 
     @property
     def batched(self) -> bool:
@@ -633,7 +643,7 @@ class LocalTransport(
     def _stacked_records(self) -> StackedRecords:
         """Every agent's records, stacked on the batched device (PriFedSync's and the gradient baselines')."""
         if self._records is None:
-            self._records = StackedRecords(self._private, default_device(self._device))
+            self._records = StackedRecords(self._private, self._device)
         return self._records
 
     def _gradient_clients(self) -> BatchedUpdates:
