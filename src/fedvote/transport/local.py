@@ -94,8 +94,9 @@ class LocalTransport(
     device : str or torch.device
         Where the batched ensemble trains and votes, and the batched clients of the gradient
         methods train: ``"auto"`` (default) is CUDA when PyTorch sees a GPU, else the CPU;
-        or name one, e.g. ``"cpu"``. Only where the arithmetic runs: every release still
-        leaves through its agent, noised on the CPU. A GPU rounds differently (cuDNN's TF32
+        or name one, e.g. ``"cpu"``. Only where the arithmetic runs: every noise draw is
+        still made on the CPU from its agent's own generator and every release leaves
+        through its agent. A GPU rounds differently (cuDNN's TF32
         convolutions), so its teachers differ slightly from the CPU's
         (``benchmarks/bench_cnn_gpu.py`` measures how much).
     secure_sum : bool
