@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = default_data_dir()
     source = COMMAND if args.config is None else str(args.config)
     # where fedvote run puts the teachers (LocalTransport's "auto")
-    device = default_device(torch.device("cpu"))
+    device = default_device()
     on_gpu = "" if device.type == "cpu" else f", teachers on {torch.cuda.get_device_name(device)}"
     title = f"End-to-end PATE-FL, MNIST non-IID{on_gpu} ({source})"
     if data_dir is None or not (data_dir / "mnist").is_dir():

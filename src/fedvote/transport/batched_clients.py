@@ -49,9 +49,9 @@ BATCHED_CLIENTS_TAG = 0xBC5
 GROUP_RATIO = 2.0
 
 
-def default_device(fallback: torch.device) -> torch.device:
-    """CUDA when available (the batched clients are a few large tensor products), else ``fallback``."""
-    return torch.device("cuda") if torch.cuda.is_available() else fallback
+def default_device() -> torch.device:
+    """CUDA when PyTorch sees a GPU (batched teachers and clients are large tensor products), else the CPU."""
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
 
 class StackedRecords:

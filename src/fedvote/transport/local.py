@@ -156,7 +156,7 @@ class LocalTransport(
         self._public_features = federation.public.features
         self._training_seeds = training_seeds
         self._batched = batched
-        self._device = default_device(torch.device("cpu")) if device == "auto" else torch.device(device)
+        self._device = default_device() if device == "auto" else torch.device(device)
         self._ensemble: ModelEnsemble | None = None
         self._knn: _LocalKnn | None = None
         self._weighted: list[WeightedVoter] | None = None  # agent-side weights (assign_weights)
