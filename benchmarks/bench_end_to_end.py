@@ -48,6 +48,7 @@ from benchmarks.common import (
     write_results,
 )
 from fedvote.config import load_run_config
+from fedvote.models.student import consistency_device
 from fedvote.progress import StepBar
 from fedvote.runner import build_config, run
 from fedvote.transport.batched_clients import default_device
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     source = COMMAND if args.config is None else str(args.config)
     # where fedvote run puts the teachers (LocalTransport's "auto")
     device = default_device()
-    on_gpu = "" if device.type == "cpu" else f", teachers on {torch.cuda.get_device_name(device)}"
+    on_gpu = "" if device.type == "cpu" else f", on {torch.cuda.get_device_name(device)}"
     title = f"End-to-end PATE-FL, MNIST non-IID{on_gpu} ({source})"
     if data_dir is None or not (data_dir / "mnist").is_dir():
         note = "skipped: MNIST not found (set FEDVOTE_DATA or put it in ../shared/datasets/mnist)"
@@ -154,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         "load average (1, 5, 15 min) before: " + ", ".join(f"{v:.2f}" for v in load_before)
         + "; after: " + ", ".join(f"{v:.2f}" for v in load_after),
         f"teachers and votes on {device} (fedvote run's default: CUDA when "
-        "PyTorch sees a GPU), the student on the CPU",
+        "PyTorch sees a GPU), the student's consistency training on "
+        f"{consistency_device('auto', result.details.get('student_precision', 'float32'))}",
         f"host speed: the reference student step (benchmarks/common.py: reference_step_ms) took "
         f"{reference_before:.1f} ms just before the run and {reference_after:.1f} ms just after",
     ]

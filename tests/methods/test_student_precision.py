@@ -18,9 +18,9 @@ def test_a_voting_run_records_the_arithmetic_its_student_used(monkeypatch, small
     used: list[str] = []
     original = precision.training_arithmetic
 
-    def spy(name: str):  # what the student's training steps ran in
+    def spy(name: str, device_type: str = "cpu"):  # what the student's training steps ran in
         used.append(name)
-        return original(name)
+        return original(name, device_type)
 
     for module in ("fedvote.models.training", "fedvote.models.semi_supervised"):
         monkeypatch.setattr(f"{module}.training_arithmetic", spy)

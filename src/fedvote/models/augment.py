@@ -6,7 +6,9 @@ FixMatch (Sohn et al. 2020) asks two views of every unlabelled image: a *weak* o
 to the same label. Digits must keep their identity, so nothing flips. Every draw comes
 from the caller's ``torch.Generator``: a run is reproducible from its seed.
 
-All functions take and return float batches (B, C, H, W).
+All functions take and return float batches (B, C, H, W), on the CPU or a GPU: the random
+draws are always made on the CPU from the caller's generator (the same stream either way) and
+what they build moves to the images' device.
 """
 
 from __future__ import annotations
@@ -45,14 +47,14 @@ def _affine_grid(theta: torch.Tensor, height: int, width: int) -> torch.Tensor:
     images (2-core AMD EPYC), the larger part of the student's augmentations.
     """
     batch = theta.shape[0]
-    centres = _pixel_centres(height, width).to(theta.dtype)  # (3, H * W)
+    centres = _pixel_centres(height, width).to(theta.device, theta.dtype)  # (3, H * W)
     points = torch.bmm(theta, centres.expand(batch, 3, height * width))  # (B, 2, H * W)
     return points.transpose(1, 2).reshape(batch, height, width, 2)
 
 
 def _warp(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     """``x`` (B, C, H, W) resampled through the affine maps ``theta`` (B, 2, 3); zeros outside."""
-    grid = _affine_grid(theta, x.shape[2], x.shape[3])  # (B, H, W, 2)
+    grid = _affine_grid(theta.to(x.device), x.shape[2], x.shape[3])  # (B, H, W, 2)
     return functional.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 
@@ -104,8 +106,8 @@ def strong_augment(
 
     mean = out.mean(dim=(1, 2, 3), keepdim=True)  # (B, 1, 1, 1)
     span = (x.amax(dim=(1, 2, 3), keepdim=True) - x.amin(dim=(1, 2, 3), keepdim=True)).clamp_min(1e-6)
-    contrast = _uniform(0.5, 1.5, batch, generator).view(batch, 1, 1, 1)
-    brightness = _uniform(-0.2, 0.2, batch, generator).view(batch, 1, 1, 1) * span
+    contrast = _uniform(0.5, 1.5, batch, generator).view(batch, 1, 1, 1).to(x.device)
+    brightness = _uniform(-0.2, 0.2, batch, generator).view(batch, 1, 1, 1).to(x.device) * span
     out = (out - mean) * contrast + mean + brightness
 
     side = (_uniform(0.0, cutout, batch, generator) * min(height, width)).round().long()  # (B,)
@@ -119,4 +121,4 @@ def strong_augment(
         & ((cols - left.view(batch, 1, 1)).abs() <= half)
         & (side.view(batch, 1, 1) > 0)
     )  # (B, H, W)
-    return out.masked_fill(hole.unsqueeze(1), 0.0)
+    return out.masked_fill(hole.unsqueeze(1).to(x.device), 0.0)

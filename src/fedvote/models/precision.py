@@ -45,14 +45,16 @@ def resolve_precision(name: str, example_shape: tuple[int, ...]) -> str:
     return "bfloat16" if large_image and native_bfloat16() else "float32"
 
 
-def training_arithmetic(precision: str) -> contextlib.AbstractContextManager[object]:
+def training_arithmetic(
+    precision: str, device_type: str = "cpu"
+) -> contextlib.AbstractContextManager[object]:
     """The context a training step's forward (and so its backward) runs in at ``precision``.
 
     ``precision`` is resolved (``"float32"`` or ``"bfloat16"``); the caller casts the logits
-    to float32 before its losses.
+    to float32 before its losses. ``device_type``: where the step runs (``"cpu"``, ``"cuda"``).
     """
     if precision == "bfloat16":
-        return torch.autocast("cpu", dtype=torch.bfloat16)
+        return torch.autocast(device_type, dtype=torch.bfloat16)
     if precision == "float32":
         return contextlib.nullcontext()
     raise ValueError(f"precision must be resolved to float32 or bfloat16, got {precision!r}")

@@ -133,7 +133,7 @@ def _vat_perturbation(
         flat = v.reshape(v.shape[0], -1)
         return (flat / flat.norm(dim=1, keepdim=True).clamp_min(1e-12)).reshape(v.shape)
 
-    probe = (1e-6 * unit(torch.randn(x.shape, generator=generator))).requires_grad_(True)
+    probe = (1e-6 * unit(torch.randn(x.shape, generator=generator).to(x.device))).requires_grad_(True)
     target = functional.softmax(logits.detach(), dim=1)
     divergence = functional.kl_div(
         functional.log_softmax(model(x + probe).float(), dim=1), target, reduction="batchmean"
@@ -169,10 +169,11 @@ def relabel_pool(
     the whole pool stays the unlabelled set. Public points and released labels only.
     """
     model.eval()
-    pool = torch.as_tensor(unlabeled, dtype=torch.float32)  # (U, *shape)
+    device = next((parameter.device for parameter in model.parameters()), torch.device("cpu"))
+    pool = torch.as_tensor(unlabeled, dtype=torch.float32, device=device)  # (U, *shape)
     with torch.no_grad():
         probs = torch.cat([functional.softmax(model(part), dim=1) for part in pool.split(1024)])  # (U, C)
-    best, guessed = probs.max(dim=1)
+    best, guessed = probs.cpu().max(dim=1)
     keep = (best >= confidence).numpy()
     rest = unlabeled[~keep] if int((~keep).sum()) >= min_unlabeled else unlabeled
     return RelabelledPool(
@@ -225,20 +226,25 @@ def train_consistency(
     method: str,
     settings: ConsistencySettings = ConsistencySettings(),
     step_fraction: float = 1.0,
+    device: torch.device | str = "cpu",
 ) -> nn.Module:
     """Train ``model`` by FixMatch or VAT on labelled (L, *shape) and unlabelled (U, *shape) points.
 
     ``config.epochs`` counts passes of B-sized steps over the pool (⌈(L + U) / B⌉ steps each),
     up to ``settings.max_steps`` steps in all, of which ``step_fraction`` are run (at least one;
-    the step size decays over those); returns the weights' moving average, in eval mode.
-    Each step's forward runs at ``config.precision`` (:mod:`fedvote.models.precision`); the
-    weights, the optimiser and the average stay float32.
+    the step size decays over those); returns the weights' moving average, in eval mode, on
+    ``device``. Each step's forward runs at ``config.precision`` (:mod:`fedvote.models.precision`);
+    the weights, the optimiser and the average stay float32. On a GPU (``device``) only the
+    arithmetic moves: every random draw (batches, augmentations, VAT's probe) is made on the CPU
+    from ``generator``, as on the CPU.
     """
     if method not in SEMI_SUPERVISED_METHODS:
         raise ValueError(f"unknown semi-supervised method {method!r}")
-    x_labeled = torch.as_tensor(features, dtype=torch.float32)  # (L, *shape)
-    y_labeled = torch.as_tensor(labels, dtype=torch.int64)  # (L,)
-    x_unlabeled = torch.as_tensor(unlabeled, dtype=torch.float32)  # (U, *shape)
+    device = torch.device(device)
+    model.to(device)
+    x_labeled = torch.as_tensor(features, dtype=torch.float32, device=device)  # (L, *shape)
+    y_labeled = torch.as_tensor(labels, dtype=torch.int64, device=device)  # (L,)
+    x_unlabeled = torch.as_tensor(unlabeled, dtype=torch.float32, device=device)  # (U, *shape)
     images = is_image_batch(x_labeled)
     if method == "fixmatch" and not images:
         raise ValueError("fixmatch needs image inputs (B, C, H, W) of at least 8x8")
@@ -267,10 +273,10 @@ def train_consistency(
     unlabeled_batches = _EndlessBatches(x_unlabeled.shape[0], unlabeled_batch, generator)
     model.train()
     for step in range(total_steps):
-        rows = labeled_batches.next()
+        rows = labeled_batches.next().to(device)
         inputs = weak_augment(x_labeled[rows], generator) if images else x_labeled[rows]
-        pool = x_unlabeled[unlabeled_batches.next()]  # (μB, *shape)
-        with training_arithmetic(arithmetic):
+        pool = x_unlabeled[unlabeled_batches.next().to(device)]  # (μB, *shape)
+        with training_arithmetic(arithmetic, device.type):
             if method == "fixmatch":
                 supervised, unsupervised = fixmatch_losses(
                     model,

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from fedvote.models.config import check_student_training
+from fedvote.models.precision import resolve_precision
 from fedvote.models.semi_supervised import (
     SEMI_SUPERVISED_METHODS,
     ConsistencySettings,
@@ -45,6 +46,18 @@ def resolve_student_training(name: str, example_shape: tuple[int, ...]) -> str:
     return "fixmatch" if large_image else "vat"
 
 
+def consistency_device(device: torch.device | str, precision: str) -> torch.device:
+    """Where FixMatch and VAT train: CUDA or the CPU for ``"auto"``, else the device named.
+
+    ``"auto"`` is CUDA when PyTorch sees a GPU able to multiply in ``precision`` (resolved).
+    """
+    if device != "auto":
+        return torch.device(device)
+    if not torch.cuda.is_available() or (precision == "bfloat16" and not torch.cuda.is_bf16_supported()):
+        return torch.device("cpu")
+    return torch.device("cuda")
+
+
 def train_student(
     features: np.ndarray,
     pseudo_labels: np.ndarray,
@@ -57,8 +70,9 @@ def train_student(
     self_training_rounds: int = 2,
     confidence: float = 0.9,
     consistency: ConsistencySettings | None = None,
+    device: torch.device | str = "auto",
 ) -> nn.Module:
-    """A fresh ``config.model`` trained on (features, pseudo_labels) and the unlabelled pool.
+    """A fresh ``config.model`` trained on (features, pseudo_labels) and the unlabelled pool; on the CPU.
 
     Parameters
     ----------
@@ -74,6 +88,10 @@ def train_student(
         softmax ≥ ``confidence``, retrain a fresh model on the union.
     consistency : ConsistencySettings or None
         FixMatch's and VAT's knobs (None: their defaults; experiments vary them).
+    device : torch.device or str
+        Where FixMatch and VAT train: ``"auto"`` is CUDA when PyTorch sees a GPU that
+        multiplies in the resolved precision, else the CPU. Every random draw stays on the
+        CPU generator; the other students train on the CPU; the student is returned on the CPU.
 
     """
     generator = torch.Generator().manual_seed(seed)
@@ -88,9 +106,10 @@ def train_student(
         assert unlabeled is not None
         settings = consistency or ConsistencySettings()
         rounds = settings.relabel_rounds if method == "fixmatch" else 0
+        where = consistency_device(device, resolve_precision(config.precision, shape))
         student = train_consistency(
             fresh(), features, pseudo_labels, unlabeled, config, generator, method=method, settings=settings,
-            step_fraction=settings.relabeller_step_fraction if rounds else 1.0,
+            step_fraction=settings.relabeller_step_fraction if rounds else 1.0, device=where,
         )  # fmt: skip
         for _ in range(rounds):
             pool = relabel_pool(
@@ -105,9 +124,9 @@ def train_student(
                 break
             student = train_consistency(
                 fresh(settings.relabel_cnn_widths), pool.features, pool.labels, pool.unlabeled, config,
-                generator, method=method, settings=settings,
+                generator, method=method, settings=settings, device=where,
             )  # fmt: skip
-        return student
+        return student.cpu()
     student = fit_classifier(fresh(), features, pseudo_labels, config, generator)
     if method != "self-training" or no_pool:
         return student
