@@ -48,10 +48,9 @@ from benchmarks.common import (
     write_results,
 )
 from fedvote.config import load_run_config
-from fedvote.models.student import consistency_device
+from fedvote.models.precision import compute_device
 from fedvote.progress import StepBar
 from fedvote.runner import build_config, run
-from fedvote.transport.batched_clients import default_device
 
 # fedvote run's flags in the timed command (issue 17's and 21's Bar), data directory aside.
 COMMAND_SETTINGS: dict[str, Any] = {
@@ -104,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = default_data_dir()
     source = COMMAND if args.config is None else str(args.config)
     # where fedvote run puts the teachers (LocalTransport's "auto")
-    device = default_device()
+    device = compute_device()
     on_gpu = "" if device.type == "cpu" else f", on {torch.cuda.get_device_name(device)}"
     title = f"End-to-end PATE-FL, MNIST non-IID{on_gpu} ({source})"
     if data_dir is None or not (data_dir / "mnist").is_dir():
@@ -156,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         + "; after: " + ", ".join(f"{v:.2f}" for v in load_after),
         f"teachers and votes on {device} (fedvote run's default: CUDA when "
         "PyTorch sees a GPU), the student's consistency training on "
-        f"{consistency_device('auto', result.details.get('student_precision', 'float32'))}",
+        f"{compute_device('auto', result.details.get('student_precision', 'float32'))}",
         f"host speed: the reference student step (benchmarks/common.py: reference_step_ms) took "
         f"{reference_before:.1f} ms just before the run and {reference_after:.1f} ms just after",
     ]

@@ -11,7 +11,7 @@ from fedvote.errors import ConfigError
 from fedvote.models import precision
 from fedvote.models.config import TrainingConfig
 from fedvote.models.multilabel import fit_attributes
-from fedvote.models.precision import native_bfloat16, resolve_precision, training_arithmetic
+from fedvote.models.precision import compute_device, native_bfloat16, resolve_precision, training_arithmetic
 from fedvote.models.semi_supervised import ConsistencySettings, train_consistency
 from fedvote.models.training import fit_classifier
 
@@ -144,3 +144,16 @@ def test_an_auto_student_on_small_inputs_trains_in_float32(monkeypatch) -> None:
     model = _Recorder(8, 2)
     fit_classifier(model, points, labels, TrainingConfig(epochs=1, precision="auto"), torch.Generator().manual_seed(0))
     assert model.calls and not any(autocast for autocast, _ in model.calls)
+
+
+def test_auto_takes_a_gpu_only_when_it_can_multiply_in_the_precision(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert compute_device("auto", "float32") == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert compute_device("auto", "bfloat16") == torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert compute_device("auto", "bfloat16") == torch.device("cpu")  # an older GPU: bfloat16 on the CPU
+    assert compute_device("auto", "float32") == torch.device("cuda")
+    assert compute_device("cpu", "float32") == torch.device("cpu")  # a named device is kept
+

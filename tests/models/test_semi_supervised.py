@@ -13,7 +13,7 @@ from fedvote.models.semi_supervised import (
     relabel_pool,
     train_consistency,
 )
-from fedvote.models.student import consistency_device, resolve_student_training, train_student
+from fedvote.models.student import resolve_student_training, train_student
 from fedvote.models.training import TrainingConfig, predict_labels
 from fedvote.models.zoo import build_model
 
@@ -235,18 +235,6 @@ def test_relabel_pool_adds_the_confident_points_keeps_the_released_labels_and_th
     # Nobody passes a confidence no softmax reaches.
     none = relabel_pool(_FixedLogits(table), queries, released, pool, confidence=1.01, min_unlabeled=1)
     assert none.added == 0 and none.labels.tolist() == [1, 1]
-
-
-def test_consistency_training_goes_to_a_gpu_only_when_one_can_multiply_in_the_students_precision(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert consistency_device("auto", "float32") == torch.device("cpu")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
-    assert consistency_device("auto", "bfloat16") == torch.device("cuda")
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
-    assert consistency_device("auto", "bfloat16") == torch.device("cpu")  # an older GPU: bfloat16 on the CPU
-    assert consistency_device("auto", "float32") == torch.device("cuda")
-    assert consistency_device("cpu", "float32") == torch.device("cpu")  # a named device is kept
 
 
 def test_the_student_is_the_same_on_the_named_cpu_as_on_auto_without_a_gpu(monkeypatch):

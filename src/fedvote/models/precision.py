@@ -45,6 +45,20 @@ def resolve_precision(name: str, example_shape: tuple[int, ...]) -> str:
     return "bfloat16" if large_image and native_bfloat16() else "float32"
 
 
+def compute_device(device: torch.device | str = "auto", precision: str = "float32") -> torch.device:
+    """Where arithmetic in ``precision`` (resolved) runs: a named device as named, ``"auto"`` resolved.
+
+    ``"auto"`` is CUDA when PyTorch sees a GPU that multiplies in ``precision`` (bfloat16 asks
+    ``torch.cuda.is_bf16_supported``), else the CPU. The batched teachers and clients
+    (float32) and the student's consistency training all take their device from here.
+    """
+    if not (isinstance(device, str) and device == "auto"):
+        return torch.device(device)
+    if not torch.cuda.is_available() or (precision == "bfloat16" and not torch.cuda.is_bf16_supported()):
+        return torch.device("cpu")
+    return torch.device("cuda")
+
+
 def training_arithmetic(
     precision: str, device_type: str = "cpu"
 ) -> contextlib.AbstractContextManager[object]:

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from fedvote.models.config import check_student_training
-from fedvote.models.precision import resolve_precision
+from fedvote.models.precision import compute_device, resolve_precision
 from fedvote.models.semi_supervised import (
     SEMI_SUPERVISED_METHODS,
     ConsistencySettings,
@@ -44,18 +44,6 @@ def resolve_student_training(name: str, example_shape: tuple[int, ...]) -> str:
         return name
     large_image = len(example_shape) == 3 and min(example_shape[1:]) >= FIXMATCH_MIN_SIDE
     return "fixmatch" if large_image else "vat"
-
-
-def consistency_device(device: torch.device | str, precision: str) -> torch.device:
-    """Where FixMatch and VAT train: CUDA or the CPU for ``"auto"``, else the device named.
-
-    ``"auto"`` is CUDA when PyTorch sees a GPU able to multiply in ``precision`` (resolved).
-    """
-    if device != "auto":
-        return torch.device(device)
-    if not torch.cuda.is_available() or (precision == "bfloat16" and not torch.cuda.is_bf16_supported()):
-        return torch.device("cpu")
-    return torch.device("cuda")
 
 
 def train_student(
@@ -106,7 +94,7 @@ def train_student(
         assert unlabeled is not None
         settings = consistency or ConsistencySettings()
         rounds = settings.relabel_rounds if method == "fixmatch" else 0
-        where = consistency_device(device, resolve_precision(config.precision, shape))
+        where = compute_device(device, resolve_precision(config.precision, shape))
         student = train_consistency(
             fresh(), features, pseudo_labels, unlabeled, config, generator, method=method, settings=settings,
             step_fraction=settings.relabeller_step_fraction if rounds else 1.0, device=where,

@@ -49,11 +49,6 @@ BATCHED_CLIENTS_TAG = 0xBC5
 GROUP_RATIO = 2.0
 
 
-def default_device() -> torch.device:
-    """CUDA when PyTorch sees a GPU (batched teachers and clients are large tensor products), else the CPU."""
-    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-
-
 class StackedRecords:
     """Every client's records as one tensor on ``device``: client j's are its counts[j] rows from offsets[j].
 

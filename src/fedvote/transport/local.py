@@ -32,6 +32,7 @@ from fedvote.models.ensemble import ModelEnsemble, fit_ensemble
 from fedvote.models.features import FeatureExtractor
 from fedvote.models.local_training import LocalTraining
 from fedvote.models.logistic_heads import HeadFeatures, HeadRequest, ReleasedHeads
+from fedvote.models.precision import compute_device
 from fedvote.models.threads import outer_threads, single_threaded
 from fedvote.models.training import TrainingConfig
 from fedvote.progress import NO_PROGRESS, Progress
@@ -42,7 +43,7 @@ from fedvote.transport.base import (
     agent_noise_seeds,
     agent_training_seeds,
 )
-from fedvote.transport.batched_clients import BatchedClients, BatchedUpdates, StackedRecords, default_device
+from fedvote.transport.batched_clients import BatchedClients, BatchedUpdates, StackedRecords
 from fedvote.transport.capabilities import (
     AgentBehaviours,
     DomainAdaptedTeachers,
@@ -156,7 +157,7 @@ class LocalTransport(
         self._public_features = federation.public.features
         self._training_seeds = training_seeds
         self._batched = batched
-        self._device = default_device() if device == "auto" else torch.device(device)
+        self._device = compute_device(device)  # float32: the batched teachers and clients
         self._ensemble: ModelEnsemble | None = None
         self._knn: _LocalKnn | None = None
         self._weighted: list[WeightedVoter] | None = None  # agent-side weights (assign_weights)
