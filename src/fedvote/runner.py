@@ -112,6 +112,11 @@ def make_federation(config: RunConfig) -> Federation:
     several sources without a target are refused before anything is loaded
     (:func:`~fedvote.data.federation.dataset_names`).
     """
+    return check_agents_data(_built_federation(config))
+
+
+def _built_federation(config: RunConfig) -> Federation:
+    """:func:`make_federation` before its checks."""
     fed = config.federation
     names, target_name = dataset_names(fed.dataset, fed.target, fed.data_dir)
     image_size = (fed.image_size, fed.image_size) if fed.image_size is not None else None
@@ -156,6 +161,27 @@ def make_federation(config: RunConfig) -> Federation:
         framing=fed.framing,
         seed=config.seed,
     )
+
+
+def check_agents_data(federation: Federation) -> Federation:
+    """``federation``, refused (naming ``--dataset``) when its agents' records cannot teach anything.
+
+    Every method learns a classifier from the agents' records and every vote ranks at least
+    two classes (the noisy top-two gap, the argmax): records of a single class would train,
+    charge the releases, then fail (issue 47, item 1). Checked when the federation is built,
+    before anything is trained or charged. (Too few records for the agents is refused by the
+    partitioner; a method's own needs, e.g. k neighbours, by the method's plan.)
+    """
+    labels = np.concatenate([np.asarray(agent.labels).reshape(-1) for agent in federation.agents])
+    present = np.unique(labels)
+    if federation.num_classes < 2 or present.size < 2:
+        which = f" (class {int(present[0])})" if present.size else ""
+        raise ConfigError(
+            "dataset",
+            f"the agents' {labels.size} records all hold the same label{which}; voting and "
+            "training a classifier need records of at least two classes",
+        )
+    return federation
 
 
 def prepare_public(config: RunConfig, federation: Federation) -> Federation:
@@ -300,25 +326,86 @@ def run(
     if ledger is None:
         ledger = open_ledger(config, records)
     try:
-        mark = time.perf_counter()
-        outcome = execute(method, federation.server_data(), transport, ledger, progress)
-        timings["method_s"] = time.perf_counter() - mark
-        ledger_details = _ledger_details(ledger)
-    finally:
-        if own_ledger and isinstance(ledger, PersistentLedger):
-            ledger.close()
-    return measure(
-        config,
-        method,
-        outcome,
-        transport=transport,
-        ledger=ledger,
-        server=federation.server_data(),
-        federation=federation,
-        timings=timings,
-        started=started,
-        details=ledger_details,
+        try:
+            mark = time.perf_counter()
+            outcome = execute(method, federation.server_data(), transport, ledger, progress)
+            timings["method_s"] = time.perf_counter() - mark
+            ledger_details = _ledger_details(ledger)
+        finally:
+            if own_ledger and isinstance(ledger, PersistentLedger):
+                ledger.close()
+        return measure(
+            config,
+            method,
+            outcome,
+            transport=transport,
+            ledger=ledger,
+            server=federation.server_data(),
+            federation=federation,
+            timings=timings,
+            started=started,
+            details=ledger_details,
+        )
+    except BaseException as error:  # an error or Ctrl-C after the ledger opened: say what it holds
+        note_charge(error, config, ledger)
+        raise
+
+
+CHARGE_NOTE_PREFIX = "fedvote charge: "
+
+
+def charge_note(config: RunConfig, ledger: PrivacyLedger) -> str:
+    """One line saying what ``ledger`` holds of this run and where it is recorded.
+
+    For a run that stopped (an error, an interrupt) before its result was written: its
+    releases up to there were charged, and the user must learn what they cost — ε at both
+    levels at the run's δ and accountant — and where the charge lives (the ledger file and
+    federation, or in memory only). Never raises: a figure that cannot be computed says so.
+    """
+    charges = len(ledger.charges)
+    if not charges:
+        return "nothing was charged (no release happened)"
+    privacy = config.privacy
+    figures = []
+    for level in ("agent", "instance"):
+        try:
+            epsilon = finite_or_none(epsilon_for(ledger.event(level), privacy.delta, privacy.accountant))
+            shown = "unbounded" if epsilon is None else f"{epsilon:.4f}"
+        except Exception as error:  # noqa: BLE001 - the note must come out whatever failed
+            shown = f"not computed ({type(error).__name__})"
+        figures.append(f"{level}-level ε {shown}")
+    persistent = persistent_ledger(ledger)
+    where = (
+        f"recorded in the ledger {persistent.path} (federation {persistent.federation})"
+        if persistent is not None
+        else "in memory only, nothing recorded (no --ledger)"
     )
+    return (
+        f"{charges} release(s) were charged before it stopped: {', '.join(figures)} "
+        f"at δ = {privacy.delta:g} [{privacy.accountant}], {where}"
+    )
+
+
+def note_charge(error: BaseException, config: RunConfig, ledger: PrivacyLedger) -> None:
+    """Attach :func:`charge_note` to ``error`` (a PEP 678 note, shown under its traceback).
+
+    The command line prints it as one line in place of a traceback or a bare "aborted"
+    (:func:`charge_note_of`). A note already attached (an inner run of a compare) is kept.
+    """
+    if charge_note_of(error) is None:
+        error.add_note(CHARGE_NOTE_PREFIX + charge_note(config, ledger))
+
+
+def charge_note_of(error: BaseException | None) -> str | None:
+    """The charge note attached to ``error`` or to an exception it was raised from, if any."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        for note in getattr(error, "__notes__", ()):
+            if isinstance(note, str) and note.startswith(CHARGE_NOTE_PREFIX):
+                return note.removeprefix(CHARGE_NOTE_PREFIX)
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def execute(

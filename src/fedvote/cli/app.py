@@ -224,8 +224,9 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning bad input into a one-line error and exit status 2."""
     try:
         cli.main(args=argv, prog_name="fedvote", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("fedvote: aborted", err=True)
+    except click.exceptions.Abort as error:
+        charged = _charge_note(error)  # Ctrl-C after releases: what they cost, and where it is recorded
+        click.echo("fedvote: aborted" + (f"; {charged}" if charged else ""), err=True)
         sys.exit(130)
     except click.UsageError as error:
         click.echo(f"fedvote: error: {_one_line(error.format_message())}", err=True)
@@ -236,10 +237,50 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as error:
         detail = _escape_line_breaks(error.detail)
         click.echo(f"fedvote: error: {flag_for(error.argument)}: {detail}", err=True)
+        _echo_charge(error)
         sys.exit(2)
     except VoteRejected as error:  # a malformed vote at an agent's boundary; never summed
         click.echo(f"fedvote: error: {_one_line(str(error))}", err=True)
+        _echo_charge(error)
         sys.exit(2)
+    except Exception as error:
+        charged = _charge_note(error)
+        if charged is None:
+            raise  # nothing released: a bug's traceback, as it was
+        # Releases were charged, then the run failed: one line for the failure, one for the charge.
+        click.echo(f"fedvote: error: the run failed after releases were charged: {_failure(error)}", err=True)
+        click.echo(f"fedvote: {charged}", err=True)
+        sys.exit(1)
+
+
+def _charge_note(error: BaseException) -> str | None:
+    """What a run that stopped with ``error`` had charged (None when it charged nothing or was no run)."""
+    runner = sys.modules.get("fedvote.runner")  # only a run that imported the runner can have charged
+    if runner is None:
+        return None
+    note: str | None = runner.charge_note_of(error)
+    if note is None or note.startswith("nothing was charged"):
+        return None
+    return _escape_line_breaks(note)
+
+
+def _echo_charge(error: BaseException) -> None:
+    """The charge line under a refusal that came after some releases (a budget hit mid-run)."""
+    charged = _charge_note(error)
+    if charged is not None:
+        click.echo(f"fedvote: {charged}", err=True)
+
+
+def _failure(error: BaseException) -> str:
+    """``error`` on one line: its type, message and the innermost place it was raised."""
+    place = ""
+    trace = error.__traceback__
+    while trace is not None and trace.tb_next is not None:
+        trace = trace.tb_next
+    if trace is not None:
+        code = trace.tb_frame.f_code
+        place = f" ({code.co_filename.rsplit('/', 1)[-1]}:{trace.tb_lineno}, in {code.co_name})"
+    return _escape_line_breaks(_one_line(f"{type(error).__name__}: {error}")) + place
 
 
 def _one_line(message: str) -> str:

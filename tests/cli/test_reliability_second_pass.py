@@ -1,0 +1,125 @@
+"""Issue 47 ("A busy laptop, a bad file, a Ctrl-C"): a charge is never silent, bad input is
+refused in one line naming its flag, and the documentation says what the code does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fedvote.runner as runner
+from fedvote.cli import main
+
+# Tiny and fast: σ given (no calibration), the exact accountant, 3 logistic teachers.
+TINY = ["--agents", "3", "--queries", "5", "--epochs", "1", "--teacher-model", "logistic",
+        "--student-model", "logistic", "--self-training-rounds", "0", "--noise-seed", "1",
+        "--sigma", "5", "--accountant", "exact"]
+
+
+def invoke(args, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(arg) for arg in args])
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("fedvote: error: ") and "Traceback" not in err
+    return lines[0]
+
+
+def one_class_npz(path: Path, labels) -> Path:
+    rng = np.random.default_rng(0)
+    np.savez(path, x=rng.random((len(labels), 6)).astype(np.float32), y=np.asarray(labels))
+    return path
+
+
+# --- item 1: a single-class dataset is refused before the first charge ------------------------
+
+
+@pytest.mark.parametrize("labels", [[0] * 120, ["cat"] * 120], ids=["int", "str"])
+def test_single_class_dataset_refused_before_any_charge(tmp_path, capsys, labels):
+    data = one_class_npz(tmp_path / "oneclass.npz", labels)
+    ledger, out = tmp_path / "oc.db", tmp_path / "ocout"
+    code, stdout, err = invoke(
+        ["run", "--dataset", f"npz:{data}", *TINY, "--ledger", ledger, "--out", out], capsys
+    )
+    assert code == 2, err
+    line = one_error_line(err)
+    assert line.startswith("fedvote: error: --dataset: ") and "at least two classes" in line
+    assert not ledger.exists() and not out.exists()
+
+
+def test_failure_after_a_charge_says_what_was_charged_and_where(tmp_path, capsys, monkeypatch):
+    """The issue's IndexError in top_two_gap, reached by letting the single class through."""
+    monkeypatch.setattr(runner, "check_agents_data", lambda federation: federation)
+    data = one_class_npz(tmp_path / "oneclass.npz", [0] * 120)
+    ledger = tmp_path / "oc.db"
+    code, _, err = invoke(["run", "--dataset", f"npz:{data}", *TINY, "--ledger", ledger], capsys)
+    assert code == 1 and "Traceback" not in err
+    failure, charge = err.strip().splitlines()
+    assert failure.startswith("fedvote: error: the run failed after releases were charged: IndexError")
+    assert "agent-level ε " in charge and "instance-level ε " in charge
+    assert f"recorded in the ledger {ledger}" in charge and "federation records-" in charge
+
+
+def test_failure_in_measure_after_a_charge_is_one_line_per_fact(tmp_path, capsys, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk\nfull")
+
+    monkeypatch.setattr(runner, "measure", broken)
+    code, _, err = invoke(["run", *TINY], capsys)
+    assert code == 1 and "Traceback" not in err
+    failure, charge = err.strip().splitlines()
+    assert "RuntimeError: disk full" in failure
+    assert "in memory only, nothing recorded" in charge
+
+
+# --- item 7: an interrupted run says what it had charged -----------------------------------
+
+
+@pytest.mark.parametrize("with_ledger", [False, True])
+def test_interrupt_after_release_states_the_charge(tmp_path, capsys, monkeypatch, with_ledger):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "measure", interrupted)
+    ledger = tmp_path / "budget.db"
+    code, _, err = invoke(["run", *TINY, *(["--ledger", ledger] if with_ledger else [])], capsys)
+    assert code == 130
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith("fedvote: aborted; 1 release(s) were charged")
+    assert "agent-level ε " in line and "instance-level ε " in line and "δ = 0.001 [exact]" in line
+    if with_ledger:
+        assert f"recorded in the ledger {ledger}" in line
+    else:
+        assert "in memory only, nothing recorded" in line
+
+
+def test_interrupt_before_any_release_stays_plain(capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "execute", interrupted)
+    code, _, err = invoke(["run", *TINY], capsys)
+    assert code == 130
+    assert err.strip() == "fedvote: aborted"
+
+
+def test_python_api_error_carries_the_charge_note(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(runner, "measure", broken)
+    import fedvote
+
+    with pytest.raises(RuntimeError) as raised:
+        fedvote.run(agents=3, queries=5, epochs=1, teacher_model="logistic", student_model="logistic",
+                    self_training_rounds=0, sigma=5, accountant="exact", noise_seed=1)
+    assert runner.charge_note_of(raised.value).startswith("1 release(s) were charged")
+    assert any(note.startswith(runner.CHARGE_NOTE_PREFIX) for note in raised.value.__notes__)
