@@ -123,3 +123,33 @@ def test_python_api_error_carries_the_charge_note(monkeypatch):
                     self_training_rounds=0, sigma=5, accountant="exact", noise_seed=1)
     assert runner.charge_note_of(raised.value).startswith("1 release(s) were charged")
     assert any(note.startswith(runner.CHARGE_NOTE_PREFIX) for note in raised.value.__notes__)
+
+
+# --- item 4, item 9 (account --queries 0), item 10 (account's δ) -----------------------------
+
+
+def test_account_votes_string_histogram_is_one_line_naming_histogram(tmp_path, capsys):
+    path = tmp_path / "S.npy"
+    np.save(path, np.array([["a", "b"], ["c", "d"]]))
+    code, _, err = invoke(["account", "votes", "--histogram", path, "--sigma", "5"], capsys)
+    assert code == 2
+    assert one_error_line(err).startswith("fedvote: error: --histogram: ")
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["pate-fl", "--sigma", "5", "--queries", "0"], "--queries"),
+        (["private-knn-fl", "--sigma", "5", "--queries", "0", "--k", "3"], "--queries"),
+        (["gaussian", "--sigma", "5", "--count", "0"], "--count"),
+    ],
+)
+def test_account_refuses_zero_releases_as_run_does(capsys, argv, flag):
+    code, _, err = invoke(["account", *argv], capsys)
+    assert code == 2
+    assert one_error_line(err) == f"fedvote: error: {flag}: must be at least 1, got 0"
+
+
+def test_account_delta_defaults_to_runs(capsys):
+    code, out, _ = invoke(["account", "pate-fl", "--sigma", "25", "--queries", "500", "--json"], capsys)
+    assert code == 0 and json.loads(out)["delta"] == 1e-3

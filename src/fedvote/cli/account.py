@@ -31,7 +31,8 @@ _ACCOUNTANT = click.option(
     help="pld (tight, numerical), rdp (dense orders), exact (Gaussian closed form), "
          "classic (RDP with the classic conversion, as the voting paper).",
 )
-_DELTA = click.option("--delta", type=float, required=True, help="Target δ.")
+# δ defaults to fedvote run's, so that `account` reproduces a run's figure with the same flags.
+_DELTA = click.option("--delta", type=float, default=1e-3, show_default=True, help="Target δ.")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 _SIGMA = click.option("--sigma", type=float, required=True, help="Std σ of the total noise on each vote sum.")
 # Counts of releases, records, steps, clients: a count beyond 10¹⁸ is a typo, and the float
@@ -57,8 +58,12 @@ def _check_positive(name: str, value: float) -> None:
 
 
 def _check_count(name: str, value: int) -> None:
-    if value < 0:
-        raise ConfigError(name, f"must be >= 0, got {value}")
+    """Refuse a count of releases (queries, steps) below one, as ``fedvote run`` refuses 0 queries.
+
+    Zero releases cost ε = 0 and answer nothing: surely a mistake, never a plan.
+    """
+    if value < 1:
+        raise ConfigError(name, f"must be at least 1, got {value}")
 
 
 @contextmanager
@@ -231,6 +236,12 @@ def votes(histogram_path: str, sigma: float, delta: float, sensitivity: float, b
         histogram = np.load(path, allow_pickle=False)
     except Exception as error:  # noqa: BLE001 - missing, empty (EOFError), zip and format errors alike
         raise ConfigError("histogram", f"cannot read {path} as a .npy array: {_one_line(error)}") from error
+    if histogram.dtype.kind not in "biuf":  # strings, objects, complex numbers: not vote counts
+        raise ConfigError(
+            "histogram",
+            f"{path} holds {histogram.dtype} values of shape {histogram.shape}; expected vote counts "
+            "(numbers), queries × classes",
+        )
     result = data_dependent_epsilon(histogram, sigma, delta, sensitivity=sensitivity, bound=bound)
     payload = result.to_dict(per_query=per_query)
     payload["accountant"] = f"rdp ({bound}, data-dependent), capped by exact data-independent"
