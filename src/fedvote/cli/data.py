@@ -44,7 +44,7 @@ def data() -> None:
     type=click.Path(file_okay=False),
     envvar=DATA_ENV,
     default=None,
-    help=f"Directory holding mnist/ and usps/ (default: ${DATA_ENV}).",
+    help=f"Directory holding mnist/, fashion-mnist/, cifar10/ and usps/ (default: ${DATA_ENV}).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def list_command(data_dir: str | None, as_json: bool) -> None:
@@ -71,18 +71,23 @@ def list_command(data_dir: str | None, as_json: bool) -> None:
         click.echo(f"  {pattern:<9} {text}")
 
 
+_NAME_WIDTH = 7  # longer names (fashion-mnist, multidigit-mnist) push their line's state right
+_INDENT = " " * 10
+
+
 def _describe(status: DatasetStatus) -> str:
+    title = f"\n{_INDENT}{status.description}" if status.description else ""
     if status.state == "corrupt":  # present but unreadable: say why, not "missing"
-        return f"{status.name:<7} corrupt: {status.error}"
-    head = f"{status.name:<7} {'available' if status.available else 'missing':<9}"
+        return f"{status.name:<{_NAME_WIDTH}} corrupt: {status.error}{title}"
+    head = f"{status.name:<{_NAME_WIDTH}} {'available' if status.available else 'missing':<9}"
     if not status.available:
         looked = " or ".join(status.searched) if status.searched else "nowhere (no data directory)"
-        return f"{head} looked in {looked}\n          {status.error}"
+        return f"{head} looked in {looked}{title}\n{_INDENT}{status.error}"
     parts = [f"{split} {info['count']} x {tuple(info['shape'])}" for split, info in status.splits.items()]
     classes = next(iter(status.splits.values()))["classes"]
     files = [f for info in status.splits.values() for f in info["files"]]
     where = f"files in {Path(files[0]).parent}" if files else status.where_to_get
-    return f"{head} {', '.join(parts)}, {classes} classes\n          {where}"
+    return f"{head} {', '.join(parts)}, {classes} classes{title}\n{_INDENT}{where}"
 
 
 @data.command("make-syndigits")

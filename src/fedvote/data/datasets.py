@@ -1,14 +1,21 @@
-"""Dataset container and loaders.
+"""The registry of datasets: names, loaders, where their files are looked for, and their status.
 
-A :class:`Dataset` is a labelled array of examples with a known example shape. The
-embedded default, ``digits``, is scikit-learn's bundled handwritten digits (8x8, 10
+A :class:`~fedvote.data.container.Dataset` is a labelled array of examples with a known example
+shape. The embedded default, ``digits``, is scikit-learn's bundled handwritten digits (8x8, 10
 classes, 1797 images), so fedvote runs on a fresh machine with no download.
 
 File-based datasets are read from a data directory (the ``data_dir`` argument, or the
 ``FEDVOTE_DATA`` environment variable), in their standard formats:
 
 * ``mnist``: the four official IDX files (``train-images-idx3-ubyte[.gz]`` ...), looked
-  for in ``<dir>/mnist/`` and ``<dir>``; its official 60000/10000 train/test split is kept.
+  for in ``<dir>/mnist/`` and ``<dir>``; its official 60000/10000 train/test split is kept
+  (:mod:`fedvote.data.idx_files`).
+* ``fashion-mnist``: Fashion-MNIST's four IDX files (MNIST's names and format), in
+  ``<dir>/fashion-mnist/``, ``<dir>``, then Debian's ``/usr/share/datasets/fashion-mnist/``
+  (package ``dataset-fashion-mnist``); 60000/10000 (:mod:`fedvote.data.idx_files`).
+* ``cifar10``: CIFAR-10 (JPEG copy), ``train-jpeg.npz`` / ``test-jpeg.npz`` in
+  ``<dir>/cifar10/`` or ``<dir>``: JPEG bytes decoded to (3, 32, 32) and cached in the user's
+  cache directory (:mod:`fedvote.data.cifar10`); 50000/10000.
 * ``usps``: the ESL "zip code" text files ``zip.train[.gz]`` / ``zip.test[.gz]`` (one image
   per line: the label, then 256 values in [-1, 1]), in ``<dir>/usps/`` and ``<dir>``.
 * ``syndigits``: SynDigits-style synthetic digits (RGB 32x32, :mod:`fedvote.data.syndigits`),
@@ -29,359 +36,66 @@ message that names the file and says where to get it.
 
 from __future__ import annotations
 
-import gzip
 import io
-import math
-import os
-import struct
-import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fedvote.data import cifar10
+from fedvote.data.container import RESIZE_MAX_BYTES, Dataset, DatasetSplits, check_size, resize_images
+from fedvote.data.files import DATA_ENV, DatasetMissing, file_error, read_bytes, resolve_data_dir
+from fedvote.data.files import find as _find
+from fedvote.data.files import gz_variants as _gz_variants
+from fedvote.data.files import is_file as _is_file
+from fedvote.data.files import search_dirs as _search_dirs
+from fedvote.data.idx_files import (
+    DIGIT_CLASSES as _DIGIT_CLASSES,
+)
+from fedvote.data.idx_files import (
+    IDX_DATASETS,
+    MNIST_URL,
+    load_idx_dataset,
+    locate_idx,
+    parse_idx,
+)
 from fedvote.errors import ConfigError
 
-#: Environment variable naming the default data directory.
-DATA_ENV = "FEDVOTE_DATA"
+# Re-exported: these lived here before the container, file and IDX modules were split off.
+__all__ = [
+    "DATA_ENV", "MNIST_URL", "RESIZE_MAX_BYTES", "USPS_URL", "Dataset", "DatasetMissing", "DatasetSplits",
+    "DatasetStatus", "available_datasets", "check_dataset_name", "check_size", "concatenate", "dataset_key",
+    "dataset_status", "has_official_test_split", "is_dataset_name", "load_dataset", "load_digits",
+    "load_splits", "parse_idx", "resize_images", "resolve_data_dir",
+]  # fmt: skip
+
 #: Values of ``split``: the official training part (everything when a dataset has no
 #: official split), the official test part, or both together.
 SPLITS: tuple[str, ...] = ("train", "test", "all")
 #: Dataset names given by a prefix and a path rather than a registry entry.
 PATH_PREFIXES: tuple[str, ...] = ("npz:", "csv:")
 
-MNIST_URL = "http://yann.lecun.com/exdb/mnist/"
 USPS_URL = "https://hastie.su.domains/ElemStatLearn/"
-
-_DIGIT_CLASSES = tuple(str(c) for c in range(10))
-
-
-@dataclass(frozen=True, eq=False)
-class Dataset:
-    """Labelled examples: ``features`` (n, *example_shape) float32, ``labels`` (n,) int64.
-
-    Parameters
-    ----------
-    name : str
-        Registry name, e.g. ``"digits"``.
-    features : np.ndarray
-        float32 array of shape ``(n, *example_shape)``; images are (channels, height, width)
-        with values in [0, 1].
-    labels : np.ndarray
-        int64 array of shape ``(n,)`` with values in ``range(len(class_names))``.
-    class_names : tuple[str, ...]
-        One name per class.
-    description : str
-        Where the records came from, for people.
-    split : str
-        Which part of the named dataset these records are: ``"train"`` (the official
-        training part, or everything for a dataset without an official split), ``"test"``
-        or ``"all"``. With ``name`` it is the dataset's identity (:meth:`overlaps`).
-    attribute_names : tuple[str, ...]
-        A multi-label dataset's A attributes: each label is then the bitmask Σ_a y_a·2^a and
-        the 2^A label sets are the classes (:mod:`fedvote.data.attributes`); empty (default)
-        for a single-label dataset.
-
-    """
-
-    name: str
-    features: np.ndarray
-    labels: np.ndarray
-    class_names: tuple[str, ...]
-    description: str = field(default="")
-    split: str = field(default="train")
-    attribute_names: tuple[str, ...] = field(default=())
-
-    def __post_init__(self) -> None:
-        if self.features.shape[0] != self.labels.shape[0]:
-            raise ValueError(
-                f"features and labels disagree on the number of examples: "
-                f"{self.features.shape[0]} vs {self.labels.shape[0]}"
-            )
-        if self.labels.size and (self.labels.min() < 0 or self.labels.max() >= self.num_classes):
-            raise ValueError(f"labels must lie in [0, {self.num_classes}), got {self.labels.max()}")
-        if self.attribute_names and self.num_classes != 2 ** len(self.attribute_names):
-            raise ValueError(
-                f"{len(self.attribute_names)} attributes need 2^A = {2 ** len(self.attribute_names)} "
-                f"label sets as classes, got {self.num_classes}"
-            )
-
-    @property
-    def num_classes(self) -> int:
-        """Number of classes C."""
-        return len(self.class_names)
-
-    @property
-    def example_shape(self) -> tuple[int, ...]:
-        """Shape of one example, e.g. (1, 8, 8) for digits."""
-        return tuple(int(d) for d in self.features.shape[1:])
-
-    @property
-    def is_image(self) -> bool:
-        """Whether examples are images (channels, height, width)."""
-        return self.features.ndim == 4
-
-    def __len__(self) -> int:
-        return int(self.labels.shape[0])
-
-    def overlaps(self, other: Dataset) -> bool:
-        """Whether ``other`` may hold the same records: same dataset (by name) and split.
-
-        Compares identities (:func:`dataset_key` of the names, the splits), never objects:
-        two loads of one file are two objects holding the same records. ``"all"`` holds
-        both official parts, so it overlaps either.
-        """
-        if dataset_key(self.name) != dataset_key(other.name):
-            return False
-        return self.split == other.split or "all" in (self.split, other.split)
-
-    def subset(self, indices: np.ndarray) -> Dataset:
-        """The examples at ``indices`` as a new dataset of the same name and classes."""
-        return Dataset(
-            name=self.name,
-            features=self.features[indices],
-            labels=self.labels[indices],
-            class_names=self.class_names,
-            description=self.description,
-            split=self.split,
-            attribute_names=self.attribute_names,
-        )
-
-    def resized(self, size: tuple[int, int], mode: str = "auto") -> Dataset:
-        """The same images resampled to ``size`` = (height, width); see :func:`resize_images`."""
-        size = _check_size(size, "resize_to")
-        if not self.is_image:
-            raise ConfigError(
-                "resize_to", f"{self.name} holds vectors of shape {self.example_shape}, not images"
-            )
-        if self.example_shape[1:] == size:
-            return self
-        return Dataset(
-            name=self.name,
-            features=resize_images(self.features, size, mode),
-            labels=self.labels,
-            class_names=self.class_names,
-            description=f"{self.description} (resized to {size[0]}x{size[1]})",
-            split=self.split,
-            attribute_names=self.attribute_names,
-        )
+_MNIST_WHERE = IDX_DATASETS["mnist"].where_to_get
 
 
-@dataclass(frozen=True, eq=False)
-class DatasetSplits:
-    """A dataset's official training part and, when it has one, its official test part."""
-
-    train: Dataset
-    test: Dataset | None
-
-
-# --------------------------------------------------------------------------- resizing
-
-
-# The most memory resampled images may take (float32).
-RESIZE_MAX_BYTES = 2 * 2**30
-
-
-def _check_size(size: Sequence[int], argument: str) -> tuple[int, int]:
-    values = tuple(size)
-    if len(values) != 2 or not all(isinstance(v, int | np.integer) and v >= 1 for v in values):
-        raise ConfigError(argument, f"must be two positive integers (height, width), got {size!r}")
-    return int(values[0]), int(values[1])
-
-
-def resize_images(
-    features: np.ndarray, size: tuple[int, int], mode: str = "auto", chunk: int = 8192
-) -> np.ndarray:
-    """Resample images (n, C, H, W) to (n, C, *size) with ``torch.nn.functional.interpolate``.
-
-    ``mode`` is ``"area"`` (averaging; right for shrinking), ``"bilinear"`` (right for
-    enlarging), or ``"auto"``: area when neither side grows, bilinear otherwise. Values
-    stay in [0, 1]: both modes take convex combinations of the input pixels.
-    """
-    import torch
-    import torch.nn.functional as functional
-
-    height, width = _check_size(size, "resize_to")
-    if features.ndim != 4:
-        raise ConfigError("resize_to", f"images must be (n, C, H, W), got shape {features.shape}")
-    if mode == "auto":
-        grows = height > features.shape[2] or width > features.shape[3]
-        mode = "bilinear" if grows else "area"
-    if mode not in ("area", "bilinear"):
-        raise ConfigError("resize_to", f"unknown resize mode {mode!r}; choose from auto, area, bilinear")
-    needed = features.shape[0] * features.shape[1] * height * width * 4
-    if needed > RESIZE_MAX_BYTES:  # before allocating: --image-size 880 on digits asked for 5.6 GB
-        raise ConfigError(
-            "image_size",
-            f"{features.shape[0]} images of {height}x{width} would take {needed / 2**30:.3g} GiB "
-            f"(at most {RESIZE_MAX_BYTES / 2**30:g} GiB); choose a smaller size",
-        )
-    out = np.empty((features.shape[0], features.shape[1], height, width), dtype=np.float32)
-    with torch.no_grad():
-        for start in range(0, features.shape[0], chunk):
-            block = torch.from_numpy(np.ascontiguousarray(features[start : start + chunk], dtype=np.float32))
-            if mode == "bilinear":
-                resized = functional.interpolate(
-                    block, size=(height, width), mode="bilinear", align_corners=False
-                )
-            else:
-                resized = functional.interpolate(block, size=(height, width), mode="area")
-            out[start : start + chunk] = resized.clamp_(0.0, 1.0).numpy()
-    return out
-
-
-# --------------------------------------------------------------------------- files
-
-
-def resolve_data_dir(data_dir: str | Path | None) -> Path | None:
-    """``data_dir`` if given, else ``$FEDVOTE_DATA`` if set, else None."""
-    if data_dir is None or str(data_dir) == "":
-        env = os.environ.get(DATA_ENV, "")
-        if not env:
-            return None
-        data_dir = env
-    return Path(data_dir).expanduser()
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+def _argument(where: str) -> str:
+    """The flag a bad file is refused by: --dataset's (npz:PATH, csv:PATH) or --data-dir's."""
+    return "dataset" if where in (_NPZ_WHERE, _CSV_WHERE) else "data_dir"
 
 
 def _file_error(path: Path, problem: str, where: str) -> ConfigError:
-    """A present file that cannot be read as the dataset: --dataset's (npz:PATH, csv:PATH) or --data-dir's."""
-    argument = "dataset" if where in (_NPZ_WHERE, _CSV_WHERE) else "data_dir"
-    return ConfigError(argument, _one_line(f"{path}: {problem}; {where}"))
-
-
-class DatasetMissing(ConfigError):
-    """A registered dataset's file (or the data directory itself) is absent, not corrupt."""
+    """A present file that cannot be read as the dataset."""
+    return file_error(path, problem, where, _argument(where))
 
 
 def _read_bytes(path: Path, where: str) -> bytes:
     """The file's bytes, gunzipped when it is gzip-compressed (by its magic, not its name)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise _file_error(path, f"cannot read it ({error.strerror or error})", where) from error
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            return gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as error:
-            raise _file_error(path, f"corrupt gzip data ({error})", where) from error
-    if path.suffix == ".gz":
-        raise _file_error(path, "named .gz but not gzip-compressed", where)
-    return raw
+    return read_bytes(path, where, _argument(where))
 
 
-def _search_dirs(root: Path, subdir: str) -> tuple[Path, ...]:
-    return (root / subdir, root)
-
-
-def _find(root: Path | None, subdir: str, names: Sequence[str], dataset: str, where: str) -> Path:
-    """The first of ``names`` found in ``root/subdir`` or ``root``."""
-    if root is None:
-        raise DatasetMissing(
-            "data_dir",
-            f"{dataset} reads {names[0]} from a data directory, and none was given "
-            f"(use --data-dir DIR or set {DATA_ENV}); {where}",
-        )
-    dirs = _search_dirs(root, subdir)
-    for directory in dirs:
-        for name in names:
-            candidate = directory / name
-            try:
-                found = candidate.is_file()
-            except OSError as error:  # e.g. a name too long for the file system (is_file raises it)
-                raise ConfigError(
-                    "data_dir", f"cannot look in {directory} ({error.strerror or error}); {where}"
-                ) from error
-            if found:
-                return candidate
-    looked = " or ".join(str(d) for d in dirs)
-    raise DatasetMissing("data_dir", f"{dataset}: {names[0]} not found in {looked}; {where}")
-
-
-def _gz_variants(base: str) -> tuple[str, ...]:
-    return (f"{base}.gz", base)
-
-
-# --------------------------------------------------------------------------- MNIST (IDX)
-
-_MNIST_FILES = {
-    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
-    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
-}
-_MNIST_WHERE = (
-    "get the official MNIST IDX files (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
-    f"t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz) from {MNIST_URL} "
-    "and put them in DATA_DIR/mnist/"
-)
-
-
-def _idx_names(base: str) -> tuple[str, ...]:
-    # Some mirrors spell "train-images.idx3-ubyte" (the name inside the official .gz).
-    dotted = base.replace("-idx", ".idx")
-    return (*_gz_variants(base), *_gz_variants(dotted))
-
-
-def parse_idx(data: bytes, path: Path, ndim: int, where: str = "") -> np.ndarray:
-    """An IDX array of unsigned bytes with ``ndim`` dimensions, validated against its header.
-
-    The header is the magic ``0x0000 08 ndim`` (big-endian) and ``ndim`` 32-bit sizes; the
-    data must hold exactly their product of bytes.
-    """
-    header = 4 + 4 * ndim
-    if len(data) < header:
-        raise _file_error(path, f"{len(data)} bytes, too short for an IDX header of {header} bytes", where)
-    magic = int.from_bytes(data[:4], "big")
-    expected = 0x0800 + ndim
-    if magic != expected:
-        raise _file_error(
-            path, f"bad magic number 0x{magic:08x}, expected 0x{expected:08x} (IDX, uint8, {ndim}-D)", where
-        )
-    dims = struct.unpack(f">{ndim}I", data[4:header])
-    size = math.prod(dims)  # Python ints: an int64 product wraps (2³¹·2³¹·2³¹ is 0)
-    if len(data) - header != size:
-        state = "truncated" if len(data) - header < size else "has trailing bytes"
-        raise _file_error(
-            path,
-            f"{state}: the header announces {'x'.join(map(str, dims))} = {size} bytes of data, "
-            f"the file holds {len(data) - header}",
-            where,
-        )
-    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
-
-
-def _load_mnist(root: Path | None, split: str) -> Dataset:
-    image_base, label_base = _MNIST_FILES[split]
-    image_path = _find(root, "mnist", _idx_names(image_base), "mnist", _MNIST_WHERE)
-    label_path = _find(root, "mnist", _idx_names(label_base), "mnist", _MNIST_WHERE)
-    images = parse_idx(_read_bytes(image_path, _MNIST_WHERE), image_path, 3, _MNIST_WHERE)
-    labels = parse_idx(_read_bytes(label_path, _MNIST_WHERE), label_path, 1, _MNIST_WHERE)
-    if images.shape[0] != labels.shape[0]:
-        raise _file_error(
-            image_path,
-            f"{images.shape[0]} images but {label_path} holds {labels.shape[0]} labels",
-            _MNIST_WHERE,
-        )
-    if labels.size and labels.max() > 9:
-        raise _file_error(label_path, f"label {int(labels.max())} outside the digits 0..9", _MNIST_WHERE)
-    features = images.astype(np.float32)[:, None, :, :]
-    features /= 255.0
-    return Dataset(
-        name="mnist",
-        features=features,
-        labels=labels.astype(np.int64),
-        class_names=_DIGIT_CLASSES,
-        description=f"MNIST {split} ({images.shape[0]} images of {images.shape[1]}x{images.shape[2]}) "
-        f"from {image_path.parent}",
-        split=split,
-    )
-
-
-# --------------------------------------------------------------------------- USPS (ESL text)
 
 _USPS_FILES = {"train": "zip.train", "test": "zip.test"}
 _USPS_WHERE = (
@@ -660,6 +374,10 @@ class _Source:
     where_to_get: str
     # A split's count, shape, classes and files without loading it (generated data); None: load it.
     describe: Callable[[Path | None, str], dict[str, Any]] | None = None
+    # Folders looked in after the data directory (Debian's /usr/share/datasets/<name>/).
+    system_dirs: tuple[Path, ...] = ()
+    # What the dataset is, for people (fedvote data list).
+    title: str = ""
 
 
 _SOURCES: dict[str, _Source] = {
@@ -669,15 +387,28 @@ _SOURCES: dict[str, _Source] = {
         subdir=None,
         locate=lambda root, split: [],
         where_to_get="bundled with scikit-learn",
+        title="scikit-learn's handwritten digits, 8x8 grey images",
     ),
-    "mnist": _Source(
-        load=_load_mnist,
+    **{
+        name: _Source(
+            load=lambda root, split, name=name: load_idx_dataset(name, root, split),  # type: ignore[misc]
+            splits=("train", "test"),
+            subdir=kind.subdir,
+            locate=lambda root, split, name=name: locate_idx(IDX_DATASETS[name], root, split),  # type: ignore[misc]
+            where_to_get=kind.where_to_get,
+            system_dirs=kind.system_dirs,
+            title=f"{kind.title}, 28x28 grey images",
+        )
+        for name, kind in IDX_DATASETS.items()
+    },
+    "cifar10": _Source(
+        load=cifar10.load_cifar10,
         splits=("train", "test"),
-        subdir="mnist",
-        locate=lambda root, split: [
-            _find(root, "mnist", _idx_names(base), "mnist", _MNIST_WHERE) for base in _MNIST_FILES[split]
-        ],
-        where_to_get=_MNIST_WHERE,
+        subdir="cifar10",
+        locate=cifar10.locate,
+        where_to_get=cifar10.WHERE,
+        describe=cifar10.describe_split,
+        title=f"{cifar10.TITLE}, 32x32 RGB images (decoded once, then cached)",
     ),
     "usps": _Source(
         load=_load_usps,
@@ -687,6 +418,7 @@ _SOURCES: dict[str, _Source] = {
             _find(root, "usps", _gz_variants(_USPS_FILES[split]), "usps", _USPS_WHERE)
         ],
         where_to_get=_USPS_WHERE,
+        title="USPS (ESL zip code data), 16x16 grey images",
     ),
     # Generated from the installed fonts (fedvote.data.syndigits), or read from DATA_DIR/syndigits/.
     "syndigits": _Source(
@@ -762,14 +494,6 @@ def dataset_key(name: str, data_dir: str | Path | None = None) -> str:
     candidates = [raw] if raw.is_absolute() or root is None else [raw, root / raw]
     found = next((c for c in candidates if _is_file(c)), raw)
     return prefix + str(found.resolve())
-
-
-def _is_file(path: Path) -> bool:
-    """``path.is_file()``, False for a path the system cannot even look up (a name too long)."""
-    try:
-        return path.is_file()
-    except OSError:
-        return False
 
 
 def has_official_test_split(name: str) -> bool:
@@ -904,6 +628,7 @@ class DatasetStatus:
     error: str | None
     where_to_get: str
     state: str = "available"
+    description: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -915,6 +640,7 @@ class DatasetStatus:
             "splits": self.splits,
             "error": self.error,
             "where_to_get": self.where_to_get,
+            "description": self.description,
         }
 
 
@@ -932,10 +658,10 @@ def dataset_status(name: str, data_dir: str | Path | None = None) -> DatasetStat
     root = resolve_data_dir(data_dir)
     if source.subdir is None:
         searched: tuple[str, ...] = ("(bundled)",)
-    elif root is None:
+    elif root is None and not source.system_dirs:
         searched = ()
     else:
-        searched = tuple(str(d) for d in _search_dirs(root, source.subdir))
+        searched = tuple(str(d) for d in _search_dirs(root, source.subdir, source.system_dirs))
     splits: dict[str, dict[str, Any]] = {}
     error: str | None = None
     state = "available"
@@ -964,4 +690,5 @@ def dataset_status(name: str, data_dir: str | Path | None = None) -> DatasetStat
         error=error,
         where_to_get=source.where_to_get,
         state=state,
+        description=source.title,
     )
