@@ -153,3 +153,80 @@ def test_account_refuses_zero_releases_as_run_does(capsys, argv, flag):
 def test_account_delta_defaults_to_runs(capsys):
     code, out, _ = invoke(["account", "pate-fl", "--sigma", "25", "--queries", "500", "--json"], capsys)
     assert code == 0 and json.loads(out)["delta"] == 1e-3
+
+
+# --- item 8: threads on a busy host -------------------------------------------------------
+
+
+def test_fair_threads_take_only_idle_cpus():
+    from fedvote.models.threads import fair_threads
+
+    assert fair_threads(2, 0.0) == 2
+    assert fair_threads(2, 0.4) == 2
+    assert fair_threads(2, 1.0) == 1
+    assert fair_threads(2, 5.5) == 1
+    assert fair_threads(16, 3.0) == 13
+    assert fair_threads(4, float("nan")) == 1
+
+
+def test_host_policy_is_passive_and_fair_but_never_overrides_the_user():
+    from fedvote.models.threads import apply_host_policy
+
+    busy: dict[str, str] = {}
+    assert apply_host_policy(busy, available=2, busy=5.5) == {"OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": "1"}
+    quiet: dict[str, str] = {}
+    assert apply_host_policy(quiet, available=2, busy=0.0) == {"OMP_WAIT_POLICY": "PASSIVE"}
+    user = {"OMP_WAIT_POLICY": "ACTIVE", "OMP_NUM_THREADS": "2"}
+    assert apply_host_policy(user, available=2, busy=5.5) == {}
+    assert user == {"OMP_WAIT_POLICY": "ACTIVE", "OMP_NUM_THREADS": "2"}
+
+
+def test_busy_cpus_reads_runnable_tasks_besides_this_one(tmp_path):
+    from fedvote.models.threads import busy_cpus
+
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("0.10 0.20 0.30 4/300 12345\n")  # 4 runnable: this process and 3 others
+    assert busy_cpus(loadavg) == 3.0
+
+
+# Runs `fedvote run` in a fresh interpreter under a fake load (2 CPUs, 5.5 busy); records the
+# OpenMP variables when torch is first imported and torch's threads when the runner starts.
+_BUSY_HOST = """
+import json, os, sys
+import fedvote.models.threads as threads
+threads.available_cpus = lambda: 2
+threads.busy_cpus = lambda loadavg=None: 5.5
+seen = {}
+class Watch:
+    def find_spec(self, name, path, target=None):
+        if name == "torch" and not seen:
+            seen.update({k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")})
+        return None
+sys.meta_path.insert(0, Watch())
+import fedvote.runner as runner
+def started(config, **kwargs):
+    import torch
+    print(json.dumps({**seen, "torch_threads": torch.get_num_threads()}))
+    raise SystemExit(0)
+runner.run = started
+from fedvote.cli import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize(("argv", "expected"), [([], 1), (["--threads", "2"], 2)], ids=["fair", "asked"])
+def test_cli_sets_openmp_policy_before_torch_under_load(argv, expected):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OMP_")}
+    done = subprocess.run([sys.executable, "-c", _BUSY_HOST, "run", *argv], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": "1", "torch_threads": expected}
+
+
+def test_threads_flag_refuses_zero(capsys):
+    code, _, err = invoke(["run", "--threads", "0"], capsys)
+    assert code == 2 and one_error_line(err) == "fedvote: error: --threads: must be an integer from 1 to 1024, got 0"

@@ -27,6 +27,7 @@ from fedvote.config import RunConfig, load_run_config
 from fedvote.data.federation import dataset_names
 from fedvote.errors import ConfigError, VoteRejected
 from fedvote.methods.registry import check_options
+from fedvote.models.threads import apply_host_policy, set_threads
 from fedvote.results import (
     DIAGNOSTIC_NOTE,
     PrivacyStatement,
@@ -36,6 +37,10 @@ from fedvote.results import (
     write_or_fallback,
     write_result,
 )
+
+
+# `--threads` beyond this is a typo (torch's pool would try to start them all).
+MAX_THREADS = 1024
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -54,6 +59,9 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout instead of the summary.")
 @click.option("--report", "with_report", is_flag=True,
               help="Also write DIR/report.html (plots, ε per level) at the end; needs --out.")
+@click.option("--threads", type=int, default=None,
+              help="Torch threads [default: the CPUs this process may use, less those other processes "
+                   "keep busy, at least 1; OMP_NUM_THREADS if set].")
 @click.pass_context
 def run(
     context: click.Context,
@@ -62,6 +70,7 @@ def run(
     out: str | None,
     as_json: bool,
     with_report: bool,
+    threads: int | None,
 ) -> None:
     """Run a federated method and report accuracy and (ε, δ) at agent and instance level.
 
@@ -69,8 +78,12 @@ def run(
     """
     if with_report and out is None:
         raise ConfigError("report", "needs --out DIR, where result.json and report.html are written")
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise ConfigError("threads", f"must be an integer from 1 to {MAX_THREADS}, got {threads}")
     if config_file is not None:
-        config = _config_from_file(context, config_file, frozenset({"out", "as_json", "with_report"}))
+        config = _config_from_file(
+            context, config_file, frozenset({"out", "as_json", "with_report", "threads"})
+        )
     else:
         (config,) = configs
     if out is not None:
@@ -82,6 +95,8 @@ def run(
     from fedvote.progress import RichProgress
     from fedvote.runner import run as run_config  # lazy: imports torch; keeps fedvote --help under 1 s
 
+    if threads is not None:
+        set_threads(threads)
     result = run_config(config, progress=RichProgress())
     failed: str | None = None
     if out is not None:
@@ -221,7 +236,14 @@ cli.add_command(deploy)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI, turning bad input into a one-line error and exit status 2."""
+    """Entry point: run the CLI, turning bad input into a one-line error and exit status 2.
+
+    Before any command imports torch, OpenMP is told to wait passively and torch to take
+    only the CPUs other processes leave idle (:func:`~fedvote.models.threads.apply_host_policy`;
+    variables the user set win).
+    """
+    if "torch" not in sys.modules:  # after torch has loaded OpenMP, the variables change nothing
+        apply_host_policy()
     try:
         cli.main(args=argv, prog_name="fedvote", standalone_mode=False)
     except click.exceptions.Abort as error:
