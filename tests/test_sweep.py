@@ -164,7 +164,7 @@ def test_grid_points_of_a_sweep_draw_different_noise(monkeypatch):
     noise stream, while the same sweep run twice draws exactly the same noise."""
     import dataclasses
 
-    import fedvote.sweep as sweep_module
+    import fedvote.sweep.execute as sweep_module
 
     runs, sums = [], []
     real_run, real_vote_sum = sweep_module.run, ReusedVotesTransport.vote_sum

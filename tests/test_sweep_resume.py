@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-import fedvote.sweep as sweep_module
+import fedvote.sweep.execute as sweep_module
 from fedvote.cli import main
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.models.training import TrainingConfig

@@ -1,0 +1,95 @@
+"""The ledgers a sweep charges, its budget check before the first point, and its total ε."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fedvote.config import RunConfig
+from fedvote.data.federation import Federation
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.events import LEVELS, LevelEvents
+from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger, compose_releases
+from fedvote.results import finite_or_none
+from fedvote.runner import _ledger_details, check_budget, federation_content_key, open_ledger
+from fedvote.sweep.points import Federations, SweepPoint, planned_point
+
+
+class SweepLedgers:
+    """The ledgers a sweep charges: one per (ledger file, federation content key).
+
+    :meth:`plan` opens them and checks the sum of every point's planned events against
+    each one's budget before anything is trained or released.
+    """
+
+    def __init__(self) -> None:
+        self._ledgers: dict[tuple[str | None, str], PrivacyLedger] = {}
+
+    @staticmethod
+    def _key(config: RunConfig, federation: Federation) -> tuple[str | None, str]:
+        return config.privacy.ledger, federation_content_key(federation)
+
+    @classmethod
+    def plan(
+        cls,
+        points: Sequence[SweepPoint],
+        remaining: Sequence[SweepPoint],
+        federations: Federations,
+    ) -> SweepLedgers:
+        """Open every ledger the sweep's ``points`` charge; refuse ``remaining`` points that overrun one.
+
+        ``remaining`` are the points still to run (all of them, unless a resumed sweep
+        finished some: the ledger already holds those points' charges).
+        """
+        ledgers = cls()
+        planned: dict[tuple[str | None, str], list[Any]] = {}
+        try:
+            for point in points:
+                seeded = point.seeded
+                federation = federations.get(seeded)
+                key = cls._key(seeded, federation)
+                if key not in ledgers._ledgers:
+                    ledgers._ledgers[key] = open_ledger(seeded, federation)
+            for point in remaining:
+                seeded = point.seeded
+                federation = federations.get(seeded)
+                planned.setdefault(cls._key(seeded, federation), []).append(
+                    planned_point(seeded, point.point, federation)
+                )
+            what = "points" if len(remaining) == len(points) else "remaining points"
+            for key, releases in planned.items():
+                check_budget(ledgers._ledgers[key], releases, what=f"this sweep's {len(releases)} {what}")
+        except BaseException:
+            ledgers.close()
+            raise
+        return ledgers
+
+    def session(self, config: RunConfig, federation: Federation, run_label: str) -> LedgerSession:
+        """A point's view of its federation's ledger (its charges labelled ``run_label``)."""
+        return LedgerSession(self._ledgers[self._key(config, federation)], run_label)
+
+    def total(
+        self, delta: float, accountant: str, earlier: Sequence[LevelEvents] = ()
+    ) -> dict[str, float | None]:
+        """ε per level of all points' charges together (every federation), at ``delta``.
+
+        ``earlier`` are the charges of points done before a resume (kept with their rows).
+        """
+        charges = [*earlier, *(charge for ledger in self._ledgers.values() for charge in ledger.charges)]
+        total = {level: epsilon_for(compose_releases(charges, level), delta, accountant) for level in LEVELS}
+        return finite_or_none(total)
+
+    def states(self) -> list[dict[str, Any]]:
+        """Each persisted ledger's federation, spend and budget after the sweep, with its charge count."""
+        states = []
+        for ledger in self._ledgers.values():
+            state = _ledger_details(ledger).get("ledger")
+            if isinstance(state, dict):
+                states.append({**state, "charges": len(ledger.charges)})
+        return states
+
+    def close(self) -> None:
+        """Close every persisted ledger (each charge is already committed)."""
+        for ledger in self._ledgers.values():
+            if isinstance(ledger, PersistentLedger):
+                ledger.close()
