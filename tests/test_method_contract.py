@@ -251,6 +251,81 @@ def test_planned_on_its_defaults_a_method_leaves_no_training_unplanned(method: s
         assert training.model != "auto" or training is getattr(planned, "student", None)
 
 
+# --- --min-responders t: refused, or every noise share carries the total over √t ---------
+
+T_OF_TEN = 5  # half the contract federation's 10 agents are honest
+FALSE_ALARM = 1e-6  # per share kind and method: the F test's one-sided level
+
+
+def _shares_drawn(config: RunConfig, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[Any, ...], np.ndarray]:
+    """Every noise share the run's agents drew, by the kind of release it was added to.
+
+    Spies on :meth:`Agent.release`, the one exit through which every share leaves (votes,
+    DP-FedAvg's updates and lone shares, heads): the share is what came out less what went
+    in. Kinds (the release's expected output and shape) are kept apart: one run may draw
+    shares of different stds (weighted PATE's votes and accuracy summary).
+    """
+    from fedvote.agents.agent import Agent
+
+    original = Agent.release
+    drawn: dict[tuple[Any, ...], list[np.ndarray]] = {}
+
+    def spy(self: Agent, values: np.ndarray, noise_std: float, expected: Any) -> np.ndarray:
+        out = original(self, values, noise_std, expected)
+        share = out - np.asarray(values, dtype=np.float64).reshape(out.shape)
+        drawn.setdefault((type(expected).__name__, out.shape[1:]), []).append(share.ravel())
+        return out
+
+    monkeypatch.setattr(Agent, "release", spy)
+    try:
+        run(config)
+    finally:
+        monkeypatch.setattr(Agent, "release", original)
+    return {kind: np.concatenate(shares) for kind, shares in drawn.items()}
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_min_responders_is_refused_or_every_share_has_the_total_std_over_root_t(
+    method: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Issue 42, defect 4: t honest shares must carry the noise the accounting assumes.
+
+    Either ``--min-responders t`` is refused by name, or the shares the agents actually
+    draw have std ≥ (total std)/√t. The total is measured, not read from a setting: at the
+    default t = N the N shares add up to the total noise (σ² for votes, σ²S² for DP-FedAvg:
+    ``tests/aggregation/test_voting.py``, ``tests/methods/test_dp_fedavg.py``), so the
+    share's variance at t must be at least N/t times its variance at t = N. Sample
+    variances of n and m Gaussian draws have the ratio (s_t²/s_N²)·F(n, m); the bound is
+    the F quantile at :data:`FALSE_ALARM`, from the numbers of draws. Before the fix,
+    DP-FedAvg drew σS/√N whatever t (ratio 1, not ≥ 2), and DP-FedSGD, PriFedSync and the
+    FedAUX family accepted t with noise no share of which depends on it.
+    """
+    from scipy import stats
+
+    config = small_config(method, privacy={"min_responders": T_OF_TEN})
+    try:
+        plan(config, prepare_public(config, make_federation(config)).public_metadata())
+    except ConfigError as error:
+        assert error.argument == "min_responders", error
+        return
+    every = _shares_drawn(small_config(method), monkeypatch)  # t = N = 10
+    honest = _shares_drawn(config, monkeypatch)
+    assert every.keys() == honest.keys()
+    noisy = {kind for kind, shares in every.items() if np.any(shares != 0)}
+    if not noisy:  # nothing noised: only a non-private method may accept t
+        result = run(small_config(method))
+        assert not result.private, f"{method} is private, accepts t and draws no noise share"
+        return
+    for kind in noisy:
+        n, m = honest[kind].size, every[kind].size
+        ratio = float(np.mean(honest[kind] ** 2) / np.mean(every[kind] ** 2))  # zero-mean shares
+        floor = (10 / T_OF_TEN) * stats.f.ppf(FALSE_ALARM, n, m)
+        assert ratio >= floor, (
+            f"{method}, {kind}: share variance at t = {T_OF_TEN} is {ratio:.3f}× that at t = N, "
+            f"needs ≥ N/t = {10 / T_OF_TEN:g} (≥ {floor:.3f} at {n} and {m} draws)"
+        )
+
+
 def test_the_suite_covers_every_method_of_fedvote_run_help(capsys: pytest.CaptureFixture[str]):
     try:
         main(["run", "--help"])

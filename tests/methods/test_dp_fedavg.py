@@ -1,3 +1,4 @@
+import json
 import math
 
 import numpy as np
@@ -352,3 +353,56 @@ def test_noise_shares_drawn_at_once_are_each_agents_own_in_order(small_federatio
         expected += (local_update(agent, theta, training).astype(np.float64) if i in chosen
                      else agent.noise_share((d,), training.noise_std))
     np.testing.assert_allclose(totals[0], expected, rtol=0, atol=1e-6)
+
+
+# --- --min-responders t (issue 42, defect 4) ----------------------------------------------
+
+
+def test_with_min_responders_each_share_carries_sigma_s_over_root_t(capsys):
+    """`fedvote run --agents 10 --min-responders 5`: any 5 honest shares carry the σS the events assume.
+
+    Before the fix each share was σS/√N whatever t: 5 honest shares carried σS/√2, whose ε
+    is 8.985 (agent) / 9.174 (instance) where 4.000 / 4.144 were reported (σ = 0.4972, q = 0.05,
+    T = 5, δ = 1e-3).
+    """
+    from fedvote.cli import main
+
+    code = main(["run", "--method", "dp-fedavg", "--agents", "10", "--min-responders", "5", "--epsilon", "4",
+                 "--rounds", "5", "--noise-seed", "1", "--json"])  # fmt: skip
+    assert code in (0, None)
+    result = json.loads(capsys.readouterr().out)
+    assert result["min_responders"] == 5
+    total = result["noise_multiplier"] * result["clip_norm"]
+    assert result["noise_share_std"] * math.sqrt(5) >= total * (1 - 1e-12)
+    honest = dp_fedavg_events(0.05, result["noise_share_std"] * math.sqrt(5) / result["clip_norm"], 5)
+    for level in ("agent", "instance"):  # the reported ε holds with only t honest shares
+        assert epsilon_for(honest.at(level), 1e-3, "pld") <= result["privacy"][level]["epsilon"] * (1 + 1e-9)
+
+
+def test_without_the_flag_each_share_is_sigma_s_over_root_n():
+    method = DpFedAvg(sigma=0.9, clip_norm=0.5)
+    assert method.noise_share(0, 16) == pytest.approx(0.9 * 0.5 / 4)
+    assert method.with_min_responders(4).noise_share(0, 16) == pytest.approx(0.9 * 0.5 / 2)
+
+
+@pytest.mark.parametrize("noise", ["server", "distributed-unmasked"])
+def test_min_responders_is_refused_where_no_honest_shares_carry_the_noise(noise):
+    config = RunConfig(
+        method="dp-fedavg",
+        federation=FederationConfig(agents=10),
+        privacy=PrivacyConfig(sigma=0.9, min_responders=5),
+        options={"noise": noise},
+    )
+    with pytest.raises(ConfigError) as error:
+        DpFedAvg.from_config(config, sigma=0.9, queries=1, min_responders=5)
+    assert error.value.argument == "min_responders"
+
+
+def test_t_beyond_the_transports_agents_is_refused():
+    method = DpFedAvg(sigma=0.9).with_min_responders(11)
+
+    class Ten:
+        num_agents = 10
+
+    with pytest.raises(ConfigError, match="exceeds"):
+        method.check_transport(Ten())  # type: ignore[arg-type]

@@ -7,10 +7,12 @@ sampled agent runs E local SGD iterations from θ_t and clips its update to L2 n
 
 * ``noise="distributed"`` (default; Algorithm 5 with secure aggregation). *Every* agent
   takes part in every round's secure sum (:mod:`fedvote.aggregation.secure_sum`, pairwise
-  masks, in process): a sampled agent sends Δ̃_i + N(0, σ²S²/N), any other agent its share
-  N(0, σ²S²/N) alone, so the total carries exactly N(0, σ²S²) whoever was sampled (also
-  when m_t = 0). The server receives N uniformly masked vectors and learns only their
-  sum: neither an individual update nor *who* was sampled. Each agent draws its own coin
+  masks, in process): a sampled agent sends Δ̃_i + N(0, σ²S²/t), any other agent its share
+  N(0, σ²S²/t) alone, where t is ``--min-responders`` (default N, the voting methods' rule
+  :func:`fedvote.aggregation.voting.noise_share_std`), so the total carries N(0, σ²S²·N/t)
+  whoever was sampled (also when m_t = 0) — at least N(0, σ²S²) from any t honest shares.
+  The server receives N uniformly masked vectors and learns only their sum: neither an
+  individual update nor *who* was sampled. Each agent draws its own coin
   (in simulation: from the privacy generator, never shown to the server's aggregation
   code) and θ goes to every agent. Cost: N·d floats up and down per round instead of m_t·d.
 * ``noise="distributed-unmasked"`` (Algorithm 5 as the paper writes it): each sampled
@@ -55,6 +57,7 @@ requested agent-level ε at fixed T (the CLI's ``--epsilon``), or takes it from
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -63,6 +66,7 @@ import numpy as np
 
 from fedvote.aggregation.secure_noise import secure_gaussian
 from fedvote.aggregation.secure_sum import FixedPoint
+from fedvote.aggregation.voting import noise_share_std
 from fedvote.errors import ConfigError
 from fedvote.methods.gradient import GradientMethod
 from fedvote.methods.options.gradient import NOISE_PLACEMENTS, DpFedAvgOptions
@@ -94,6 +98,8 @@ class DpFedAvg(GradientMethod):
     from every agent, secure aggregation, sample hidden), ``"distributed-unmasked"``
     (Algorithm 5 as written) or ``"server"`` (Algorithm 3). ``num_agents`` is N, needed
     before the run only by ``"distributed-unmasked"``, whose ε depends on it.
+    ``min_responders`` is t, the honest agents whose shares must carry σS between them
+    (None: all N); only distributed noise takes it (:meth:`with_min_responders`).
     """
 
     name = "dp-fedavg"
@@ -105,9 +111,12 @@ class DpFedAvg(GradientMethod):
     noise: str = "distributed"
     delta: float = 1e-3
     num_agents: int | None = None
+    min_responders: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.min_responders is not None and self.min_responders < 1:
+            raise ConfigError("min_responders", f"must be at least 1, got {self.min_responders}")
         if not self.clip_norm > 0 or not math.isfinite(self.clip_norm):
             raise ConfigError("clip_norm", f"must be > 0, got {self.clip_norm}")
         if self.noise not in NOISE_PLACEMENTS:
@@ -152,18 +161,46 @@ class DpFedAvg(GradientMethod):
             return (*self.requires, capabilities.SecureUpdateSum)
         return self.requires
 
+    def with_min_responders(self, min_responders: int | None) -> DpFedAvg:
+        """Distributed noise honours t (each share σS/√t); the other placements refuse the flag.
+
+        With ``server`` the trusted server adds all the noise; with ``distributed-unmasked``
+        the server sees each update with its own share σS/√m_t, and its ε (no sampling
+        credit) does not count on other agents' shares. Neither splits σS among t honest agents.
+        """
+        if min_responders is None:
+            return dataclasses.replace(self, min_responders=None)
+        if self.noise != "distributed":
+            raise ConfigError(
+                "min_responders",
+                f"applies to DP-FedAvg's --noise distributed (shares of a secure sum), not to {self.noise!r}",
+            )
+        return dataclasses.replace(self, min_responders=min_responders)
+
     def check_transport(self, transport: Transport) -> None:
-        """The unmasked ε needs the true N (a secure update sum is a requirement: :meth:`requirements`)."""
+        """The unmasked ε needs the true N; t at most N (a secure update sum: :meth:`requirements`)."""
         if self.noise == "distributed-unmasked" and self.num_agents != transport.num_agents:
             raise ConfigError(
                 "agents",
                 f"accounted for {self.num_agents} agents but the transport holds {transport.num_agents}",
             )
+        if self.min_responders is not None and self.min_responders > transport.num_agents:
+            raise ConfigError(
+                "min_responders", f"t = {self.min_responders} exceeds the {transport.num_agents} agents"
+            )
+
+    def responders(self, num_agents: int) -> int:
+        """t: the honest agents whose shares must carry the noise σS (``--min-responders``, default N)."""
+        return num_agents if self.min_responders is None else self.min_responders
 
     def noise_share(self, sampled: int, num_agents: int) -> float:
-        """The std each contributing agent adds: σS/√N (distributed), σS/√m_t (unmasked), else 0."""
+        """The std each contributing agent adds: σS/√t (distributed), σS/√m_t (unmasked), else 0.
+
+        Distributed: any t honest shares add up to variance σ²S², the noise the events
+        assume, as :func:`fedvote.aggregation.voting.noise_share_std` does for votes.
+        """
         if self.noise == "distributed":
-            return self.sigma * self.clip_norm / math.sqrt(num_agents)
+            return noise_share_std(self.sigma * self.clip_norm, self.responders(num_agents))
         if self.noise == "distributed-unmasked" and sampled > 0:
             return self.sigma * self.clip_norm / math.sqrt(sampled)
         return 0.0
@@ -214,7 +251,7 @@ class DpFedAvg(GradientMethod):
         return theta + total / (self.sampling_rate * num_agents)
 
     def _reported_share(self, num_agents: int) -> float | None:
-        """Each agent's noise std: σS/√N (distributed), None (unmasked: σS/√m_t varies), 0 (server)."""
+        """Each agent's noise std: σS/√t (distributed), None (unmasked: σS/√m_t varies), 0 (server)."""
         if self.noise == "distributed-unmasked":
             return None
         return self.noise_share(0, num_agents)
@@ -226,6 +263,7 @@ class DpFedAvg(GradientMethod):
             "clip_norm": self.clip_norm,
             "noise": self.noise,
             "noise_share_std": self._reported_share(transport.num_agents),
+            "min_responders": self.responders(transport.num_agents) if self.noise == "distributed" else None,
             "update_denominator": self.sampling_rate * transport.num_agents,
             "epsilon_holds_against": HOLDS_AGAINST[self.noise],
         }

@@ -295,6 +295,10 @@ class FedAuxFdp(Method):
             )
         if config.privacy.sigma is not None:
             raise ConfigError("sigma", f"{cls.name} derives σ from --epsilon-scores/--epsilon-classes and δ")
+        if config.privacy.min_responders is not None:  # no shares of a sum to honour t (issue 42, defect 4)
+            raise ConfigError(
+                "min_responders", f"does not apply to {cls.name}: each head carries its whole noise"
+            )
         options = cls.options_from(config) or FedAuxOptions()
         return cls(options=options, delta=config.privacy.delta, seed=config.seed)
 

@@ -120,10 +120,27 @@ class GradientMethod(Method):
             **options,
         )
         method.check_accountant(config.privacy.accountant)
-        return method
+        return method.with_min_responders(config.privacy.min_responders)
 
     def check_accountant(self, accountant: str) -> None:
         """Refuse, before any training, an accountant that cannot account this method's events."""
+
+    def with_min_responders(self, min_responders: int | None) -> GradientMethod:
+        """The method honouring ``--min-responders`` t; refused here (None, the flag not given, passes).
+
+        t is the number of honest agents whose noise shares must add up to the noise the
+        accounting assumes (``docs/privacy.md``, "Distributed noise"). Only noise split into
+        shares of a sum can honour it (DP-FedAvg's distributed noise overrides this); FedAvg
+        adds none, DP-FedSGD's agents each add their whole DP-SGD noise to their own steps.
+        Accepting the flag and ignoring it would record a t the noise does not honour.
+        """
+        if min_responders is None:
+            return self
+        why = "it adds no noise" if self.calibration_level is None else "its noise is not split into shares"
+        raise ConfigError(
+            "min_responders",
+            f"does not apply to {self.name}: {why} (t counts the honest agents whose shares make the noise)",
+        )
 
     def with_sigma(self, sigma: float) -> GradientMethod:
         """The same run with noise multiplier ``sigma`` (FedAvg adds no noise: unchanged)."""

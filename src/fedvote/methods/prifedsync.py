@@ -183,7 +183,16 @@ class PriFedSync(Method):
     def from_config(
         cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
     ) -> PriFedSync:
-        """The method from ``config.options``; Q and t do not apply."""
+        """The method from ``config.options``; Q does not apply, and ``--min-responders`` is refused.
+
+        Each client adds its whole DP-SGD noise to its own steps (no shares of a sum), so a
+        t would be recorded without anything honouring it (issue 42, defect 4).
+        """
+        if config.privacy.min_responders is not None:
+            raise ConfigError(
+                "min_responders",
+                f"does not apply to {cls.name}: each client adds its whole DP-SGD noise, not a share",
+            )
         options: PriFedSyncOptions = cls.options_from(config)
         return cls(
             sigma=sigma,
