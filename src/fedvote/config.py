@@ -396,19 +396,39 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def load_run_config(path: str | Path) -> RunConfig:
-    """The RunConfig stored in ``path``: a result.json (its ``config``) or a bare config."""
+def load_run_config(path: str | Path, *, one_run: bool = False) -> RunConfig:
+    """The RunConfig stored in ``path``: a result.json (its ``config``) or a bare config.
+
+    Refused, naming ``config``: a config without its ``federation`` section (it would run on
+    the default federation, not the one recorded) and, with ``one_run`` (``fedvote run``), a
+    ``compare.json``, whose config holds one method of several: rerunning it would run that
+    one alone.
+    """
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError, RecursionError) as error:  # ValueError: not UTF-8, not JSON
         raise ConfigError("config", f"cannot read {path}: {error}") from error
     if not isinstance(data, dict):
         raise ConfigError("config", f"{path} does not hold a JSON object")
+    if one_run and "rows" in data and "config" in data:
+        raise ConfigError(
+            "config",
+            f"{path} is a compare.json (several methods); fedvote run reruns one run's result.json: "
+            f"use fedvote compare --config {path}",
+        )
+    recorded = data.get("config", data)
     try:
-        return RunConfig.from_dict(data.get("config", data))
+        config = RunConfig.from_dict(recorded)
     except TypeError as error:
         raise ConfigError("config", f"{path} is not a fedvote config: {error}") from error
     except ConfigError as error:
         if error.argument != "config":
             raise
         raise ConfigError("config", f"{path}: {error.detail}") from error
+    if isinstance(recorded, dict) and "federation" not in recorded:
+        raise ConfigError(
+            "config",
+            f"{path} has no federation section: it would run on the default federation, not the "
+            "one recorded; give a result.json, or its whole 'config' object",
+        )
+    return config

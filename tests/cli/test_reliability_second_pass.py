@@ -230,3 +230,76 @@ def test_cli_sets_openmp_policy_before_torch_under_load(argv, expected):
 def test_threads_flag_refuses_zero(capsys):
     code, _, err = invoke(["run", "--threads", "0"], capsys)
     assert code == 2 and one_error_line(err) == "fedvote: error: --threads: must be an integer from 1 to 1024, got 0"
+
+
+# --- item 9: accepted silently, now refused in one line naming the flag --------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "--out", ""], "--out: is empty; name a directory (. for the current one)"),
+        (["run", "--release", "labels", "--threshold", "-5"],
+         "--threshold: must be a finite number of votes >= 0, got -5.0"),
+        (["audit", "--trials", "10000000000000"],
+         "--trials: must be at most 10000000 (about eight hours on digits), got 10000000000000"),
+    ],
+)
+def test_surely_a_mistake_is_refused_in_one_line(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = invoke(argv, capsys)
+    assert code == 2
+    assert one_error_line(err) == f"fedvote: error: {message}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_knn_k_beyond_the_smallest_agent_is_refused_before_any_charge(tmp_path, capsys):
+    ledger = tmp_path / "l.db"
+    code, _, err = invoke(["run", "--method", "private-knn-fl", "--k", str(10**9), "--agents", "5", "--sigma", "3",
+                           "--ledger", ledger], capsys)
+    assert code == 2
+    line = one_error_line(err)
+    assert line.startswith("fedvote: error: --k: 1000000000 neighbours but the smallest agent holds ")
+    assert not ledger.exists()
+
+
+def test_run_refuses_a_compare_json(tmp_path, capsys):
+    path = tmp_path / "compare.json"
+    config = {"method": "pate-fl", "federation": {"dataset": "digits", "agents": 3}}
+    path.write_text(json.dumps({"rows": [{"method": "pate-fl"}, {"method": "dp-fedavg"}], "config": config}))
+    code, _, err = invoke(["run", "--config", path], capsys)
+    assert code == 2
+    line = one_error_line(err)
+    assert line.startswith(f"fedvote: error: --config: {path} is a compare.json") and "fedvote compare" in line
+
+
+def test_run_refuses_a_config_without_its_federation(tmp_path, capsys):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"config": {"method": "pate-fl", "queries": 20}}))
+    code, _, err = invoke(["run", "--config", path], capsys)
+    assert code == 2
+    assert one_error_line(err).startswith(f"fedvote: error: --config: {path} has no federation section")
+
+
+def test_label_refuses_queries_far_outside_the_data(tmp_path, capsys):
+    from fedvote.data.datasets import load_digits
+
+    queries = load_digits().features[-3:].reshape(3, -1).copy()
+    queries[1, 5] = 1e30
+    path = tmp_path / "q.npy"
+    np.save(path, queries)
+    ledger = tmp_path / "l.db"
+    code, _, err = invoke(["label", "--agents", "3", "--sigma", "3", "--queries", path, "--ledger", ledger], capsys)
+    assert code == 2
+    line = one_error_line(err)
+    assert line.startswith(f"fedvote: error: --queries: {path}: query 1 holds 1e+30, far outside the data's range")
+    assert not ledger.exists()
+
+
+def test_csv_row_with_an_extra_field_is_refused(tmp_path, capsys):
+    path = tmp_path / "extra.csv"
+    path.write_text("a,b,label\n" + "".join(f"{i},{i + 1},{i % 2}\n" for i in range(40)) + "3,4,1,9\n")
+    code, _, err = invoke(["run", "--dataset", f"csv:{path}", *TINY], capsys)
+    assert code == 2
+    line = one_error_line(err)
+    assert line.startswith(f"fedvote: error: --dataset: {path}: line 42 has 4 fields but the header names 3 columns")

@@ -87,6 +87,8 @@ def run(
     else:
         (config,) = configs
     if out is not None:
+        if not out.strip():  # Path("") is ".": an empty --out would write wherever the user stands
+            raise ConfigError("out", "is empty; name a directory (. for the current one)")
         check_writable(out)  # before anything is trained or charged
     # What the runner refuses first (the method's options, the datasets' names), refused
     # before the runner and torch are imported, so that a misspelt flag answers at once.
@@ -141,7 +143,7 @@ def _save_run(result: RunResult, out: str, ledger: str | None, with_report: bool
 def _config_from_file(context: click.Context, path: str, allowed: frozenset[str]) -> RunConfig:
     """The RunConfig stored in ``path``; refuses other flags given alongside."""
     reject_flags_besides(context, allowed | {"config_file"})
-    return load_run_config(path)
+    return load_run_config(path, one_run=True)
 
 
 def diagnostic_lines(diagnostics: dict[str, Any]) -> list[str]:

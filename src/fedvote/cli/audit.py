@@ -8,11 +8,15 @@ import click
 
 from fedvote.cli.run_options import run_config_options
 from fedvote.config import RunConfig
+from fedvote.errors import ConfigError
 from fedvote.methods.registry import check_options
 
 # Run flags an audit does not take: it charges no ledger and simulates the sums in process.
 # --secure-noise is taken (PATE-FL: the agents' discrete Gaussian shares from the CSPRNG).
 _NOT_AUDIT_FLAGS = frozenset({"ledger", "budget_epsilon", "secure_sum"})
+# At most this many trials: 20,000 take about a minute on digits' defaults, so 10⁷ about eight
+# hours; more is a typo (1e13 would run for millennia), refused before anything is built.
+MAX_TRIALS = 10_000_000
 
 
 @click.command()
@@ -38,6 +42,8 @@ def audit(configs: list[RunConfig], level: str, trials: int, confidence: float, 
     Example: fedvote audit --method pate-fl --level agent --trials 20000 --json
     """
     (config,) = configs
+    if trials > MAX_TRIALS:
+        raise ConfigError("trials", f"must be at most {MAX_TRIALS} (about eight hours on digits), got {trials}")
     check_options(config)
     from fedvote.audit import audit_config  # lazy: imports torch; keeps fedvote --help fast
     from fedvote.progress import RichProgress

@@ -77,7 +77,7 @@ def label(
     from fedvote.privacy.events import pate_fl_events
     from fedvote.privacy.ledger import PersistentLedger, PrivacyBudgetExceeded
     from fedvote.progress import RichProgress
-    from fedvote.runner import check_budget, make_federation, open_ledger, plan
+    from fedvote.runner import check_budget, make_federation, note_charge, open_ledger, plan
     from fedvote.transport.capabilities import check_capabilities
     from fedvote.transport.local import LocalTransport
 
@@ -91,6 +91,7 @@ def label(
         raise ConfigError("secure_noise", "fedvote label answers with Gaussian noise, not on the secure path")
     federation = make_federation(config)
     queries = load_queries(queries_file, federation.example_shape)  # (Q, *shape)
+    check_query_range(queries, federation.public.features, queries_file)
     count = queries.shape[0]
     # The queries take the public pool's place: agents vote on them by index.
     asked = dataclasses.replace(
@@ -125,6 +126,9 @@ def label(
                 transport, ledger, config, sigma, noise_std, min_responders, count, answers, as_json
             )
         ledger_summary = _ledger_summary(ledger)
+    except BaseException as error:  # Ctrl-C or a failure between answers: say what was charged
+        note_charge(error, config, ledger)
+        raise
     finally:
         if isinstance(ledger, PersistentLedger):
             ledger.close()
@@ -282,6 +286,29 @@ def load_queries(path: str | Path, example_shape: tuple[int, ...]) -> np.ndarray
     if not np.all(np.isfinite(array)):
         raise ConfigError("queries", f"{file} holds non-finite values")
     return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def check_query_range(queries: np.ndarray, reference: np.ndarray, file: str | Path) -> None:
+    """Refuse (naming ``--queries``) a query value far outside the data's range.
+
+    ``reference`` is the federation's public pool, in the loader's representation (digits'
+    pixels in [0, 1]). A value more than the pool's whole span beyond its range (1e30 for a
+    pixel) is no example of this data — a file in another representation, or garbage — and
+    each answer would still be charged. The range is of public data only.
+    """
+    if not reference.size:
+        return
+    low, high = float(np.min(reference)), float(np.max(reference))
+    span = max(high - low, 1.0)
+    outside = (queries < low - span) | (queries > high + span)  # (Q, *shape)
+    if np.any(outside):
+        index = int(np.argmax(outside.reshape(outside.shape[0], -1).any(axis=1)))
+        value = float(queries[index][outside[index]].flat[0])
+        raise ConfigError(
+            "queries",
+            f"{file}: query {index} holds {value:g}, far outside the data's range [{low:g}, {high:g}]; "
+            "give queries in the representation the dataset loader produces",
+        )
 
 
 def _read_csv(file: Path) -> np.ndarray:

@@ -329,6 +329,11 @@ def _load_csv(
         raise _file_error(path, "no feature column beside the label column", _CSV_WHERE)
     if len(lines) < 2:
         raise _file_error(path, "a header but no data rows", _CSV_WHERE)
+    for number, line in enumerate(lines[1:], start=2):  # a row longer than the header lost its tail
+        fields = line.count(",") + 1
+        if line.strip() and fields != len(header):
+            problem = f"line {number} has {fields} fields but the header names {len(header)} columns"
+            raise _file_error(path, problem, _CSV_WHERE)
     try:
         x = np.loadtxt(io.StringIO(text), delimiter=",", skiprows=1, usecols=feature_columns, ndmin=2)
         y = np.loadtxt(io.StringIO(text), delimiter=",", skiprows=1, usecols=label_index, dtype=str, ndmin=1)

@@ -200,8 +200,22 @@ class PrivateKnnFL(Method):
         return dataclasses.replace(self, agent_records=tuple(int(n) for n in sizes))
 
     def with_public(self, public: PublicMetadata) -> PrivateKnnFL:
-        """The run knowing the agents' record counts, where the server knows them."""
-        return self if public.agent_records is None else self.with_agent_records(public.agent_records)
+        """The run knowing the agents' record counts, where the server knows them.
+
+        A fixed ``k`` above the smallest agent's record count is refused: that agent's vote
+        would be all its records, divided by a k it cannot reach (k = 10⁹: instance ε 0.0,
+        accuracy 0.126, issue 47); ``--k-fraction`` scales k with each agent's records.
+        """
+        if public.agent_records is None:
+            return self
+        smallest = min((int(n) for n in public.agent_records), default=0)
+        if self.k is not None and smallest and self.k > smallest:
+            raise ConfigError(
+                "k",
+                f"{self.k} neighbours but the smallest agent holds {smallest} records; give k <= {smallest} "
+                "(or --k-fraction, a share of each agent's records)",
+            )
+        return self.with_agent_records(public.agent_records)
 
     @property
     def instance_bound(self) -> str:

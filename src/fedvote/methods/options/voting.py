@@ -72,8 +72,9 @@ class PateFLOptions:
             for name in ("threshold", "threshold_sigma"):
                 if getattr(self, name) is not None:
                     raise ConfigError(name, "applies to --release labels only")
-        if self.threshold is not None and not math.isfinite(self.threshold):
-            raise ConfigError("threshold", f"must be a finite number, got {self.threshold}")
+        if self.threshold is not None and not (math.isfinite(self.threshold) and self.threshold >= 0):
+            # A negative T passes every query: the check costs ε and selects nothing (issue 47).
+            raise ConfigError("threshold", f"must be a finite number of votes >= 0, got {self.threshold}")
         sigma1 = self.threshold_sigma
         if sigma1 is not None and not (sigma1 >= 0 and math.isfinite(sigma1)):
             raise ConfigError("threshold_sigma", f"must be a finite number >= 0, got {self.threshold_sigma}")
