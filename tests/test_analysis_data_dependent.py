@@ -64,7 +64,7 @@ def test_runs_that_release_sums_claim_no_data_dependent_epsilon():
     privacy = with_data_dependent_epsilon(report_for(ledger), ledger, analysis, 25.0)
     for level in ("agent", "instance"):
         entry = getattr(privacy, level)
-        assert entry.data_dependent_epsilon is None
+        assert entry.data_dependent_epsilon_released is None
         assert entry.data_dependent_label.startswith(NOT_APPLICABLE)
     assert privacy.agent.epsilon == pytest.approx(2.7354, abs=5e-4)  # the headline is untouched
 
@@ -91,7 +91,7 @@ def test_weighted_votes_claim_no_data_dependent_epsilon():
     assert result.details["release"] == "sums"
 
 
-def confident_analysis(histograms, answered, *, sigma, threshold_sigma, threshold, t, responders):
+def confident_analysis(histograms, answered, *, sigma, threshold_sigma, threshold, t, responders, plans=None):
     from fedvote.analysis import ConfidentRecord, VoteRelease
 
     record = ConfidentRecord(
@@ -102,6 +102,7 @@ def confident_analysis(histograms, answered, *, sigma, threshold_sigma, threshol
         histograms=histograms,
         answered=answered,
         responders=np.full(answered.shape[0], float(responders)),
+        plans=plans,
     )
     released = int(answered.sum())
     return RunAnalysis(
@@ -115,30 +116,40 @@ def confident_analysis(histograms, answered, *, sigma, threshold_sigma, threshol
 def test_data_dependent_epsilon_uses_the_noise_actually_added():
     # t = 25 of N = 100 agents: every agent adds σ²/t, so the sums carry σ²·N/t = 4σ², not
     # the accounted σ². The data-dependent loss is not monotone in σ, so the accounted σ is
-    # no safe stand-in: the figure must be computed with σ·√(N/t).
+    # no safe stand-in: the figure must be computed with σ·√(N/t). It is a diagnostic; only
+    # its smooth-sensitivity release is a privacy figure (issue 42, defect 3).
+    from fedvote.analysis import release_data_dependent_epsilon
     from fedvote.privacy.data_dependent import confident_gnmax_epsilon
     from fedvote.privacy.events import confident_gnmax_events
+    from fedvote.privacy.smooth_sensitivity import RELEASED_LABEL, plan_release, release_events, with_release
 
     rng = np.random.default_rng(7)
     agents, t, sigma, threshold_sigma, threshold = 100, 25, 6.0, 12.0, 70.0
     histograms = np.stack([rng.multinomial(agents, [0.9, 0.05, 0.05]) for _ in range(400)]).astype(float)
     answered = histograms.max(axis=1) + rng.normal(0, 2 * threshold_sigma, 400) >= threshold
-    ledger = charged(confident_gnmax_events(sigma, threshold_sigma, 400))
+    plans = {
+        level: plan_release(sigma=sigma, threshold_sigma=threshold_sigma, queries=400, delta=DELTA, sensitivity=s)
+        for level, s in (("agent", 1.0), ("instance", math.sqrt(2.0)))
+    }
+    ledger = charged(with_release(confident_gnmax_events(sigma, threshold_sigma, 400),
+                                  release_events(plans["agent"], plans["instance"])))
     privacy = report_for(ledger)
     analysis = confident_analysis(histograms, answered, sigma=sigma, threshold_sigma=threshold_sigma,
-                                  threshold=threshold, t=t, responders=agents)
-    reported = with_data_dependent_epsilon(privacy, ledger, analysis, sigma)
+                                  threshold=threshold, t=t, responders=agents, plans=plans)
+    reported, diagnostics = release_data_dependent_epsilon(privacy, ledger, analysis, sigma, noise_seed=3)
     for level, s in (("agent", 1.0), ("instance", math.sqrt(2.0))):
         entry = getattr(reported, level)
         actual = confident_gnmax_epsilon(histograms, answered, threshold=threshold, threshold_sigma=2 * threshold_sigma,
                                          sigma=2 * sigma, delta=DELTA, sensitivity=s)
         accounted = confident_gnmax_epsilon(histograms, answered, threshold=threshold,
                                             threshold_sigma=threshold_sigma, sigma=sigma, delta=DELTA, sensitivity=s)
-        assert entry.data_dependent_epsilon == pytest.approx(actual.epsilon, rel=1e-12)
-        assert entry.data_dependent_epsilon != pytest.approx(accounted.epsilon, rel=1e-3)
-        assert entry.data_dependent_epsilon < 0.5 * entry.epsilon  # it bites, and never exceeds the headline
-        assert entry.data_dependent_label.startswith("data-dependent (not itself private)")
-        assert "Confident-GNMax" in entry.data_dependent_accountant
+        clean = diagnostics["data_dependent"][level]["epsilon"]
+        assert clean == pytest.approx(actual.epsilon, rel=1e-12)
+        assert clean != pytest.approx(accounted.epsilon, rel=1e-3)
+        assert clean < 0.5 * entry.epsilon  # it bites, and never exceeds the headline
+        assert entry.data_dependent_label == RELEASED_LABEL
+        assert entry.data_dependent_epsilon_released <= entry.epsilon
+        assert "smooth-sensitivity release" in entry.data_dependent_accountant
 
 
 def test_label_release_is_capped_by_the_headline_and_says_when_it_could_not_be_computed():
@@ -152,14 +163,16 @@ def test_label_release_is_capped_by_the_headline_and_says_when_it_could_not_be_c
     analysis = confident_analysis(histograms, answered, sigma=1.0, threshold_sigma=2.0, threshold=5.0, t=10,
                                   responders=10)
     reported = with_data_dependent_epsilon(privacy, ledger, analysis, 1.0)
-    assert reported.agent.data_dependent_epsilon <= privacy.agent.epsilon
+    assert reported.agent.data_dependent_epsilon_released is None  # no release planned and charged
+    assert reported.agent.data_dependent_label.startswith("not released")
     deployment = RunAnalysis(
         class_counts=analysis.class_counts, query_indices=analysis.query_indices, pseudo_labels=analysis.pseudo_labels,
         release=VoteRelease("labels", 50, confident=ConfidentRecord(5.0, 2.0, 1.0, 10, None, answered,
                                                                       np.full(50, 10.0))),
     )
     absent = with_data_dependent_epsilon(privacy, ledger, deployment, 1.0)
-    assert absent.agent.data_dependent_epsilon is None and absent.agent.data_dependent_label == NOT_COMPUTED_LABEL
+    assert absent.agent.data_dependent_epsilon_released is None
+    assert absent.agent.data_dependent_label == NOT_COMPUTED_LABEL
 
 
 def test_runs_without_votes_or_noise_are_left_alone():

@@ -22,15 +22,17 @@ by name in the file's ``diagnostics`` entry beside ``diagnostics_note``
 
 Gradient methods release no votes: only ``class_counts`` is written for them.
 
-The data-dependent ε is added here to the run's :class:`~fedvote.results.PrivacyReport`
-next to — never instead of — the data-independent ε, and only for the mechanism it is
-proven for: PATE-FL with ``--release labels`` (Confident-GNMax; Papernot et al. 2018,
-Algorithm 1: threshold-check RDP on every checked query, GNMax Theorem 6 on the answered
-ones), from the clean vote sums of *every checked query*, with the noise actually added
-(σ·√(r/t) for r responders), capped by the data-independent ε. It reads the private
-votes, so it is itself **not** differentially private. A run that releases the noisy
-vote sums (PATE-FL's default, Private-kNN-FL, weighted voting) gets no figure but the
-label :data:`~fedvote.privacy.data_dependent.NOT_APPLICABLE_SUMS`.
+The data-dependent ε is added here, and only for the mechanism it is proven for: PATE-FL
+with ``--release labels`` (Confident-GNMax; Papernot et al. 2018, Algorithm 1:
+threshold-check RDP on every checked query, GNMax Theorem 6 on the answered ones), from
+the clean vote sums of *every checked query*, with the noise actually added (σ·√(r/t) for
+r responders). That figure reads the private votes, so it is not published as it is: the
+run's :class:`~fedvote.results.PrivacyReport` gets only its **release by smooth
+sensitivity** (PATE'18 §4, :mod:`fedvote.privacy.smooth_sensitivity`), whose cost the
+method charged to the ledger (so it is in the headline ε); the clean figure goes to the
+simulation diagnostics. A run that releases the noisy vote sums (PATE-FL's default,
+Private-kNN-FL, weighted voting) gets no figure but the label
+:data:`~fedvote.privacy.data_dependent.NOT_APPLICABLE_SUMS`.
 """
 
 from __future__ import annotations
@@ -45,15 +47,27 @@ from typing import Any
 import numpy as np
 
 from fedvote.data.federation import Federation, LabeledData
+from fedvote.errors import ConfigError
 from fedvote.methods.base import MethodOutcome
 from fedvote.privacy.data_dependent import CONFIDENT_LABEL, NOT_APPLICABLE_SUMS, confident_gnmax_epsilon
 from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.privacy.smooth_sensitivity import (
+    RELEASED_LABEL,
+    ReleasePlan,
+    confident_gnmax_smooth_sensitivity,
+    data_independent_rdp,
+    release_cost_rdp,
+    release_data_dependent,
+    release_events,
+)
 from fedvote.results import DIAGNOSTIC_NOTE, LevelPrivacy, PrivacyReport, write_atomic
 from fedvote.transport.base import Transport
 from fedvote.transport.capabilities import SimulationDiagnostics
 
 ANALYSIS_FILE = "analysis.npz"
 NOT_COMPUTED_LABEL = "not computed: the clean vote sums exist only in an in-process simulation"
+NOT_RELEASED_LABEL = "not released: no smooth-sensitivity release of it was planned and charged"
+_RELEASE_NOISE_TAG = 0x55E1  # the smooth-sensitivity release's own stream of --noise-seed
 # The teacher-accuracy diagnostic reads at most this many test points (issue 21): on the
 # voting paper's MNIST run (100 agents, 7,000 test points) the whole test set took 49 of
 # the run's 148 s. Measured on that federation (one thread, 2-core machine at load 3-4):
@@ -112,7 +126,8 @@ class ConfidentRecord:
 
     ``histograms`` (K, C): clean vote sums of every checked query; ``answered`` (K,): the
     released pass bits; ``responders`` (K,): agents that noised each query; the accounted
-    ``threshold_sigma`` (σ₁), ``sigma`` (σ₂) and ``min_responders`` (t), and ``threshold`` T.
+    ``threshold_sigma`` (σ₁), ``sigma`` (σ₂) and ``min_responders`` (t), and ``threshold`` T;
+    ``plans``: the smooth-sensitivity release planned and charged at each level (None: none).
     """
 
     threshold: float
@@ -122,6 +137,7 @@ class ConfidentRecord:
     histograms: np.ndarray | None
     answered: np.ndarray
     responders: np.ndarray
+    plans: Mapping[str, ReleasePlan] | None = None
 
     def actual_std(self, accounted: float) -> np.ndarray:
         """The std of the noise actually in each sum, (K,): r shares of σ²/t, i.e. σ·√(r/t)."""
@@ -244,6 +260,7 @@ def vote_release(
     if details.get("release") != "labels" or not isinstance(record, Mapping):
         return VoteRelease("sums", released_queries)
     checked = np.asarray(record["checked_query_indices"], dtype=np.int64)  # (K,)
+    planned = record.get("smooth_sensitivity")
     confident = ConfidentRecord(
         threshold=float(record["threshold"]),
         threshold_sigma=float(record["threshold_sigma"]),
@@ -252,66 +269,140 @@ def vote_release(
         histograms=None if clean is None else np.asarray(clean(checked), dtype=np.float64),  # (K, C)
         answered=np.asarray(record["answered"], dtype=bool),
         responders=np.asarray(record["responders"], dtype=np.float64),
+        plans=None if not isinstance(planned, Mapping) else {
+            level: ReleasePlan(**{key: float(value) for key, value in plan.items()})
+            for level, plan in planned.items()
+        },
     )
     return VoteRelease("labels", released_queries, confident=confident)
 
 
 def with_data_dependent_epsilon(
-    privacy: PrivacyReport, ledger: PrivacyLedger, analysis: RunAnalysis, sigma: float
+    privacy: PrivacyReport,
+    ledger: PrivacyLedger,
+    analysis: RunAnalysis,
+    sigma: float,
+    noise_seed: int | None = None,
 ) -> PrivacyReport:
     """``privacy`` with what the run's release record adds at both levels.
 
-    * label release (Confident-GNMax): the data-dependent ε of that mechanism
-      (:func:`~fedvote.privacy.data_dependent.confident_gnmax_epsilon`) from the clean sums of
-      every checked query, the released pass bits, the noise actually added (σ·√(r/t)), the
-      sensitivity charged at the level and the run's δ; capped by the level's headline ε.
+    :func:`release_data_dependent_epsilon` without its diagnostics.
+    """
+    return release_data_dependent_epsilon(privacy, ledger, analysis, sigma, noise_seed)[0]
+
+
+def release_data_dependent_epsilon(
+    privacy: PrivacyReport,
+    ledger: PrivacyLedger,
+    analysis: RunAnalysis,
+    sigma: float,
+    noise_seed: int | None = None,
+) -> tuple[PrivacyReport, dict[str, Any]]:
+    """``privacy`` with the published data-dependent ε at both levels, and the diagnostics behind it.
+
+    * label release (Confident-GNMax): the data-dependent RDP at the planned order λ of that
+      mechanism from the clean sums of every checked query, the released pass bits and the
+      noise actually added (σ·√(r/t)), at the sensitivity charged at the level, released as
+      f + S_β·N(0, σ_SS²) (:func:`~fedvote.privacy.smooth_sensitivity.release_data_dependent`)
+      and converted with the release's own RDP at the run's δ; capped by the level's headline
+      ε (which holds the release's charge). ``privacy.<level>.data_dependent_epsilon_released``
+      is that figure alone. The clean ε (all orders, :func:`confident_gnmax_epsilon`), f and
+      S_β go to the returned diagnostics (``data_dependent``), never to ``privacy``.
     * sum release: no data-dependent ε, and ``data_dependent_label`` says why
       (:data:`~fedvote.privacy.data_dependent.NOT_APPLICABLE_SUMS`).
 
     Unchanged for runs without votes (gradient methods) and non-private runs. ``sigma`` is
-    the method's accounted σ (the argmax noise of label release).
+    the method's accounted σ (the argmax noise of label release). ``noise_seed`` seeds the
+    release's noise (its own stream); None draws it from OS entropy.
     """
     release = analysis.release
     if release is None and analysis.query_indices is not None and analysis.query_indices.size:
         release = VoteRelease("sums", int(analysis.query_indices.size))  # votes that do not say: sums
     if release is None or not privacy.private or not sigma > 0:
-        return privacy
+        return privacy, {}
+    seed = None if noise_seed is None else np.random.SeedSequence([noise_seed, _RELEASE_NOISE_TAG])
+    rng = np.random.default_rng(seed)
     levels = {}
+    diagnostics: dict[str, Any] = {}
     for level in ("agent", "instance"):
         entry = getattr(privacy, level)
         sensitivity = ledger.sensitivity(level)
         if entry.epsilon is None or sensitivity is None:
             levels[level] = entry
         elif release.mode == "labels" and release.confident is not None:
-            levels[level] = _with_confident_gnmax(entry, release.confident, sensitivity, privacy)
+            levels[level], found = _with_confident_gnmax(
+                entry, release.confident, sensitivity, privacy, level, rng
+            )
+            if found:
+                diagnostics[level] = found
         else:
             levels[level] = dataclasses.replace(entry, data_dependent_label=NOT_APPLICABLE_SUMS)
-    return dataclasses.replace(privacy, agent=levels["agent"], instance=levels["instance"])
+    report = dataclasses.replace(privacy, agent=levels["agent"], instance=levels["instance"])
+    return report, ({"data_dependent": {"label": CONFIDENT_LABEL, **diagnostics}} if diagnostics else {})
 
 
 def _with_confident_gnmax(
-    entry: LevelPrivacy, record: ConfidentRecord, sensitivity: float, privacy: PrivacyReport
-) -> LevelPrivacy:
-    """``entry`` with the data-dependent ε of a Confident-GNMax run at ``sensitivity``."""
+    entry: LevelPrivacy,
+    record: ConfidentRecord,
+    sensitivity: float,
+    privacy: PrivacyReport,
+    level: str,
+    rng: np.random.Generator,
+) -> tuple[LevelPrivacy, dict[str, Any]]:
+    """``entry`` with the released data-dependent ε of a Confident-GNMax run, and its diagnostics."""
     if record.histograms is None:
-        return dataclasses.replace(entry, data_dependent_label=NOT_COMPUTED_LABEL)
+        return dataclasses.replace(entry, data_dependent_label=NOT_COMPUTED_LABEL), {}
     accountant = gaussian_accountant(privacy.accountant)
-    result = confident_gnmax_epsilon(
+    check_std = record.actual_std(record.threshold_sigma)  # (K,)
+    argmax_std = record.actual_std(record.sigma)  # (K,)
+    clean = confident_gnmax_epsilon(
         record.histograms,
         record.answered,
         threshold=record.threshold,
-        threshold_sigma=record.actual_std(record.threshold_sigma),
-        sigma=record.actual_std(record.sigma),
+        threshold_sigma=check_std,
+        sigma=argmax_std,
         delta=privacy.delta,
         sensitivity=sensitivity,
         accountant=accountant,
     )
     assert entry.epsilon is not None  # checked by the caller
-    return dataclasses.replace(
-        entry,
-        data_dependent_epsilon=min(result.epsilon, entry.epsilon),
-        data_dependent_accountant=data_dependent_accountant_name(accountant),
-        data_dependent_label=CONFIDENT_LABEL,
+    found: dict[str, Any] = {"epsilon": min(clean.epsilon, entry.epsilon), "order": clean.order}
+    if record.plans is None or level not in record.plans:
+        return dataclasses.replace(entry, data_dependent_label=NOT_RELEASED_LABEL), found
+    plan = record.plans[level]
+    try:
+        smooth = confident_gnmax_smooth_sensitivity(
+            record.histograms, record.answered, threshold=record.threshold, threshold_sigma=check_std,
+            sigma=argmax_std, sensitivity=sensitivity, level=level, order=plan.order, beta=plan.beta,
+        )
+    except ConfigError as error:  # condition C5 fails: nothing is released (the charge stays)
+        return dataclasses.replace(entry, data_dependent_label=f"not released: {error}"), found
+    charge = release_events(record.plans["agent"], record.plans["instance"])
+    released = release_data_dependent(
+        smooth,
+        plan,
+        cost_rdp=release_cost_rdp(charge, level, plan.order),
+        independent_rdp=data_independent_rdp(check_std, argmax_std, sensitivity, plan.order),
+        delta=privacy.delta,
+        rng=rng,
+    )
+    found.update(
+        {
+            "rdp_at_release_order": smooth.value,
+            "release_order": plan.order,
+            "smooth_sensitivity": smooth.smooth_sensitivity,
+            "smooth_sensitivity_distance": smooth.distance,
+            "release_noise_std": smooth.smooth_sensitivity * plan.sigma,
+        }
+    )
+    return (
+        dataclasses.replace(
+            entry,
+            data_dependent_epsilon_released=min(released.epsilon, entry.epsilon),
+            data_dependent_accountant=released_accountant_name(plan, released.release_cost_rdp),
+            data_dependent_label=RELEASED_LABEL,
+        ),
+        found,
     )
 
 
@@ -325,10 +416,12 @@ def gaussian_accountant(accountant: str) -> str:
     return "exact" if accountant == "pld" else accountant
 
 
-def data_dependent_accountant_name(accountant: str) -> str:
-    """How the data-dependent ε was computed, as result.json and reports name it."""
+def released_accountant_name(plan: ReleasePlan, cost_rdp: float) -> str:
+    """How the released data-dependent ε was computed, as result.json and reports name it."""
     return (
-        "rdp, data-dependent: Confident-GNMax (Papernot et al. 2018, Alg. 1): threshold-check RDP "
-        "(Thm 6 on the pass bit) on every checked query + GNMax (Thm 6, Prop. 7) on the answered ones, "
-        f"noise actually added; capped by the data-independent {accountant} ε and the headline ε"
+        "rdp at one order, smooth-sensitivity release (Papernot et al. 2018, §4, Thm 23): "
+        "Confident-GNMax's data-dependent RDP (threshold check on every checked query + GNMax on the "
+        f"answered ones, noise actually added) at λ = {plan.order:.4g}, plus S_β·N(0, σ_SS²) with "
+        f"β = {plan.beta:.4g}, σ_SS = {plan.sigma:.4g}, plus the release's own RDP {cost_rdp:.4g} "
+        "(charged in ε); capped by the headline ε"
     )

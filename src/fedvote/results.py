@@ -23,9 +23,10 @@ class LevelPrivacy:
     sensitivity: float | None
     adjacency: str
     bound: str | None = None
-    # Data-dependent ε of the released votes (simulation only; not itself private), the
-    # accountant that produced it and its label; absent from result.json when None.
-    data_dependent_epsilon: float | None = None
+    # Data-dependent ε of the released votes, *published by smooth sensitivity* (PATE'18 §4;
+    # its release is charged in ``epsilon``), how it was computed and its label; absent from
+    # result.json when None. The clean figure behind it is a diagnostic, never here.
+    data_dependent_epsilon_released: float | None = None
     data_dependent_accountant: str | None = None
     data_dependent_label: str | None = None
 
@@ -135,7 +136,8 @@ class RunResult:
         for level in ("agent", "instance"):  # "bound" only where a method chose one
             if ordered["privacy"][level]["bound"] is None:
                 del ordered["privacy"][level]["bound"]
-            for key in ("data_dependent_epsilon", "data_dependent_accountant", "data_dependent_label"):
+            keys = ("data_dependent_epsilon_released", "data_dependent_accountant", "data_dependent_label")
+            for key in keys:
                 if ordered["privacy"][level][key] is None:
                     del ordered["privacy"][level][key]
         return finite_or_none(ordered)

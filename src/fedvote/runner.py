@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from fedvote import __version__
-from fedvote.analysis import collect_analysis, diagnostic_test_sample, with_data_dependent_epsilon
+from fedvote.analysis import collect_analysis, diagnostic_test_sample, release_data_dependent_epsilon
 from fedvote.config import RunConfig
 from fedvote.data.attributes import AttributeTask
 from fedvote.data.datasets import has_official_test_split, load_dataset, load_splits
@@ -494,7 +494,10 @@ def measure(
     analysis = None
     if federation is not None:
         analysis = collect_analysis(federation, transport, outcome, teacher_accuracies, teacher_test_points)
-        privacy = with_data_dependent_epsilon(privacy, ledger, analysis, float(method.sigma))
+        privacy, released = release_data_dependent_epsilon(
+            privacy, ledger, analysis, float(method.sigma), config.privacy.noise_seed
+        )
+        diagnostics.update(released)  # the clean data-dependent figure: a diagnostic, never privacy
     privacy = with_statements(privacy, outcome.statements)
     privacy, transport_details = transport.stated_privacy(privacy)
     timings["evaluation_s"] = time.perf_counter() - mark

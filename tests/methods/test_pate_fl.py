@@ -293,21 +293,37 @@ def label_config(**privacy):
 
 def test_end_to_end_label_release_reports_its_data_dependent_epsilon_with_the_noise_actually_added():
     # t = 4 of 10 agents: each adds σ²/4, so the sums carry σ·√(10/4), not the accounted σ
+    from fedvote.privacy.events import compose_events
+    from fedvote.privacy.smooth_sensitivity import RELEASED_LABEL, plan_release, release_events
+
     result = run(label_config(epsilon=8.0, min_responders=4))
     record = result.details["confident_gnmax"]
     assert result.details["release"] == "labels" and result.queries == record["queries_answered"]
+    assert result.details["queries_checked"] == record["queries_checked"] == 60
+    assert result.details["queries_answered"] == record["queries_answered"]
     assert record["responders"] == [10] * record["queries_checked"]
+    # The headline holds the queries and the smooth-sensitivity release of the data-dependent ε.
+    plans = {
+        level: plan_release(sigma=result.sigma, threshold_sigma=2 * result.sigma, queries=60, delta=1e-3,
+                            sensitivity=s)
+        for level, s in (("agent", 1.0), ("instance", math.sqrt(2.0)))
+    }
+    assert record["smooth_sensitivity"] == {level: plan.to_dict() for level, plan in plans.items()}
     expected_events = confident_gnmax_events(result.sigma, 2 * result.sigma, record["queries_checked"])
-    assert result.privacy.agent.epsilon == pytest.approx(epsilon_for(expected_events.agent, 1e-3), rel=1e-9)
+    charge = release_events(plans["agent"], plans["instance"])
+    total = compose_events([expected_events.agent, charge.agent])
+    assert result.privacy.agent.epsilon == pytest.approx(epsilon_for(total, 1e-3), rel=1e-6)
+    assert result.privacy.agent.epsilon > epsilon_for(expected_events.agent, 1e-3)
     assert result.privacy.agent.epsilon <= 8.0
     release = result.analysis.release
     for level, s in (("agent", 1.0), ("instance", math.sqrt(2.0))):
         entry = getattr(result.privacy, level)
-        assert entry.data_dependent_label.startswith("data-dependent (not itself private)")
+        assert entry.data_dependent_label == RELEASED_LABEL
+        assert entry.data_dependent_epsilon_released <= entry.epsilon
         again = confident_gnmax_epsilon(
             release.confident.histograms, np.array(record["answered"]), threshold=record["threshold"],
             threshold_sigma=2 * result.sigma * math.sqrt(10 / 4), sigma=result.sigma * math.sqrt(10 / 4),
-            delta=1e-3, sensitivity=s,
+            delta=1e-3, sensitivity=s, accountant=result.privacy.accountant,  # "rdp": the run holds a GNSS
         )
-        assert entry.data_dependent_epsilon == pytest.approx(min(again.epsilon, entry.epsilon), rel=1e-12)
-        assert entry.data_dependent_epsilon <= entry.epsilon
+        clean = result.diagnostics["data_dependent"][level]  # the clean figure: a diagnostic only
+        assert clean["epsilon"] == pytest.approx(min(again.epsilon, entry.epsilon), rel=1e-12)

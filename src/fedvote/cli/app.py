@@ -30,6 +30,7 @@ from fedvote.methods.registry import check_options
 from fedvote.models.threads import apply_host_policy, set_threads
 from fedvote.results import (
     DIAGNOSTIC_NOTE,
+    LevelPrivacy,
     PrivacyStatement,
     RunResult,
     check_writable,
@@ -183,10 +184,16 @@ def statement_lines(statements: tuple[PrivacyStatement, ...]) -> list[str]:
 def summary(result: RunResult) -> str:
     """A readable few lines: accuracy, ε per level, queries, communication, time."""
     privacy = result.privacy
+    checked = result.details.get("queries_checked")  # label release: pass bits vs labels
+    counted = (
+        f"{checked} queries checked, {result.details.get('queries_answered', result.queries)} answered, "
+        if checked is not None
+        else (f"{result.queries} queries, " if result.queries else "")
+    )
+    header = f"fedvote {result.method} on {result.dataset}: {result.agents} agents, "
+    header += f"{counted}σ = {result.sigma:.4g}"
     lines = [
-        f"fedvote {result.method} on {result.dataset}: {result.agents} agents, "
-        + (f"{result.queries} queries, " if result.queries else "")
-        + f"σ = {result.sigma:.4g}",
+        header,
         f"  {'student accuracy' if result.queries else 'test accuracy':<22}"
         f"{result.accuracy:.3f}   (test set)",
     ]
@@ -203,6 +210,7 @@ def summary(result: RunResult) -> str:
                 f"  {label:<22}{entry.epsilon:.4f} at δ = {privacy.delta:g} "
                 f"[{privacy.accountant}, sensitivity {entry.sensitivity:.4g}]"
             )
+            lines.extend(data_dependent_lines(entry, result.details.get("release") == "labels"))
     else:
         lines.append("  NOT PRIVATE: no noise protects the releases; ε is unbounded (reported as null)")
     lines.extend(statement_lines(privacy.statements))
@@ -222,6 +230,22 @@ def summary(result: RunResult) -> str:
         )
     lines.append(f"  time                  {result.timings['total_s']:.1f} s")
     return "\n".join(lines)
+
+
+def data_dependent_lines(entry: LevelPrivacy, labels: bool) -> list[str]:
+    """A level's published data-dependent ε (its smooth-sensitivity release), labelled; else why none.
+
+    Only a label-release run says why it has none; the clean figure is never printed here
+    (it is a simulation diagnostic).
+    """
+    if entry.data_dependent_epsilon_released is not None:
+        return [
+            f"  {'':<22}data-dependent ε {entry.data_dependent_epsilon_released:.4f}, released by smooth "
+            "sensitivity (PATE'18 §4; its release is charged in the ε above)"
+        ]
+    if labels and entry.data_dependent_label is not None:
+        return [f"  {'':<22}data-dependent ε {entry.data_dependent_label}"]
+    return []
 
 
 # The other command groups live in their own modules.

@@ -8,9 +8,10 @@ pseudo-label; a student is trained on the pseudo-labelled queries.
 2018, *Scalable private learning with PATE*, Algorithm 1) instead: the aggregator checks
 max_j(n_j + N(0, σ₁²)) ≥ T on one noisy copy of the sums and, for the queries that pass,
 releases the argmax of a second copy with N(0, σ²); only those labels and the pass bits
-leave it. Accounting charges both Gaussians on every query (data-independent); the
-data-dependent figure of that mechanism is reported beside it (``docs/privacy.md``,
-"Confident-GNMax (label release)").
+leave it. Accounting charges both Gaussians on every query (data-independent) and the
+release of the data-dependent figure by smooth sensitivity (Papernot et al. 2018, §4;
+:mod:`fedvote.privacy.smooth_sensitivity`), which is published in its place
+(``docs/privacy.md``, "Confident-GNMax (label release)").
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ from fedvote.methods.voting import (
 from fedvote.models.config import teacher_training
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import (
+    PATE_FL_AGENT_SENSITIVITY,
+    PATE_FL_INSTANCE_SENSITIVITY,
     LevelEvents,
     confident_gnmax_events,
     pate_fl_discrete_events,
     pate_fl_events,
 )
 from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.privacy.smooth_sensitivity import ReleasePlan, plan_release, release_events, with_release
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport
 from fedvote.transport.capabilities import DomainAdaptedTeachers, LabelRelease, TeacherVotes
@@ -85,6 +89,9 @@ class PateFL(Method):
         many σ (post-processing of the released sums; the rest join the unlabelled pool).
     seed : int
         Seeds the choice of queries and the student's training.
+    delta : float
+        The run's δ; with label release it fixes the order λ at which the data-dependent
+        figure is released by smooth sensitivity (:meth:`release_plans`, public).
     release_options : PateFLOptions
         Sums (default) or labels only (Confident-GNMax: ``--threshold``, ``--threshold-sigma``);
         ``--teacher-da dann``: teachers trained by DANN against the public pool (PATE-FL+DA).
@@ -107,6 +114,7 @@ class PateFL(Method):
     query_selection: str = "auto"
     student_min_margin: float = 0.5
     seed: int = 0
+    delta: float = 1e-3
     release_options: PateFLOptions = PateFLOptions()
     secure_noise: bool = False
 
@@ -132,6 +140,7 @@ class PateFL(Method):
             semi_supervised=config.semi_supervised,
             query_selection=config.query_selection,
             seed=config.seed,
+            delta=config.privacy.delta,
             release_options=cls.options_from(config),
             secure_noise=config.privacy.secure_noise,
         )
@@ -168,9 +177,33 @@ class PateFL(Method):
         """All ``queries`` releases: Gaussian, s = 1 (agent) and √2 (instance); Theorem 3.
 
         With label release, each query is charged for the threshold check (σ₁) and the
-        argmax (σ): :func:`~fedvote.privacy.events.confident_gnmax_events`.
+        argmax (σ): :func:`~fedvote.privacy.events.confident_gnmax_events`, and the run once
+        for publishing its data-dependent ε by smooth sensitivity (:meth:`release_charge`).
         """
+        if self.release_options.labels_only:
+            return with_release(self.events(self.queries), self.release_charge())
         return self.events(self.queries)
+
+    def release_plans(self) -> dict[str, ReleasePlan]:
+        """λ, β, σ_SS of the smooth-sensitivity release at each level (label release; public values only)."""
+        return {
+            level: plan_release(
+                sigma=self.sigma, threshold_sigma=self.threshold_sigma, queries=self.queries,
+                delta=self.delta, sensitivity=sensitivity,
+            )
+            for level, sensitivity in (
+                ("agent", PATE_FL_AGENT_SENSITIVITY),
+                ("instance", PATE_FL_INSTANCE_SENSITIVITY),
+            )
+        }
+
+    def release_charge(self) -> LevelEvents:
+        """The charge of publishing both levels' data-dependent ε.
+
+        :func:`~fedvote.privacy.smooth_sensitivity.release_events` of :meth:`release_plans`.
+        """
+        plans = self.release_plans()
+        return release_events(plans["agent"], plans["instance"])
 
     def events(self, count: int) -> LevelEvents:
         """The events of ``count`` queries as this run releases them (sums, or check + argmax)."""
@@ -215,7 +248,7 @@ class PateFL(Method):
             transport.train_teachers(self.teacher, progress)
         if self.release_options.labels_only:
             assert isinstance(transport, LabelRelease)  # required by requirements()
-            return label_and_teach_confident(
+            outcome = label_and_teach_confident(
                 self,
                 server,
                 threshold=self.threshold_for(transport.num_agents),
@@ -225,6 +258,13 @@ class PateFL(Method):
                 ledger=ledger,
                 progress=progress,
             )
+            # The data-dependent ε is published (by the analysis) only through smooth
+            # sensitivity; its release is charged here, before it happens.
+            ledger.charge(self.release_charge())
+            record = dict(outcome.details["confident_gnmax"])
+            plans = self.release_plans()
+            record["smooth_sensitivity"] = {level: plan.to_dict() for level, plan in plans.items()}
+            return dataclasses.replace(outcome, details={**outcome.details, "confident_gnmax": record})
         return label_and_teach(
             self,
             server,

@@ -374,7 +374,8 @@ def label_and_teach_confident(
     adds N(0, σ₁²/t) to the check's copy and N(0, σ²/t) to the argmax's. The student
     learns from the answered queries (the check is the confidence filter); the outcome's
     ``details`` record the released pass bits, which the data-dependent analysis reads
-    (:func:`fedvote.analysis.with_data_dependent_epsilon`).
+    (:func:`fedvote.analysis.with_data_dependent_epsilon`), and the counts
+    ``queries_checked`` (pass bits) and ``queries_answered`` (labels).
     """
     chosen = choose_queries(
         server.public_features, settings.queries, settings.seed, settings.query_selection
@@ -414,6 +415,9 @@ def label_and_teach_confident(
                 student_queries=int(release.answered.sum()),
                 release="labels",
             ),
+            # What each count counts (result.json's ``queries`` is the labels released):
+            "queries_checked": int(release.checked.shape[0]),  # pass bits released and charged
+            "queries_answered": int(release.answered.sum()),  # labels released
             "confident_gnmax": confident_details(release, threshold, threshold_sigma, settings.sigma),
         },
     )

@@ -33,6 +33,7 @@ from fedvote.privacy.config import ACCOUNTANTS
 from fedvote.privacy.discrete import DiscreteGaussianDpEvent, discrete_gaussian_rdp, has_pld, is_distributed
 from fedvote.privacy.events import ReplaceOneDpEvent
 from fedvote.privacy.gaussian_pld import gaussian_pld
+from fedvote.privacy.gnss import SmoothSensitivityGaussianDpEvent, gnss_rdp, holds_gnss
 from fedvote.privacy.pld_arrays import compose, epsilon_for_delta, self_compose
 
 # Dense RDP orders: fine steps near 1, every integer to 256, then a geometric tail of
@@ -148,7 +149,10 @@ def accountant_for(event: dp_event.DpEvent, kind: str) -> str:
     bound it in RDP (:mod:`fedvote.privacy.discrete`), so such a composition is accounted
     by RDP (a valid bound for every other event in it too) and reported so.
     """
-    return "rdp" if kind == "pld" and is_distributed(event) else kind
+    if kind == "pld" and is_distributed(event):
+        return "rdp"
+    # A smooth-sensitivity release (GNSS) has an RDP bound only (Theorem 23 of PATE'18).
+    return "rdp" if kind in ("pld", "exact") and holds_gnss(event) else kind
 
 
 # How many answers epsilon_for remembers (least recently used dropped); the key is the
@@ -576,6 +580,10 @@ class MixedRelationRdpAccountant(rdp.RdpAccountant):
                 self._rdp += count * discrete_gaussian_rdp(
                     self._orders, event.sigma, event.shares, event.sensitivity, event.dimension
                 )
+            return None
+        if isinstance(event, SmoothSensitivityGaussianDpEvent):  # Theorem 23 of PATE'18
+            if do_compose:
+                self._rdp += count * gnss_rdp(event.beta, event.noise_multiplier, np.asarray(self._orders))
             return None
         if not isinstance(event, ReplaceOneDpEvent):
             return super()._maybe_compose(event, count, do_compose)

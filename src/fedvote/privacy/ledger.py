@@ -35,6 +35,7 @@ from fedvote.errors import ConfigError
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.discrete import DiscreteGaussianDpEvent
 from fedvote.privacy.events import LEVELS, LevelEvents, ReplaceOneDpEvent, compose_events
+from fedvote.privacy.gnss import SmoothSensitivityGaussianDpEvent
 from fedvote.results import finite_or_none
 
 
@@ -117,7 +118,9 @@ def _encode(value: Any) -> Any:
 
 
 # fedvote's own event classes, by the name event_to_json writes.
-_FEDVOTE_EVENTS: dict[str, type] = {cls.__name__: cls for cls in (ReplaceOneDpEvent, DiscreteGaussianDpEvent)}
+_FEDVOTE_EVENTS: dict[str, type] = {
+    cls.__name__: cls for cls in (ReplaceOneDpEvent, DiscreteGaussianDpEvent, SmoothSensitivityGaussianDpEvent)
+}
 
 
 def _decode(value: Any) -> Any:

@@ -116,6 +116,16 @@ def _get(data: dict[str, Any], key: str) -> Any:
     return value
 
 
+def query_counts(result: dict[str, Any]) -> tuple[int, int] | None:
+    """(pass bits checked, labels answered) of a label-release run, from new or old result.json; else None."""
+    record = result.get("confident_gnmax")
+    if result.get("queries_checked") is not None:
+        return int(result["queries_checked"]), int(result.get("queries_answered", result.get("queries", 0)))
+    if isinstance(record, dict) and record.get("queries_checked") is not None:
+        return int(record["queries_checked"]), int(record.get("queries_answered", result.get("queries", 0)))
+    return None
+
+
 def _card(label: str, content: str, note: str = "") -> str:
     extra = f'<div class="note">{note}</div>' if note else ""
     return f'<div class="card"><div class="label">{label}</div><div class="big">{content}</div>{extra}</div>'
@@ -175,12 +185,15 @@ def _run_page(run: RunData) -> tuple[str, str, list[Panel], str]:
             )
         )
     for level in ("agent", "instance"):
-        if privacy[level].get("data_dependent_epsilon") is not None:
+        # Only the smooth-sensitivity release is a headline card; a clean data-dependent ε
+        # (files written before it, ``data_dependent_epsilon``) is not private: table only.
+        if privacy[level].get("data_dependent_epsilon_released") is not None:
             cards.append(
                 _card(
-                    f"data-dependent ε, {level} level",
+                    f"data-dependent ε (released), {level} level",
                     _value(
-                        f"privacy.{level}.data_dependent_epsilon", privacy[level]["data_dependent_epsilon"]
+                        f"privacy.{level}.data_dependent_epsilon_released",
+                        privacy[level]["data_dependent_epsilon_released"],
                     ),
                     _value(
                         f"privacy.{level}.data_dependent_label", privacy[level].get("data_dependent_label")
@@ -188,7 +201,11 @@ def _run_page(run: RunData) -> tuple[str, str, list[Panel], str]:
                 )
             )
     cards.append(_card("σ", _value("sigma", result["sigma"])))
-    if voting:
+    checked = query_counts(result)
+    if checked is not None:
+        cards.append(_card("queries checked (pass bits)", _value("queries_checked", checked[0])))
+        cards.append(_card("queries answered (labels)", _value("queries_answered", checked[1])))
+    elif voting:
         cards.append(_card("queries released", _value("queries", result["queries"])))
     comm = result.get("communication", {})
     cards.append(
@@ -245,16 +262,26 @@ def _privacy_section(privacy: dict[str, Any]) -> str:
                 f"{_value('privacy.accountant', privacy['accountant'])}",
             ),
         ]
-        if entry.get("data_dependent_epsilon") is not None:
+        if entry.get("data_dependent_epsilon_released") is not None:
+            released = entry["data_dependent_epsilon_released"]
+            label = _value(f"privacy.{level}.data_dependent_label", entry.get("data_dependent_label"))
             rows.append(
                 (
-                    "data-dependent ε",
-                    f"{_value(f'privacy.{level}.data_dependent_epsilon', entry['data_dependent_epsilon'])} — "
-                    f"{_value(f'privacy.{level}.data_dependent_label', entry.get('data_dependent_label'))}; "
-                    "accountant "
+                    "data-dependent ε (released by smooth sensitivity)",
+                    f"{_value(f'privacy.{level}.data_dependent_epsilon_released', released)} — {label}; "
                     + _value(
                         f"privacy.{level}.data_dependent_accountant", entry.get("data_dependent_accountant")
                     ),
+                )
+            )
+        elif entry.get("data_dependent_epsilon") is not None:  # a file written before the release
+            rows.append(
+                (
+                    "data-dependent ε (clean, not itself private)",
+                    f"{_value(f'privacy.{level}.data_dependent_epsilon', entry['data_dependent_epsilon'])} — "
+                    f"{_value(f'privacy.{level}.data_dependent_label', entry.get('data_dependent_label'))}; "
+                    "written before fedvote released it by smooth sensitivity: "
+                    "a noiseless function of the votes",
                 )
             )
         elif entry.get("data_dependent_label") is not None:  # e.g. a run that released the noisy sums
