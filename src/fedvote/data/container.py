@@ -89,7 +89,10 @@ class Dataset:
 
         Compares identities (:func:`dataset_key` of the names, the splits), never objects:
         two loads of one file are two objects holding the same records. ``"all"`` holds
-        both official parts, so it overlaps either.
+        both official parts, so it overlaps either. Identity only, for a refusal before any
+        record is processed: a copy under another name passes it, so every federation's
+        public side is also compared with the agents' records by content where it is dealt
+        (:mod:`fedvote.data.public_pool_check`).
         """
         from fedvote.data.datasets import dataset_key  # the registry imports this module
 

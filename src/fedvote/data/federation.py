@@ -16,6 +16,7 @@ from fedvote.data.channels import light_ink, luminance
 from fedvote.data.datasets import Dataset, check_dataset_name, dataset_key, load_splits
 from fedvote.data.framing import frame_digits, resolve_framing
 from fedvote.data.partition import PartitionSpec, partition_indices
+from fedvote.data.public_pool_check import refuse_agents_records_in_public
 from fedvote.errors import ConfigError
 
 
@@ -360,7 +361,9 @@ def _refuse_shared_records(sources: Sequence[Dataset], target: Dataset, target_t
     two objects) would put the agents' private records in them, and the server would
     query and train on those records while the run reports a finite ε. A source named
     twice would give one record to two agents, which agent-level accounting does not
-    cover.
+    cover. This compares identities, before any record is processed; a copy under another
+    name is caught by content once the federation is dealt
+    (:func:`~fedvote.data.public_pool_check.refuse_agents_records_in_public`).
     """
     for index, source in enumerate(sources):
         for public in (target, target_test):
@@ -553,6 +556,10 @@ def build_domain_federation(
             )
             domains.append("+".join(sorted({sources[i].name for i in np.unique(which)})))
 
+    # By content, on what the server will see (after the per-record maps both sides get).
+    refuse_agents_records_in_public(
+        [agent.features for agent in agents], {"public pool": public.features, "test set": test.features}
+    )
     names = sorted({s.name for s in sources})
     name = target.name if names == [target.name] else f"{'+'.join(names)}->{target.name}"
     return Federation(

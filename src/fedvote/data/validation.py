@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from fedvote.data.federation import Federation, LabeledData
+from fedvote.data.public_pool_check import refuse_agents_records_in_public
 from fedvote.errors import ConfigError
 
 
@@ -49,6 +50,11 @@ def provide_validation(federation: Federation, need: ValidationNeed | None, seed
         return federation
     if need.file is not None:
         validation = load_validation_file(need.file, federation.example_shape, federation.num_classes)
+        refuse_agents_records_in_public(  # a file the user names may be a copy of the agents' records
+            [agent.features for agent in federation.agents],
+            {"validation set": validation.features},
+            argument="validation_file",
+        )
         return dataclasses.replace(federation, validation=validation)
     if need.size is not None:
         return with_validation(federation, need.size, seed)

@@ -1,0 +1,82 @@
+"""The public side of a federation holds none of the agents' records, compared by content.
+
+The server queries its public pool and trains on it in the clear, and scores the test set
+(and a labelled validation set) in the open: an agent's record found in any of them is
+used without the noise the reported ε accounts for, so the true ε is unbounded. A target
+that is a byte copy of the agents' file under another name, a CSV rendering of it, or a
+copy already brought to the target's size would pass any check by name or path; this one
+compares records by their features alone (:func:`fedvote.data.record_hashes.record_hashes`:
+the same features under another label are still that person's record).
+
+It runs on what the server will see — after the channel conversion, resizing and framing
+that the agents' records and the public ones both get — so that a copy that those
+per-record maps bring to the same values is caught too, and before anything is loaded
+into a model, trained or charged. See docs/privacy.md, "The public pool holds none of
+the agents' records (by content)".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from fedvote.data.record_hashes import shared_record_count, sorted_record_hashes
+from fedvote.errors import ConfigError
+
+
+def agents_record_hashes(agent_features: Sequence[np.ndarray]) -> np.ndarray:
+    """The sorted distinct hashes of every agent's records: (R,) uint64, R ≤ Σ n_i."""
+    parts = [np.asarray(features) for features in agent_features if len(features)]
+    if not parts:
+        return np.empty(0, dtype=np.uint64)
+    return np.unique(np.concatenate([sorted_record_hashes(features) for features in parts]))
+
+
+def shared_records_by_part(
+    agent_features: Sequence[np.ndarray], public_parts: Mapping[str, np.ndarray]
+) -> dict[str, int]:
+    """For each named public part, how many of its records hold the features of an agent's record."""
+    private = agents_record_hashes(agent_features)
+    return {name: shared_record_count(private, features) for name, features in public_parts.items()}
+
+
+def refuse_agents_records_in_public(
+    agent_features: Sequence[np.ndarray],
+    public_parts: Mapping[str, np.ndarray],
+    *,
+    argument: str = "target",
+) -> None:
+    """Refuse (:class:`ConfigError` naming ``argument``) public parts that hold any agent's record.
+
+    Parameters
+    ----------
+    agent_features : sequence of np.ndarray
+        Each agent's features (n_i, *shape), as the federation deals them.
+    public_parts : mapping of str to np.ndarray
+        The public sets by name (``"public pool"``, ``"test set"``, ``"validation set"``),
+        features (m, *shape) as the server will see them.
+    argument : str
+        The parameter (flag) that chose the public data: ``target``, or ``validation_file``.
+
+    Raises
+    ------
+    ConfigError
+        One line: the parts, how many of their records are agents' records, and the count
+        per part when there are several.
+
+    """
+    counts = shared_records_by_part(agent_features, public_parts)
+    total = sum(counts.values())
+    if total == 0:
+        return
+    names = list(public_parts)
+    which = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    verb = "holds" if len(names) == 1 else "hold"
+    split = "" if len(names) == 1 else ": " + ", ".join(f"{counts[n]:,} in the {n}" for n in names)
+    raise ConfigError(
+        argument,
+        f"the {which} {verb} {total:,} of the agents' records (by content{split}); the server "
+        "would query, train on and score them in the clear, which no ε bounds: give public "
+        "data that holds none of the agents' records (not a copy of their file)",
+    )
