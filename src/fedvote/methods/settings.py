@@ -115,6 +115,14 @@ def build_config(method: str = "pate-fl", **settings: Any) -> RunConfig:
     if federation_values["data_dir"] is None:
         federation_values["data_dir"] = os.environ.get(DATA_ENV) or None
     specs = method_option_specs()
+    # Every flag is a keyword of the same name, also where a field is named otherwise
+    # (--knn-bound: knn_bound or bound; --normalize-features: normalize_features or normalize).
+    by_flag = {spec.flag.removeprefix("--").replace("-", "_"): spec.name for spec in specs.values()}
+    for flag_name, field_name in by_flag.items():
+        if flag_name != field_name and flag_name in settings:
+            if field_name in settings:
+                raise ConfigError(flag_name, f"given twice: as {flag_name} and as {field_name}")
+            settings[field_name] = settings.pop(flag_name)
     options: dict[str, Any] = {}
     for name, value in settings.items():
         spec = specs.get(name)
