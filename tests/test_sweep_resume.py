@@ -67,7 +67,8 @@ def test_a_ctrl_c_during_sweep_out_keeps_the_completed_points_and_resume_runs_th
     assert code == 130 and len(calls) == 3
     assert "interrupted with 2 of 4 points done" in err and "--resume" in err
     # the two completed points are on disk, each in its own file, and in sweep.json
-    assert sorted(path.name for path in (out / "points").iterdir()) == ["1.json", "2.json", "plan.json"]
+    assert sorted(path.name for path in (out / "points").iterdir()) == ["1.json", "2.json", "charges.jsonl",
+                                                                         "plan.json"]  # fmt: skip
     rows = [json.loads((out / "points" / f"{n}.json").read_text())["row"] for n in (1, 2)]
     assert [row["point"] for row in rows] == [{"epsilon": 1.0}, {"epsilon": 2.0}]
     partial = json.loads((out / "sweep.json").read_text())
@@ -200,3 +201,62 @@ def test_resume_checks_the_budget_against_the_remaining_points_only(tmp_path, mo
 def test_format_duration():
     assert [format_duration(s) for s in (0, 40.4, 60, 185, 7800)] == ["0 s", "40 s", "1 min 00 s", "3 min 05 s",
                                                                       "2 h 10 min"]
+
+
+def interrupt_after_charge(monkeypatch, call: int) -> list:
+    """Make the ``call``-th point run in full — charged and released — then raise KeyboardInterrupt before its row is kept."""
+    calls = []
+    real_run = sweep_module.run
+
+    def run(config, **kwargs):
+        calls.append(config)
+        outcome = real_run(config, **kwargs)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return outcome
+
+    monkeypatch.setattr(sweep_module, "run", run)
+    return calls
+
+
+def test_a_resumed_sweep_reports_the_charge_of_the_point_interrupted_after_its_release(tmp_path, monkeypatch, capsys):
+    """Issue 47, defect 6: stopped in point 3 after its release, then resumed, the sweep reported less than the ledger.
+
+    Point 3 runs again on resume, a second release charged again (the ledger cannot tell it
+    repeats the first), so the ledger holds five charges; the sweep's total must compose all five.
+    """
+    out, ledger = tmp_path / "D", tmp_path / "ledger.db"
+    args = ["sweep", "--method", "pate-fl", *SMALL, "--grid", "epsilon=1,2,4,8", "--ledger", str(ledger),
+            "--out", str(out)]  # fmt: skip
+    interrupt_after_charge(monkeypatch, 3)
+    code, _, _ = invoke(args, capsys)
+    assert code == 130 and charges_in(ledger) == 3
+    calls = interrupt_at(monkeypatch, None)
+    code, _, err = invoke([*args, "--resume"], capsys)
+    assert code == 0, err
+    assert [config.privacy.epsilon for config in calls] == [4.0, 8.0]
+    assert charges_in(ledger) == 5  # point 3's first release and its second
+    final = json.loads((out / "sweep.json").read_text())
+    (state,) = final["ledgers"]
+    assert final["total_epsilon"]["agent"] == pytest.approx(state["spent_agent_epsilon"], rel=1e-9, abs=1e-9)
+    assert final["total_epsilon"]["instance"] == pytest.approx(state["spent_instance_epsilon"], rel=1e-9, abs=1e-9)
+
+
+def test_a_sweep_interrupted_after_its_first_charge_keeps_its_directory_for_resume(tmp_path, monkeypatch, capsys):
+    """Stopped after point 1's release but before its row: the charge is spent, so the directory stays resumable."""
+    out = tmp_path / "D"
+    args = ["sweep", *SMALL, "--grid", "sigma=8,16", "--out", str(out)]
+    interrupt_after_charge(monkeypatch, 1)
+    code, _, err = invoke(args, capsys)
+    assert code == 130 and (out / "points" / "plan.json").exists()
+    assert "--resume" in err
+    calls = interrupt_at(monkeypatch, None)
+    code, _, err = invoke([*args, "--resume"], capsys)
+    assert code == 0, err
+    assert [config.privacy.sigma for config in calls] == [8.0, 16.0]
+    final = json.loads((out / "sweep.json").read_text())
+    # point 1 charged twice (its first release and the resumed one), point 2 once
+    charged = [planned_release(config, make_federation(config)) for config in (calls[0], *calls)]
+    assert final["total_epsilon"]["agent"] == pytest.approx(
+        epsilon_for(compose_releases(charged, "agent"), 1e-3, "rdp"), rel=1e-9
+    )

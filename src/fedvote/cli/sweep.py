@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,9 @@ from fedvote.cli.run_options import run_config_options
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
 from fedvote.results import check_writable
+
+if TYPE_CHECKING:
+    from fedvote.sweep import SweepStore
 
 
 @click.command()
@@ -26,9 +30,18 @@ from fedvote.results import check_writable
 @click.option("--resume", is_flag=True,
               help="Continue the interrupted sweep in --out DIR: its completed points are kept, neither "
                    "rerun nor charged again. Refused unless methods, settings, grid and seeds are its own.")
+@click.option("--overwrite", is_flag=True,
+              help="Start afresh in a --out DIR that is not empty, replacing the sweep there (its ledger "
+                   "charges stay). Without it (or --resume) such a DIR is refused.")
 @click.option("--json", "as_json", is_flag=True, help="Print sweep.json on stdout instead of the table.")
 def sweep(
-    configs: list[RunConfig], grid_text: str, seeds: str | None, out: str, resume: bool, as_json: bool
+    configs: list[RunConfig],
+    grid_text: str,
+    seeds: str | None,
+    out: str,
+    resume: bool,
+    overwrite: bool,
+    as_json: bool,
 ) -> None:
     """Run methods over a grid; teachers and clean votes are computed once per seed.
 
@@ -37,8 +50,9 @@ def sweep(
 
     Each point's row is kept in DIR/points/ as soon as it is done; after a Ctrl-C (or any
     failure) DIR/sweep.json holds the rows so far, and the same command with --resume runs
-    only the remaining points. Progress (points done of all, time left) goes to stderr,
-    as plain lines when stderr is not a terminal.
+    only the remaining points. A DIR that is not empty is refused unless --resume or
+    --overwrite, and one sweep at a time writes DIR (it holds DIR/.lock). Progress (points
+    done of all, time left) goes to stderr, as plain lines when stderr is not a terminal.
 
     Example: fedvote sweep --method pate-fl,dp-fedavg --grid "epsilon=1,2,4,8" --out sweep/
     """
@@ -56,24 +70,24 @@ def sweep(
         )
     command = "fedvote " + " ".join(shlex.quote(arg) for arg in sys.argv[1:])
     check_writable(out)  # before anything is read, trained or charged
-    store = SweepStore.open(out, configs, grid, seed_list, resume=resume, command=command)
     progress = RichProgress()
 
     def report(point: PointDone) -> None:
         if not progress.on_terminal:  # a terminal shows the points' bars, counted, with the ETA
             click.echo(f"fedvote sweep: {point.line()}", err=True)
 
-    try:
-        result = run_sweep(configs, grid, seeds=seed_list, progress=progress, store=store, on_point=report)
-    except KeyboardInterrupt:
-        if store.done:
-            click.echo(
-                f"fedvote sweep: interrupted with {store.done} of {store.total} points done; their rows are "
-                f"in {store.points_dir} and {out}/sweep.json; the same command with --resume runs the rest",
-                err=True,
+    # the lock on DIR is held until the sweep's files are written
+    with SweepStore.open(
+        out, configs, grid, seed_list, resume=resume, command=command, overwrite=overwrite
+    ) as store:
+        try:
+            result = run_sweep(
+                configs, grid, seeds=seed_list, progress=progress, store=store, on_point=report
             )
-        raise
-    json_path, csv_path = write_sweep(result, out, command=command)
+        except KeyboardInterrupt:
+            _say_how_to_resume(store, out)
+            raise
+        json_path, csv_path = write_sweep(result, out, command=command)
     click.echo(f"wrote {json_path} and {csv_path}", err=True)
     if as_json:
         click.echo(json.dumps(result.to_dict(command), indent=2))
@@ -96,6 +110,22 @@ def sweep(
             f"ledger {state['path']}: federation {state['federation']} charged {state['charges']} time(s), "
             f"has spent agent-level ε = {_number(state['spent_agent_epsilon'])}, "
             f"instance-level {_number(state['spent_instance_epsilon'])}"
+        )
+
+
+def _say_how_to_resume(store: SweepStore, out: str) -> None:
+    """After a Ctrl-C: what the sweep kept in ``out``, and that ``--resume`` goes on from there."""
+    if store.done:
+        click.echo(
+            f"fedvote sweep: interrupted with {store.done} of {store.total} points done; their rows are "
+            f"in {store.points_dir} and {out}/sweep.json; the same command with --resume runs the rest",
+            err=True,
+        )
+    elif store.journal.charged:
+        click.echo(
+            f"fedvote sweep: interrupted after a charge, before any point was done; the charge is kept "
+            f"in {store.journal.path}; the same command with --resume runs the sweep and counts it",
+            err=True,
         )
 
 

@@ -59,7 +59,8 @@ def run_sweep(
     remaining = [point for point in points if point.index not in completed]
     ledgers = SweepLedgers.plan(points, remaining, federations)  # refuses before any release
     rows: dict[int, SweepRow] = {index: row for index, (row, _) in completed.items()}
-    earlier_charges = [charge for _, charges in completed.values() for charge in charges]
+    # every charge made before a resume: the completed points' and an interrupted point's
+    earlier_charges = store.earlier_charges(completed) if store is not None else []
     reuse: dict[str, dict[str, int]] = {}
     started = time.perf_counter()
 
@@ -82,7 +83,7 @@ def run_sweep(
 
     try:
         if store is not None:
-            store.begin(points)
+            store.begin(points, completed)
         done, ran = len(completed), 0
         for method_position, (config, _, _) in enumerate(swept):
             # secure noise is drawn by run() per point, not by the reused-votes transport
@@ -115,7 +116,13 @@ def run_sweep(
                         if transport is not None:
                             transport.communication = Communication()  # each point reports its own run's
                             transport.reseed(at_point.privacy.noise_seed)
-                        session = ledgers.session(seeded, federation, f"sweep {point.label}")
+                        session = ledgers.session(
+                            seeded,
+                            federation,
+                            f"sweep {point.label}",
+                            journal=store.journal if store is not None else None,
+                            point=point.index,
+                        )
                         outcome = run(at_point, federation=prepared, transport=transport, ledger=session)
                         elapsed = time.perf_counter() - mark
                         row = SweepRow.from_result(point.point, outcome, elapsed, reference=point.reference)

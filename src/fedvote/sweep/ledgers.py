@@ -12,6 +12,7 @@ from fedvote.privacy.events import LEVELS, LevelEvents
 from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger, compose_releases
 from fedvote.results import finite_or_none
 from fedvote.runner import _ledger_details, check_budget, federation_content_key, open_ledger
+from fedvote.sweep.journal import ChargeJournal, JournaledSession
 from fedvote.sweep.points import Federations, SweepPoint, planned_point
 
 
@@ -64,9 +65,23 @@ class SweepLedgers:
             raise
         return ledgers
 
-    def session(self, config: RunConfig, federation: Federation, run_label: str) -> LedgerSession:
-        """A point's view of its federation's ledger (its charges labelled ``run_label``)."""
-        return LedgerSession(self._ledgers[self._key(config, federation)], run_label)
+    def session(
+        self,
+        config: RunConfig,
+        federation: Federation,
+        run_label: str,
+        journal: ChargeJournal | None = None,
+        point: int = 0,
+    ) -> LedgerSession:
+        """A point's view of its federation's ledger (its charges labelled ``run_label``).
+
+        With a ``journal`` (a sweep directory's), each charge is journaled as point ``point``'s
+        before it is made (:class:`~fedvote.sweep.journal.JournaledSession`).
+        """
+        parent = self._ledgers[self._key(config, federation)]
+        if journal is None:
+            return LedgerSession(parent, run_label)
+        return JournaledSession(parent, run_label, journal=journal, point=point)
 
     def total(
         self, delta: float, accountant: str, earlier: Sequence[LevelEvents] = ()
