@@ -47,14 +47,23 @@ remaining points: the completed ones are neither rerun nor charged again (the le
 already holds their charges), and the budget check before the first point covers only the
 remaining ones. A point's noise seed depends on its place in the sweep, not on what ran
 before it, so a resumed sweep under ``--noise-seed`` gives the rows an uninterrupted one
-would.
+would. Every charge is also appended to ``D/points/charges.jsonl`` before the ledger
+records it (:mod:`~fedvote.sweep.journal`): a point stopped after its release, whose row
+was never written, is run and charged again on resume, and the sweep's total composes
+both charges, as the ledger does.
+
+**One sweep per directory.** A fresh sweep refuses a non-empty ``D`` (``--out``, one line)
+unless ``--overwrite``; and the sweep writing ``D`` holds an exclusive lock on ``D/.lock``
+for its life (:mod:`~fedvote.sweep.lock`), so a second sweep into ``D`` is refused, before
+anything is charged, instead of replacing the first one's grid.
 
 The package, one job a module: :mod:`~fedvote.sweep.grid` (the axes and a config at a
 point), :mod:`~fedvote.sweep.points` (each method's runs, in run order),
 :mod:`~fedvote.sweep.ledgers` (the charges, the budget check, the total ε),
 :mod:`~fedvote.sweep.execute` (:func:`run_sweep`), :mod:`~fedvote.sweep.store` and
 :mod:`~fedvote.sweep.identity` (the output directory and resume),
-:mod:`~fedvote.sweep.results` (rows, ``sweep.json``, ``sweep.csv``).
+:mod:`~fedvote.sweep.journal` (every charge as it is made), :mod:`~fedvote.sweep.lock`
+(one sweep per directory), :mod:`~fedvote.sweep.results` (rows, ``sweep.json``, ``sweep.csv``).
 """
 
 from fedvote.sweep.execute import run_sweep
