@@ -39,6 +39,7 @@ from fedvote.data.federation import (
     build_federation,
     dataset_names,
 )
+from fedvote.data.record_hashes import sorted_hashes_of
 from fedvote.data.validation import provide_validation
 from fedvote.errors import ConfigError
 from fedvote.methods import Method, MethodOutcome, check_method
@@ -622,7 +623,11 @@ def federation_content_key(federation: Federation) -> str:
 
 
 def open_ledger(
-    config: RunConfig, federation: Federation | None = None, *, content_key: str | None = None
+    config: RunConfig,
+    federation: Federation | None = None,
+    *,
+    content_key: str | None = None,
+    record_hashes: np.ndarray | None = None,
 ) -> PrivacyLedger:
     """The run's ledger: persisted in ``config.privacy.ledger`` when given, else in memory.
 
@@ -631,15 +636,20 @@ def open_ledger(
     (a Flower server reads it from the deployment's server file) — with the config's
     legacy :func:`federation_fingerprint` as an alias so that charges and budgets of older
     ledgers still count. With neither (a server file written before the key existed) the
-    key is the fingerprint. ``config.privacy.budget_epsilon`` is stored for a new
-    federation and must match the stored budget otherwise
-    (:class:`~fedvote.privacy.ledger.PersistentLedger`).
+    key is the fingerprint. The budget binds by record: the sorted 64-bit hashes of the
+    agents' records' features (:func:`~fedvote.data.record_hashes.sorted_hashes_of`, or
+    ``record_hashes`` computed where the records were) are stored with the federation, and
+    every stored federation sharing a record with it counts
+    (:class:`~fedvote.privacy.ledger.PersistentLedger`). ``config.privacy.budget_epsilon``
+    is stored for a new federation and must match the stored budget otherwise.
     """
     privacy = config.privacy
     if privacy.ledger is None:
         return PrivacyLedger()
     fingerprint = federation_fingerprint(config)
     key = federation_content_key(federation) if federation is not None else (content_key or fingerprint)
+    if federation is not None:
+        record_hashes = sorted_hashes_of(agent.features for agent in federation.agents)
     return PersistentLedger(
         privacy.ledger,
         federation=key,
@@ -648,6 +658,8 @@ def open_ledger(
         level="agent",
         accountant=privacy.accountant,
         aliases=(fingerprint,),
+        records=record_hashes,
+        command=config.method,
     )
 
 
@@ -678,21 +690,31 @@ def persistent_ledger(ledger: PrivacyLedger) -> PersistentLedger | None:
 
 
 def _ledger_details(ledger: PrivacyLedger) -> dict[str, object]:
+    """The persisted ledger's state after a run: its federation, its records' spend, the budgets that bind.
+
+    The spend composes the charges of every federation sharing a record with this one
+    (what a run on it is checked against); ``overlaps`` names those federations.
+    """
     persistent = persistent_ledger(ledger)
     if persistent is None:
         return {}
     spent = {level: persistent.spent(level) for level in ("agent", "instance")}
-    instance_budget = persistent.budgets.get("instance")
-    return {
-        "ledger": {
-            "path": str(persistent.path),
-            "federation": persistent.federation,
-            "spent_agent_epsilon": finite_or_none(spent["agent"]),
-            "spent_instance_epsilon": finite_or_none(spent["instance"]),
-            "budget_epsilon": persistent.budget_epsilon,
-            "budget_instance_epsilon": instance_budget.epsilon if instance_budget is not None else None,
-        }
+    budgets = persistent.effective_budgets()
+    instance_budget = budgets.get("instance")
+    agent_budget = budgets.get("agent")
+    details: dict[str, object] = {
+        "path": str(persistent.path),
+        "federation": persistent.federation,
+        "spent_agent_epsilon": finite_or_none(spent["agent"]),
+        "spent_instance_epsilon": finite_or_none(spent["instance"]),
+        "budget_epsilon": agent_budget.epsilon if agent_budget is not None else None,
+        "budget_instance_epsilon": instance_budget.epsilon if instance_budget is not None else None,
     }
+    if persistent.overlaps:
+        details["overlaps"] = [
+            {"federation": key, "shared_records": count} for key, count in sorted(persistent.overlaps.items())
+        ]
+    return {"ledger": details}
 
 
 def privacy_report(

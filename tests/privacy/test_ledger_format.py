@@ -75,7 +75,7 @@ def test_a_new_ledger_carries_the_format_marker_and_version(tmp_path):
     path = tmp_path / "l.db"
     with PersistentLedger(path, federation="f") as ledger:
         ledger.charge(pate_fl_events(10.0, 5))
-    assert marker(path) == (LEDGER_APPLICATION_ID, LEDGER_FORMAT_VERSION) == (0x46564C47, 1)
+    assert marker(path) == (LEDGER_APPLICATION_ID, LEDGER_FORMAT_VERSION) == (0x46564C47, 2)
     with PersistentLedger(path, federation="f") as ledger:  # and opens again as it is
         assert len(ledger.history()) == 1
 
@@ -129,11 +129,11 @@ def test_a_ledger_of_a_newer_format_is_refused_with_its_version_named(tmp_path, 
     code, _, err = invoke(["run", *TINY, "--ledger", path], capsys)
     assert code == 2
     assert one_error_line(err) == (
-        f"fedvote: error: --ledger: {path} is a fedvote ledger of format version 2, newer than this "
-        "fedvote reads (version 1); upgrade fedvote to use it"
+        f"fedvote: error: --ledger: {path} is a fedvote ledger of format version {LEDGER_FORMAT_VERSION + 1}, "
+        f"newer than this fedvote reads (version {LEDGER_FORMAT_VERSION}); upgrade fedvote to use it"
     )
     code, _, err = invoke(["ledger", "show", path], capsys)
-    assert code == 2 and "format version 2" in one_error_line(err)
+    assert code == 2 and f"format version {LEDGER_FORMAT_VERSION + 1}" in one_error_line(err)
     assert path.read_bytes() == before
 
 

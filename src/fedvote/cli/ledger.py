@@ -1,10 +1,14 @@
 """``fedvote ledger``: read, audit and budget a privacy ledger.
 
-* ``show PATH [--json]`` — per federation: the budget per level, every charge, ε spent
-  at each level (JSON: a list of objects with ``federation``, ``budget``, ``charges``,
-  ``spent`` {``agent``, ``instance``}).
-* ``verify PATH`` — recompute every spend from the stored events and check it against
-  the budgets in force when the charges were made; exit status 1 on a violation.
+* ``show PATH [--charges] [--json]`` — per federation: the budget per level, ε spent at
+  each level, its record count and the federations it shares records with, and one line
+  per run (its charges, its ε, the method or command that made it); ``--charges`` lists
+  every charge (JSON: a list of objects with ``federation``, ``records``, ``overlaps``,
+  ``budget``, ``runs``, ``charges``, ``spent`` {``agent``, ``instance``}).
+* ``verify PATH`` — SQLite's integrity check, then every spend recomputed from the
+  stored events and checked, record by record, against the budgets in force when the
+  charges were made; exit status 1 on a violation, 2 (saying what still reads) when the
+  file is damaged.
 * ``set-budget PATH --federation F --epsilon E`` — the one way to change a stored
   budget: an appended, timestamped budget row (the ledger's triggers forbid updates).
 """
@@ -29,9 +33,10 @@ def ledger() -> None:
 @ledger.command()
 @_PATH
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per federation.")
-def show(path: str, as_json: bool) -> None:
-    """Per federation: the budget, every charge and the ε spent at each level."""
-    from fedvote.privacy.ledger import ledger_report
+@click.option("--charges", "every_charge", is_flag=True, help="List every charge, not one line per run.")
+def show(path: str, as_json: bool, every_charge: bool) -> None:
+    """Per federation: the budget, ε spent at each level, the federations sharing its records, its runs."""
+    from fedvote.privacy.ledger_audit import ledger_report
 
     report = ledger_report(path)
     if as_json:
@@ -40,12 +45,19 @@ def show(path: str, as_json: bool) -> None:
     if not report:
         click.echo(f"{path}: no federation charged or budgeted")
     for entry in report:
-        click.echo("\n".join(_show_lines(entry)))
+        click.echo("\n".join(_show_lines(entry, every_charge)))
 
 
-def _show_lines(entry: dict[str, Any]) -> list[str]:
-    """A federation's readable lines: budgets, spend per level, one line per charge."""
-    lines = [f"federation {entry['federation']}"]
+def _show_lines(entry: dict[str, Any], every_charge: bool = False) -> list[str]:
+    """A federation's lines: records and overlaps, budgets, spend per level, its runs (or charges)."""
+    from fedvote.privacy.ledger_audit import started_text
+
+    records = entry["records"]
+    held = "records unknown: stored before record hashes" if records is None else f"{records} records"
+    lines = [f"federation {entry['federation']}  ({held})"]
+    lines += [
+        f"  shares {o['shared_records']} records with federation {o['federation']}" for o in entry["overlaps"]
+    ]
     for level in LEVELS:
         budget, spent = entry["budget"][level], entry["spent_at"][level]
         cap = "no budget" if budget is None else f"budget ε = {budget['epsilon']:g}"
@@ -53,26 +65,52 @@ def _show_lines(entry: dict[str, Any]) -> list[str]:
             f"  {level:<8} spent ε = {_show(spent['epsilon'])} at δ = {spent['delta']:g} "
             f"[{spent['accountant']}], {cap}"
         )
-    charges = entry["charges"]
-    lines.append(f"  {len(charges)} charge(s), {sum(c['voided'] for c in charges)} voided")
-    lines += [
-        f"    #{c['id']:<5} {c['run']}" + ("  (voided: not released)" if c["voided"] else "") for c in charges
-    ]
+    if "spent_with_overlaps" in entry:
+        with_overlaps = entry["spent_with_overlaps"]
+        lines.append(
+            "  with the federations sharing its records (what a run on it is checked against): "
+            + ", ".join(f"{level} ε = {_show(with_overlaps[level])}" for level in LEVELS)
+        )
+    charges, runs = entry["charges"], entry["runs"]
+    lines.append(
+        f"  {len(runs)} run(s), {len(charges)} charge(s), {sum(c['voided'] for c in charges)} voided"
+    )
+    for run in runs:
+        made_by = f" {run['command']}" if run["command"] else ""
+        voided = f", {run['voided']} voided" if run["voided"] else ""
+        lines.append(
+            f"    run {started_text(run['started'])}{made_by}: {run['charges']} charge(s){voided}, "
+            f"ε agent {_show(run['epsilon']['agent'])}, instance {_show(run['epsilon']['instance'])}"
+        )
+    if every_charge:
+        lines += [
+            f"    #{c['id']:<5} {c['run']}" + ("  (voided: not released)" if c["voided"] else "")
+            for c in charges
+        ]
     return lines
 
 
 @ledger.command()
 @_PATH
 def verify(path: str) -> None:
-    """Recompute every spend from the stored events; exit 1 if any exceeds its budget."""
-    from fedvote.privacy.ledger import ledger_report, verify_ledger
+    """SQLite's integrity check, then every spend recomputed; exit 1 on a violation, 2 if damaged."""
+    from fedvote.privacy.ledger_audit import federations_in, integrity_report, verify_ledger
+    from fedvote.privacy.ledger_store import LedgerDamaged
 
-    problems = verify_ledger(path)
+    try:
+        problems = verify_ledger(path)
+    except LedgerDamaged:
+        for line in integrity_report(path):  # what still reads, before the one-line refusal
+            click.echo(line)
+        raise
     for problem in problems:
         click.echo(f"violation: {problem}")
     if problems:
         raise SystemExit(1)
-    click.echo(f"{path}: {len(ledger_report(path))} federation(s), every spend within its budgets")
+    click.echo(
+        f"{path}: SQLite integrity check ok; {federations_in(path)} federation(s), "
+        "every spend within its budgets"
+    )
 
 
 @ledger.command("set-budget")
@@ -102,7 +140,7 @@ def set_budget(
     path: str, federation: str, epsilon: float, level: str, delta: float | None, accountant: str | None
 ) -> None:
     """Set (raise or lower) a federation's budget: an appended, logged row; never an update."""
-    from fedvote.privacy.ledger import set_budget as append_budgets
+    from fedvote.privacy.ledger_audit import set_budget as append_budgets
 
     levels = LEVELS if level == "both" else (level,)
     budgets = append_budgets(path, federation, epsilon, levels, delta=delta, accountant=accountant)

@@ -13,6 +13,7 @@ through any loader, give the same hashes.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -54,3 +55,12 @@ def shared_record_count(records: np.ndarray, other_features: np.ndarray) -> int:
 def overlap_count(first: np.ndarray, second: np.ndarray) -> int:
     """How many hashes two sorted arrays of distinct hashes share."""
     return int(np.intersect1d(first, second, assume_unique=True).size)
+
+
+def sorted_hashes_of(parts: Iterable[np.ndarray]) -> np.ndarray:
+    """The distinct :func:`record_hashes` of several feature arrays together (each agent's), sorted.
+
+    Hashes each array apart, so a federation's records are never copied into one array.
+    """
+    hashed = [record_hashes(features) for features in parts]
+    return np.unique(np.concatenate(hashed)) if hashed else np.empty(0, dtype=np.uint64)

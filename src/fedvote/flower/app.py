@@ -222,7 +222,8 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
         secure_noise=config.privacy.secure_noise,
     )
     _say(f"{method.name}: {num_agents} agents, σ = {method.sigma:.4g}, t = {method.min_responders}")
-    ledger = open_ledger(config, content_key=files.ledger_key)  # the agents' records, as dealt
+    # the agents' records, as dealt: their key and their hashes (the budget binds by record)
+    ledger = open_ledger(config, content_key=files.ledger_key, record_hashes=files.record_hashes)
     try:
         mark = time.perf_counter()
         outcome = execute(method, server, transport, ledger)

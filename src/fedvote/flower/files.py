@@ -7,7 +7,9 @@
   travel as indices into it), its teacher seed and, only when the config asks for a
   reproducible simulation (``privacy.noise_seed``), the seed of its noise stream;
 * ``server.npz`` — the public pool, the test set, the agents' record counts (public
-  metadata) and the pool's labels, used only to *measure* pseudo-label accuracy;
+  metadata), the pool's labels, used only to *measure* pseudo-label accuracy, and the
+  ledger's key and 64-bit hashes of the agents' records (so the server's ledger binds
+  by record; they permit membership tests on those records);
 * ``run.json`` — the config itself.
 
 Every file carries the federation's fingerprint, so a node started with another
@@ -28,6 +30,7 @@ import numpy as np
 from fedvote.aggregation.voting import noise_share_std
 from fedvote.config import RunConfig
 from fedvote.data.federation import LabeledData, PublicMetadata, ServerData
+from fedvote.data.record_hashes import sorted_hashes_of
 from fedvote.errors import ConfigError
 from fedvote.flower.secagg import check_secagg_plan, secagg_settings
 from fedvote.methods.pate_fl import PateFL
@@ -66,6 +69,10 @@ class ServerFile:
     # The ledger's key for these agents' records (:func:`fedvote.runner.federation_content_key`),
     # computed by ``fedvote deploy`` when it dealt the data; None in files written before it.
     ledger_key: str | None = None
+    # The sorted 64-bit hashes of the agents' records' features, so that the server's ledger
+    # binds by record (:func:`fedvote.data.record_hashes.sorted_hashes_of`); they permit
+    # membership tests on the agents' records. None in files written before them.
+    record_hashes: np.ndarray | None = None
 
     def public_metadata(self, num_agents: int) -> PublicMetadata:
         """What the server plans the method from: pool size, N, classes, shape, record counts."""
@@ -111,6 +118,7 @@ def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]
         agent_records=federation.agent_sizes(),
         fingerprint=fingerprint,
         ledger_key=federation_content_key(federation),
+        record_hashes=sorted_hashes_of(agent.features for agent in federation.agents),
     )
     written.append(path)
     written.append(write_atomic(out / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n"))
@@ -163,6 +171,11 @@ def load_server_file(path: str | Path) -> ServerFile:
             public_labels=None if labels is None else np.asarray(labels, dtype=np.int64),
             fingerprint=str(archive["fingerprint"]),
             ledger_key=str(archive["ledger_key"]) if "ledger_key" in archive.files else None,
+            record_hashes=(
+                np.asarray(archive["record_hashes"], dtype=np.uint64)
+                if "record_hashes" in archive.files
+                else None
+            ),
         )
 
 

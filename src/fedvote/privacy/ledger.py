@@ -4,39 +4,86 @@
 * :class:`LedgerSession` — one run's view of a ledger shared by several runs.
 * :class:`PersistentLedger` — the same interface, persisted in SQLite (standard library),
   append-only, with a budget per federation and level enforced across runs: a charge
-  that would take the federation's spend above a budget raises
+  that would take the spend of the federation's records above a budget raises
   :class:`PrivacyBudgetExceeded` and writes nothing, so nothing may be released. The
   budget stored first binds every later run; only ``fedvote ledger set-budget`` (a new,
-  logged row) changes it. Charges are committed before ``charge``
-  returns, so a crash between charge and release over-counts, never under-counts. A
-  void (the release provably did not happen) is a new record pointing at the charge;
-  no record is ever updated or deleted (SQLite triggers refuse both). A ledger carries a
-  format marker and version in its SQLite header (:data:`LEDGER_APPLICATION_ID`,
-  :data:`LEDGER_FORMAT_VERSION`); anything else given as a ledger (a text file, another
-  application's database, a newer format) is refused and left byte for byte as it was.
+  logged row) changes it. **Budgets bind by record**: a run is checked against the
+  composition of every charge of every stored federation that shares a record with it
+  (its records identified by a 64-bit hash of their features), under every budget of
+  those federations. Charges are committed before ``charge`` returns, so a crash between
+  charge and release over-counts, never under-counts; an interrupt at any step leaves a
+  charge whole or absent. A void (the release provably did not happen) is a new record
+  pointing at the charge; no record is ever updated or deleted.
+
+The file itself (format, schema, migration, damage, the safe transaction) is
+:mod:`fedvote.privacy.ledger_store`; ``fedvote ledger show / verify / set-budget`` read it
+through :mod:`fedvote.privacy.ledger_audit`. Their public names are importable from here too.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
-import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import attr
+import numpy as np
 from dp_accounting import dp_event
 
+from fedvote.data.record_hashes import overlap_count
 from fedvote.errors import ConfigError
 from fedvote.privacy.accountant import epsilon_for
-from fedvote.privacy.discrete import DiscreteGaussianDpEvent
-from fedvote.privacy.events import LEVELS, LevelEvents, ReplaceOneDpEvent, compose_events
-from fedvote.privacy.gnss import SmoothSensitivityGaussianDpEvent
-from fedvote.results import finite_or_none
+from fedvote.privacy.events import LEVELS, LevelEvents, compose_events
+from fedvote.privacy.ledger_audit import (
+    DEFAULT_ACCOUNTANT,
+    DEFAULT_DELTA,
+    federations,
+    ledger_report,
+    set_budget,
+    verify_ledger,
+)
+from fedvote.privacy.ledger_store import (
+    LEDGER_APPLICATION_ID,
+    LEDGER_FORMAT_VERSION,
+    Budget,
+    append_budget,
+    charges_in_force,
+    connect,
+    event_from_json,
+    event_to_json,
+    has_record_hashes,
+    has_rows,
+    insert_charge,
+    reading,
+    record_hashes_since,
+    store_record_hashes,
+    stored_budgets,
+    transaction,
+)
+
+__all__ = [
+    "DEFAULT_ACCOUNTANT",
+    "DEFAULT_DELTA",
+    "LEDGER_APPLICATION_ID",
+    "LEDGER_FORMAT_VERSION",
+    "Budget",
+    "LedgerSession",
+    "PersistentLedger",
+    "PrivacyBudgetExceeded",
+    "PrivacyLedger",
+    "append_budget",
+    "charges_in_force",
+    "compose_releases",
+    "connect",
+    "event_from_json",
+    "event_to_json",
+    "federations",
+    "ledger_report",
+    "set_budget",
+    "stored_budgets",
+    "verify_ledger",
+]
 
 
 class PrivacyLedger:
@@ -88,55 +135,6 @@ def compose_releases(releases: Iterable[LevelEvents], level: str) -> dp_event.Dp
     return compose_events(release.at(level) for release in releases)
 
 
-# --- serialisation of dp_accounting events ---------------------------------------------------
-
-
-def event_to_json(event: dp_event.DpEvent) -> str:
-    """A JSON text for ``event`` (any dp_accounting event made of plain fields)."""
-    return json.dumps(_encode(event), sort_keys=True)
-
-
-def event_from_json(text: str) -> dp_event.DpEvent:
-    """The event written by :func:`event_to_json`."""
-    decoded = _decode(json.loads(text))
-    if not isinstance(decoded, dp_event.DpEvent):
-        raise ValueError(f"not a DpEvent: {text[:80]}")
-    return decoded
-
-
-def _encode(value: Any) -> Any:
-    if isinstance(value, dp_event.DpEvent):
-        out: dict[str, Any] = {"class": type(value).__name__}
-        for item in attr.fields(type(value)):
-            out[item.name] = _encode(getattr(value, item.name))
-        return out
-    if isinstance(value, list | tuple):
-        return [_encode(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return {"float": repr(value)}
-    return value
-
-
-# fedvote's own event classes, by the name event_to_json writes.
-_FEDVOTE_EVENTS: dict[str, type] = {
-    cls.__name__: cls for cls in (ReplaceOneDpEvent, DiscreteGaussianDpEvent, SmoothSensitivityGaussianDpEvent)
-}
-
-
-def _decode(value: Any) -> Any:
-    if isinstance(value, dict):
-        if "float" in value and len(value) == 1:
-            return float(value["float"])
-        name = value["class"]
-        cls = _FEDVOTE_EVENTS.get(name) or getattr(dp_event, name, None)
-        if not (isinstance(cls, type) and issubclass(cls, dp_event.DpEvent)):
-            raise ValueError(f"unknown DpEvent class {name!r}")
-        return cls(**{k: _decode(v) for k, v in value.items() if k != "class"})
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    return value
-
-
 # --- one run's view of a shared ledger ----------------------------------------------------------
 
 
@@ -174,17 +172,12 @@ class LedgerSession(PrivacyLedger):
 # --- the persisted ledger -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Budget:
-    """A federation's ε cap at one level, enforced at its own δ with its own accountant."""
-
-    epsilon: float
-    delta: float
-    accountant: str
-
-
 class PrivacyBudgetExceeded(ConfigError):
-    """A charge would take the federation's spend above its budget; nothing was released."""
+    """A charge would take the spend of a federation's records above a budget; nothing was released.
+
+    ``federation`` is the federation whose budget would be exceeded; ``context`` says
+    which federations' charges the spend composes when they are more than that one.
+    """
 
     def __init__(
         self,
@@ -194,10 +187,11 @@ class PrivacyBudgetExceeded(ConfigError):
         budget: float,
         level: str,
         what: str = "this release",
+        context: str = "",
     ) -> None:
         super().__init__(
             "budget_epsilon",
-            f"privacy budget exceeded for federation {federation!r}: {what} would bring "
+            f"privacy budget exceeded for federation {federation!r}{context}: {what} would bring "
             f"{level}-level ε from {spent:.4g} to {would_be:.4g}, above the budget {budget:.4g}; "
             "nothing was released",
         )
@@ -208,226 +202,36 @@ class PrivacyBudgetExceeded(ConfigError):
         self.level = level
 
 
-# The schema, one statement each (run inside one transaction with the format marker).
-_SCHEMA: tuple[str, ...] = (
-    """CREATE TABLE IF NOT EXISTS records (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    federation TEXT NOT NULL,
-    run TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('charge', 'void')),
-    target INTEGER REFERENCES records(id),
-    agent_event TEXT,
-    instance_event TEXT,
-    agent_sensitivity REAL,
-    instance_sensitivity REAL,
-    created REAL NOT NULL
-)""",
-    "CREATE INDEX IF NOT EXISTS records_federation ON records (federation)",
-    """CREATE TABLE IF NOT EXISTS budgets (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    federation TEXT NOT NULL,
-    epsilon REAL NOT NULL,
-    delta REAL NOT NULL,
-    level TEXT NOT NULL,
-    accountant TEXT NOT NULL,
-    created REAL NOT NULL
-)""",
-    *(
-        f"CREATE TRIGGER IF NOT EXISTS {table}_no_{action} BEFORE {action.upper()} ON {table} "
-        "BEGIN SELECT RAISE(ABORT, 'the privacy ledger is append-only'); END"
-        for table in ("records", "budgets")
-        for action in ("update", "delete")
-    ),
-)
-
-# The ledger's format marker, in the SQLite header: ``PRAGMA application_id`` (the bytes
-# "FVLG") and ``PRAGMA user_version`` (the format version). A file that is not an SQLite
-# database, another application's database, or a ledger of a newer format is refused and
-# left as it is. A ledger written before the marker existed (fedvote's two tables and
-# nothing else, no application id) is accepted and marked.
-LEDGER_APPLICATION_ID = 0x46564C47  # "FVLG"
-LEDGER_FORMAT_VERSION = 1
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_COLUMNS = {
-    "records": {
-        "id", "federation", "run", "kind", "target", "agent_event", "instance_event",
-        "agent_sensitivity", "instance_sensitivity", "created",
-    },
-    "budgets": {"id", "federation", "epsilon", "delta", "level", "accountant", "created"},
-}  # fmt: skip
-_NOT_A_LEDGER = "give a new file name or an existing fedvote ledger"
-
-
-def connect(path: str | Path, *, must_exist: bool = False) -> sqlite3.Connection:
-    """An autocommit connection to the ledger at ``path`` with its schema (one-line errors).
-
-    ``must_exist`` refuses a missing file instead of creating an empty ledger (for
-    ``fedvote ledger show``/``verify``/``set-budget``, where a typo must not pass as empty).
-    Anything but a fedvote ledger of this format or older (or a new, empty file) is refused
-    before a byte of it is written (:data:`LEDGER_APPLICATION_ID`): a text file, another
-    application's SQLite database, a ledger of a newer format (its version named).
-    """
-    file = Path(path)
-    _check_sqlite_header(file)  # first: a path the system cannot look up (a name too long) is one line
-    if must_exist and not file.is_file():
-        raise ConfigError("ledger", f"no ledger at {path}")
-    try:
-        db = sqlite3.connect(file, isolation_level=None, timeout=30.0)
-    except sqlite3.Error as error:
-        raise ConfigError("ledger", f"cannot open {path}: {error}") from error
-    try:
-        if _ledger_state(db, path) != "marked":  # read only, so far: a foreign file stays as it is
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                if _ledger_state(db, path) != "marked":  # another process may have marked it since
-                    for statement in _SCHEMA:
-                        db.execute(statement)
-                    db.execute(f"PRAGMA application_id = {LEDGER_APPLICATION_ID}")
-                    db.execute(f"PRAGMA user_version = {LEDGER_FORMAT_VERSION}")
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-    except sqlite3.DatabaseError as error:
-        db.close()
-        raise ConfigError("ledger", f"{path} is not a fedvote ledger ({error}); {_NOT_A_LEDGER}") from error
-    except BaseException:
-        db.close()
-        raise
-    return db
-
-
-def _check_sqlite_header(file: Path) -> None:
-    """Refuse, without opening it as a database, a non-empty file that is not SQLite."""
-    try:
-        with file.open("rb") as handle:
-            head = handle.read(len(_SQLITE_MAGIC))
-    except FileNotFoundError:
-        return
-    except OSError as error:
-        raise ConfigError("ledger", f"cannot read {file}: {error.strerror or error}") from error
-    if head and head != _SQLITE_MAGIC:
-        raise ConfigError(
-            "ledger", f"{file} is not a fedvote ledger (not an SQLite database); {_NOT_A_LEDGER}"
-        )
-
-
-def _ledger_state(db: sqlite3.Connection, path: str | Path) -> str:
-    """``"marked"`` (a ledger of this format), ``"unmarked"`` (new and empty, or an older fedvote ledger).
-
-    Raises :class:`ConfigError` for anything else; reads only.
-    """
-    application_id = int(db.execute("PRAGMA application_id").fetchone()[0])
-    version = int(db.execute("PRAGMA user_version").fetchone()[0])
-    tables = {
-        str(row[0])
-        for row in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        )
-    }
-    if application_id == LEDGER_APPLICATION_ID:
-        if version > LEDGER_FORMAT_VERSION:
-            raise ConfigError(
-                "ledger",
-                f"{path} is a fedvote ledger of format version {version}, newer than this fedvote "
-                f"reads (version {LEDGER_FORMAT_VERSION}); upgrade fedvote to use it",
-            )
-        if version < 1 or not set(_COLUMNS) <= tables:
-            raise ConfigError(
-                "ledger",
-                f"{path} carries fedvote's ledger mark but is damaged (format version {version}, "
-                f"tables {', '.join(sorted(tables)) or 'none'})",
-            )
-        return "marked"
-    if application_id != 0:
-        raise ConfigError(
-            "ledger",
-            f"{path} is not a fedvote ledger (an SQLite database of another application, id "
-            f"{application_id:#010x}); it was left as it is; {_NOT_A_LEDGER}",
-        )
-    if not tables and version == 0:
-        return "unmarked"  # new
-    columns = {
-        table: {str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")} for table in _COLUMNS
-    }
-    if version == 0 and tables == set(_COLUMNS) and columns == _COLUMNS:
-        return "unmarked"  # written by a fedvote from before the marker
-    held = f"table(s) {', '.join(sorted(tables))}" if tables else f"user_version {version}"
-    raise ConfigError(
-        "ledger",
-        f"{path} is an SQLite database but not a fedvote ledger (it holds {held}); "
-        f"it was left as it is; {_NOT_A_LEDGER}",
-    )
-
-
-def stored_budgets(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, Budget]:
-    """The budget in force per level for the first of ``keys`` that has one.
-
-    The latest row of a (federation, level) is in force (``set-budget`` appends, never
-    updates). ``keys`` is the federation's content key, then its legacy keys: a budget
-    stored under an old config fingerprint still binds the same federation.
-    """
-    found: dict[str, Budget] = {}
-    for level in LEVELS:
-        for key in keys:
-            row = db.execute(
-                "SELECT epsilon, delta, accountant FROM budgets WHERE federation = ? AND level = ? "
-                "ORDER BY id DESC LIMIT 1",
-                (key, level),
-            ).fetchone()
-            if row is not None:
-                found[level] = Budget(float(row[0]), float(row[1]), str(row[2]))
-                break
-    return found
-
-
-def append_budget(db: sqlite3.Connection, federation: str, level: str, budget: Budget) -> None:
-    """Append a budget row (the new one in force for ``federation`` at ``level``)."""
-    db.execute(
-        "INSERT INTO budgets (federation, epsilon, delta, level, accountant, created) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (federation, budget.epsilon, budget.delta, level, budget.accountant, time.time()),
-    )
-
-
-def charges_in_force(db: sqlite3.Connection | sqlite3.Cursor, keys: Sequence[str]) -> list[LevelEvents]:
-    """Every charge of the federation (any of ``keys``) not voided, oldest first."""
-    marks = ", ".join("?" for _ in keys)
-    rows = db.execute(
-        "SELECT id, agent_event, instance_event, agent_sensitivity, instance_sensitivity "
-        f"FROM records WHERE federation IN ({marks}) AND kind = 'charge' AND id NOT IN "
-        f"(SELECT target FROM records WHERE federation IN ({marks}) AND kind = 'void') ORDER BY id",
-        (*keys, *keys),
-    ).fetchall()
-    return [_level_events(*row[1:]) for row in rows]
-
-
-def _level_events(agent: str, instance: str, agent_s: float | None, instance_s: float | None) -> LevelEvents:
-    return LevelEvents(
-        agent=event_from_json(agent),
-        instance=event_from_json(instance),
-        agent_sensitivity=_float(agent_s),
-        instance_sensitivity=_float(instance_s),
-    )
-
-
 class PersistentLedger(PrivacyLedger):
     """A :class:`PrivacyLedger` persisted in SQLite, with a budget per federation and level.
 
-    ``federation`` names the federation whose spend accumulates across runs: the content
-    key of its agents' records (:func:`fedvote.runner.federation_content_key`);
-    ``aliases`` are older keys of the same federation (its legacy config fingerprint),
-    whose charges and budgets count too.
+    ``federation`` names the federation whose charges are recorded: the content key of its
+    agents' records (:func:`fedvote.runner.federation_content_key`); ``aliases`` are older
+    keys of the same federation (its legacy config fingerprint), whose charges and budgets
+    count too. ``records`` are the sorted distinct 64-bit hashes of its agents' records
+    (:func:`fedvote.data.record_hashes.sorted_hashes_of`), stored with the federation.
+
+    **Budgets bind by record.** Every stored federation that shares a record with this one
+    *overlaps* it. A charge is admitted only if the composition of every charge in force
+    of this federation and of every overlapping one, with the new release, stays within
+    every budget in force of all of them (so the smallest binds), each at its own δ and
+    accountant. Proof that this bounds every record's spend: ``docs/privacy.md``,
+    "Ledger". Without ``records`` (a federation stored before record hashes, a Flower
+    server file from before them) the key alone matches, unless hashes were stored for
+    the key before, which then serve.
 
     **The stored budget binds.** The first ``budget_epsilon`` given for a federation is
     stored as its agent-level budget; every later run is bound by the stored budgets
     whether or not it gives one, and a run giving a *different* ``budget_epsilon`` is
     refused (raise or lower it with ``fedvote ledger set-budget``, an appended, logged
     row). An instance-level budget, set with ``set-budget``, binds the instance level the
-    same way. Each budget is enforced at its own δ and accountant, whatever the run's.
+    same way.
 
     :meth:`event` and :attr:`charges` describe *this run* (what the run reports);
-    :meth:`total_event` and :meth:`spent` everything charged to the federation so far.
+    :meth:`total_event` and :meth:`spent` everything charged to its records so far (its
+    own federation's charges and every overlapping federation's). ``command`` (the method
+    name) and the ledger's ``run`` id are recorded with each charge, for ``fedvote ledger
+    show`` to group charges by run.
     """
 
     def __init__(
@@ -440,6 +244,8 @@ class PersistentLedger(PrivacyLedger):
         accountant: str = "pld",
         run: str | None = None,
         aliases: Sequence[str] = (),
+        records: np.ndarray | None = None,
+        command: str | None = None,
     ) -> None:
         super().__init__()
         if budget_epsilon is not None and not budget_epsilon > 0:
@@ -455,16 +261,62 @@ class PersistentLedger(PrivacyLedger):
         self.level = level
         self.accountant = accountant
         self.run = run if run is not None else f"{time.time():.6f}"
+        self.command = command
+        self.records = None if records is None else np.unique(np.asarray(records, dtype=np.uint64))
+        # Overlapping federations: key → records shared; refreshed from the rows stored since.
+        self.overlaps: dict[str, int] = {}
+        self._hashes_seen = 0
         self._session: dict[int, LevelEvents] = {}
         self._db = connect(self.path)
         try:
-            self.budgets = self._bind_budget(budget_epsilon)
+            with reading(self.path):
+                self._store_records()
+                self._refresh_overlaps()
+                self.budgets = self._bind_budget(budget_epsilon)
         except BaseException:
             self._db.close()
             raise
 
+    def _store_records(self) -> None:
+        """Store this federation's record hashes (and its aliases' that hold rows) if not yet stored.
+
+        A federation stored before record hashes (an older ledger) gets them the first time a
+        run on it opens with its records; an alias (legacy key) with charges or a budget gets
+        the same hashes, so that overlapping federations count its charges too. Without
+        ``records``, hashes stored earlier for this key serve.
+        """
+        if self.records is None:
+            for _, key, hashes in record_hashes_since(self._db, 0):
+                if key == self.federation:
+                    self.records = hashes
+            return
+        missing = [
+            key
+            for key in self.keys
+            if not has_record_hashes(self._db, key) and (key == self.federation or has_rows(self._db, key))
+        ]
+        if missing:
+            with transaction(self._db):
+                for key in missing:
+                    store_record_hashes(self._db, key, self.records)
+
+    def _refresh_overlaps(self) -> None:
+        """Add every federation stored since the last look that shares a record with this one."""
+        for row_id, key, hashes in record_hashes_since(self._db, self._hashes_seen):
+            self._hashes_seen = row_id
+            if key in self.keys or self.records is None:
+                continue
+            shared = overlap_count(self.records, hashes)
+            if shared:
+                self.overlaps[key] = shared
+
+    @property
+    def bound_keys(self) -> tuple[str, ...]:
+        """The keys whose charges bind a run: this federation's, then every overlapping one's."""
+        return (*self.keys, *self.overlaps)
+
     def _bind_budget(self, given: float | None) -> dict[str, Budget]:
-        """The budgets in force; stores ``given`` as the agent budget of a new federation."""
+        """The federation's own budgets in force; stores ``given`` as the agent budget of a new one."""
         budgets = stored_budgets(self._db, self.keys)
         stored = budgets.get("agent")
         if given is not None and stored is None:
@@ -480,10 +332,28 @@ class PersistentLedger(PrivacyLedger):
             )
         return budgets
 
+    def binding_budgets(self) -> list[tuple[str, str, Budget]]:
+        """``(federation, level, budget)`` of every budget that binds a run here, own ones first."""
+        found = [
+            (self.federation, level, budget) for level, budget in stored_budgets(self._db, self.keys).items()
+        ]
+        for key in self.overlaps:
+            found += [(key, level, budget) for level, budget in stored_budgets(self._db, [key]).items()]
+        return found
+
+    def effective_budgets(self) -> dict[str, Budget]:
+        """Per level, the smallest budget that binds (own or an overlapping federation's)."""
+        smallest: dict[str, Budget] = {}
+        with reading(self.path):
+            for _, level, budget in self.binding_budgets():
+                if level not in smallest or budget.epsilon < smallest[level].epsilon:
+                    smallest[level] = budget
+        return smallest
+
     @property
     def budget_epsilon(self) -> float | None:
-        """The agent-level budget in force (None: none)."""
-        budget = self.budgets.get("agent")
+        """The agent-level budget that binds (the smallest; None: none)."""
+        budget = self.effective_budgets().get("agent")
         return budget.epsilon if budget is not None else None
 
     def close(self) -> None:
@@ -498,8 +368,10 @@ class PersistentLedger(PrivacyLedger):
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _in_force(self, cursor: sqlite3.Cursor | sqlite3.Connection) -> list[LevelEvents]:
-        return charges_in_force(cursor, self.keys)
+    def _in_force(self) -> list[LevelEvents]:
+        """Every charge in force of this federation and every overlapping one (overlaps refreshed)."""
+        self._refresh_overlaps()
+        return charges_in_force(self._db, self.bound_keys)
 
     @property
     def charges(self) -> tuple[LevelEvents, ...]:
@@ -507,22 +379,23 @@ class PersistentLedger(PrivacyLedger):
         return tuple(self._session[i] for i in sorted(self._session))
 
     def total_event(self, level: str) -> dp_event.DpEvent:
-        """Everything charged to this federation (all runs, voids excluded) at ``level``."""
-        return compose_releases(self._in_force(self._db), level)
+        """Everything charged to the federation's records (its charges, overlapping ones') at ``level``."""
+        with reading(self.path):
+            return compose_releases(self._in_force(), level)
 
     def _delta_accountant(self, level: str) -> tuple[float, str]:
-        budget = self.budgets.get(level)
+        budget = self.effective_budgets().get(level)
         return (budget.delta, budget.accountant) if budget is not None else (self.delta, self.accountant)
 
     def spent(self, level: str | None = None) -> float:
-        """The federation's ε so far at ``level`` (default: this ledger's), at its budget's δ."""
+        """ε spent so far by the federation's records at ``level`` (default: the ledger's), at its δ."""
         chosen = level or self.level
         return epsilon_for(self.total_event(chosen), *self._delta_accountant(chosen))
 
     def remaining(self, level: str | None = None) -> float:
         """Budget left at ``level`` (default: this ledger's; ``inf`` without a budget there)."""
         chosen = level or self.level
-        budget = self.budgets.get(chosen)
+        budget = self.effective_budgets().get(chosen)
         if budget is None:
             return math.inf
         return max(0.0, budget.epsilon - self.spent(chosen))
@@ -542,70 +415,91 @@ class PersistentLedger(PrivacyLedger):
 
         Refuses, before the first of them, a plan whose sum would overrun a budget.
         """
-        return self._check(self._in_force(self._db), list(releases), what)
+        with reading(self.path):
+            return self._check(list(releases), what)
 
-    def _check(self, current: list[LevelEvents], releases: list[LevelEvents], what: str) -> float:
-        for level, budget in self.budgets.items():
-            planned = compose_releases([*current, *releases], level)
-            would_be = epsilon_for(planned, budget.delta, budget.accountant)
-            if would_be > budget.epsilon:
+    def _check(self, releases: list[LevelEvents], what: str) -> float:
+        """Refuse ``releases`` if, with every charge on this federation's records, they overrun a budget."""
+        current = self._in_force()
+        would: dict[tuple[str, float, str], float] = {}
+        for owner, level, budget in self.binding_budgets():
+            key = (level, budget.delta, budget.accountant)
+            if key not in would:
+                would[key] = epsilon_for(
+                    compose_releases([*current, *releases], level), budget.delta, budget.accountant
+                )
+            if would[key] > budget.epsilon:
                 spent = epsilon_for(compose_releases(current, level), budget.delta, budget.accountant)
-                raise PrivacyBudgetExceeded(self.federation, spent, would_be, budget.epsilon, level, what)
+                raise PrivacyBudgetExceeded(
+                    owner, spent, would[key], budget.epsilon, level, what, self._context(owner)
+                )
         total = compose_releases([*current, *releases], self.level)
         return epsilon_for(total, *self._delta_accountant(self.level))
+
+    def _context(self, owner: str) -> str:
+        """What a refusal's spend composes, when more than ``owner``'s own charges."""
+        if owner != self.federation:
+            return (
+                f" (it shares {self.overlaps.get(owner, 0)} records with this run's federation "
+                f"{self.federation!r}; ε composes the charges of every federation sharing them)"
+            )
+        if self.overlaps:
+            shared = ", ".join(f"{key!r} ({count} records)" for key, count in self.overlaps.items())
+            return f" (ε composes the charges of the federations sharing its records: {shared})"
+        return ""
 
     def charge(self, release: LevelEvents, run: str | None = None) -> int:
         """Persist ``release`` (committed before returning) and return its record id.
 
-        Raises :class:`PrivacyBudgetExceeded`, writing nothing, if the federation's spend
-        including this release would exceed a budget. The check and the insert run in one
-        ``BEGIN IMMEDIATE`` transaction, so concurrent runs cannot both pass. ``run``
-        labels the record (default: this ledger's run).
+        Raises :class:`PrivacyBudgetExceeded`, writing nothing, if the spend of the
+        federation's records including this release would exceed a budget. The check and
+        the insert run in one ``BEGIN IMMEDIATE`` transaction, so concurrent runs cannot
+        both pass, and an interrupt at any step leaves the charge whole or absent
+        (:func:`~fedvote.privacy.ledger_store.transaction`): this run's view holds it
+        exactly when the ledger does. ``run`` labels the record (default: this ledger's run).
         """
-        cursor = self._db.cursor()
-        cursor.execute("BEGIN IMMEDIATE")
+        charge_id: int | None = None
         try:
-            self._check(self._in_force(cursor), [release], "this release")
-            cursor.execute(
-                "INSERT INTO records (federation, run, kind, agent_event, instance_event, "
-                "agent_sensitivity, instance_sensitivity, created) VALUES (?, ?, 'charge', ?, ?, ?, ?, ?)",
-                (
-                    self.federation,
-                    run if run is not None else self.run,
-                    event_to_json(release.agent),
-                    event_to_json(release.instance),
-                    finite_or_none(release.agent_sensitivity),
-                    finite_or_none(release.instance_sensitivity),
-                    time.time(),
-                ),
-            )
-            charge_id = cursor.lastrowid
-            cursor.execute("COMMIT")
+            with reading(self.path), transaction(self._db):
+                self._check([release], "this release")
+                # a session's label (a compare's row, a sweep's point) names what made it
+                label, command = (self.run, self.command) if run is None or run == self.run else (run, None)
+                charge_id = insert_charge(self._db, self.federation, label, release, self.run, command)
+                self._session[charge_id] = release  # before COMMIT: an interrupt after it keeps both
         except BaseException:
-            cursor.execute("ROLLBACK")
+            if charge_id is not None and not self._stored(charge_id):
+                self._session.pop(charge_id, None)  # rolled back: this run's view drops it too
             raise
         assert charge_id is not None
-        self._session[charge_id] = release
         return charge_id
+
+    def _stored(self, charge_id: int) -> bool:
+        """Whether charge ``charge_id`` is in the file (after an interrupted transaction)."""
+        try:
+            return self._db.execute("SELECT 1 FROM records WHERE id = ?", (charge_id,)).fetchone() is not None
+        except Exception:  # noqa: BLE001 - unreadable: keep it in this run's view (over-counts, never under)
+            return True
 
     def void(self, charge_id: int) -> None:
         """Append a void of this run's charge ``charge_id`` (its release did not happen)."""
         if charge_id not in self._session:
             raise ValueError(f"charge {charge_id} is not an open charge of this run")
-        self._db.execute(
-            "INSERT INTO records (federation, run, kind, target, created) VALUES (?, ?, 'void', ?, ?)",
-            (self.federation, self.run, charge_id, time.time()),
-        )
+        with reading(self.path):
+            self._db.execute(
+                "INSERT INTO records (federation, run, kind, target, created) VALUES (?, ?, 'void', ?, ?)",
+                (self.federation, self.run, charge_id, time.time()),
+            )
         del self._session[charge_id]
 
     def history(self) -> list[dict[str, Any]]:
         """Every record of this federation (all its keys), oldest first (for audit)."""
         marks = ", ".join("?" for _ in self.keys)
-        rows = self._db.execute(
-            "SELECT id, run, kind, target, agent_event, instance_event, created FROM records "
-            f"WHERE federation IN ({marks}) ORDER BY id",
-            self.keys,
-        ).fetchall()
+        with reading(self.path):
+            rows = self._db.execute(
+                "SELECT id, run, kind, target, agent_event, instance_event, created FROM records "
+                f"WHERE federation IN ({marks}) ORDER BY id",
+                self.keys,
+            ).fetchall()
         keys = ("id", "run", "kind", "target", "agent_event", "instance_event", "created")
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
@@ -613,201 +507,3 @@ class PersistentLedger(PrivacyLedger):
 def _same(a: float, b: float) -> bool:
     """Whether two budgets are the same ε (a stored float read back may differ in the last bit)."""
     return math.isclose(a, b, rel_tol=1e-12)
-
-
-def _float(value: float | None) -> float:
-    return math.inf if value is None else float(value)
-
-
-# --- audit: what `fedvote ledger show / verify / set-budget` read and write ------------------
-
-# δ and accountant of the spend shown at a level without a budget (the run defaults).
-DEFAULT_DELTA = 1e-3
-DEFAULT_ACCOUNTANT = "pld"
-
-
-def federations(db: sqlite3.Connection) -> list[str]:
-    """Every federation key with a record or a budget, sorted."""
-    rows = db.execute("SELECT federation FROM records UNION SELECT federation FROM budgets").fetchall()
-    return sorted(str(row[0]) for row in rows)
-
-
-def _budget_json(budget: Budget | None) -> dict[str, Any] | None:
-    return None if budget is None else dataclasses.asdict(budget)
-
-
-def _spent(db: sqlite3.Connection, federation: str, level: str, budget: Budget | None) -> dict[str, Any]:
-    """ε spent by ``federation`` at ``level``, at its budget's δ and accountant (else the defaults)."""
-    delta = budget.delta if budget is not None else DEFAULT_DELTA
-    accountant = budget.accountant if budget is not None else DEFAULT_ACCOUNTANT
-    epsilon = epsilon_for(compose_releases(charges_in_force(db, [federation]), level), delta, accountant)
-    return {"epsilon": finite_or_none(epsilon), "delta": delta, "accountant": accountant}
-
-
-def _charges_json(db: sqlite3.Connection, federation: str) -> list[dict[str, Any]]:
-    rows = db.execute(
-        "SELECT id, run, created, agent_event, instance_event, "
-        "EXISTS (SELECT 1 FROM records v WHERE v.kind = 'void' AND v.target = r.id) "
-        "FROM records r WHERE federation = ? AND kind = 'charge' ORDER BY id",
-        (federation,),
-    ).fetchall()
-    return [
-        {
-            "id": charge_id,
-            "run": run,
-            "created": created,
-            "voided": bool(voided),
-            "agent_event": json.loads(agent),
-            "instance_event": json.loads(instance),
-        }
-        for charge_id, run, created, agent, instance, voided in rows
-    ]
-
-
-def _budget_history(db: sqlite3.Connection, federation: str) -> list[dict[str, Any]]:
-    rows = db.execute(
-        "SELECT id, level, epsilon, delta, accountant, created FROM budgets WHERE federation = ? ORDER BY id",
-        (federation,),
-    ).fetchall()
-    keys = ("id", "level", "epsilon", "delta", "accountant", "created")
-    return [dict(zip(keys, row, strict=True)) for row in rows]
-
-
-def ledger_report(path: str | Path) -> list[dict[str, Any]]:
-    """Per federation: the budget in force per level, its history, every charge, ε spent per level."""
-    db = connect(path, must_exist=True)
-    try:
-        report = []
-        for federation in federations(db):
-            budgets = stored_budgets(db, [federation])
-            spent = {level: _spent(db, federation, level, budgets.get(level)) for level in LEVELS}
-            report.append(
-                {
-                    "federation": federation,
-                    "budget": {level: _budget_json(budgets.get(level)) for level in LEVELS},
-                    "budget_history": _budget_history(db, federation),
-                    "charges": _charges_json(db, federation),
-                    "spent": {level: spent[level]["epsilon"] for level in LEVELS},
-                    "spent_at": spent,
-                }
-            )
-        return report
-    finally:
-        db.close()
-
-
-def verify_ledger(path: str | Path) -> list[str]:
-    """Every violation found by recomputing each federation's spend from its stored events.
-
-    Checks that every event decodes, that every void points at a charge of the same
-    federation (at most once), and that the spend of the charges made while each budget
-    row was in force never exceeded it, at each level. An empty list: the ledger holds.
-    """
-    db = connect(path, must_exist=True)
-    try:
-        problems: list[str] = []
-        for federation in federations(db):
-            problems += _verify_voids(db, federation)
-            try:
-                problems += _verify_budgets(db, federation)
-            except (ValueError, KeyError, TypeError) as error:
-                problems.append(f"{federation}: a stored event does not decode ({error})")
-        return problems
-    finally:
-        db.close()
-
-
-def _verify_voids(db: sqlite3.Connection, federation: str) -> list[str]:
-    rows = db.execute(
-        "SELECT v.id, v.target, t.kind, t.federation FROM records v "
-        "LEFT JOIN records t ON t.id = v.target WHERE v.federation = ? AND v.kind = 'void'",
-        (federation,),
-    ).fetchall()
-    problems = [
-        f"{federation}: void {void_id} points at record {target}, not a charge of this federation"
-        for void_id, target, kind, owner in rows
-        if kind != "charge" or owner != federation
-    ]
-    targets = [target for _, target, _, _ in rows]
-    twice = sorted(t for t in set(targets) if targets.count(t) > 1)
-    problems += [f"{federation}: charge {t} is voided more than once" for t in twice]
-    return problems
-
-
-def _verify_budgets(db: sqlite3.Connection, federation: str) -> list[str]:
-    """Each budget row against the spend of the charges made before the next row of its level."""
-    problems = []
-    for level in LEVELS:
-        rows = db.execute(
-            "SELECT id, epsilon, delta, accountant, created FROM budgets WHERE federation = ? AND level = ? "
-            "ORDER BY id",
-            (federation, level),
-        ).fetchall()
-        for position, (row_id, epsilon, delta, accountant, _) in enumerate(rows):
-            until = rows[position + 1][4] if position + 1 < len(rows) else math.inf
-            charges = [
-                _level_events(*row[1:])
-                for row in db.execute(
-                    "SELECT id, agent_event, instance_event, agent_sensitivity, instance_sensitivity "
-                    "FROM records r WHERE federation = ? AND kind = 'charge' AND created < ? AND NOT EXISTS "
-                    "(SELECT 1 FROM records v WHERE v.kind = 'void' AND v.target = r.id) ORDER BY id",
-                    (federation, until if math.isfinite(until) else 1e300),
-                ).fetchall()
-            ]
-            spent = epsilon_for(compose_releases(charges, level), delta, accountant)
-            if spent > epsilon:
-                problems.append(
-                    f"{federation}: {level}-level ε spent {spent:.4g} exceeds budget row {row_id} "
-                    f"(ε = {epsilon:g} at δ = {delta:g}, {accountant})"
-                )
-    return problems
-
-
-def set_budget(
-    path: str | Path,
-    federation: str,
-    epsilon: float,
-    levels: Sequence[str] = LEVELS,
-    delta: float | None = None,
-    accountant: str | None = None,
-) -> dict[str, Budget]:
-    """Append a budget row per level of ``levels`` for a federation already in the ledger.
-
-    δ and the accountant default to the level's current budget's (else 1e-3, pld). A
-    budget below what the federation has already spent at that level is refused: it
-    could not hold. Returns the new budgets.
-    """
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ConfigError("epsilon", f"must be a finite number > 0, got {epsilon}")
-    db = connect(path, must_exist=True)
-    try:
-        if federation not in federations(db):
-            raise ConfigError(
-                "federation", f"no federation {federation!r} in {path} (see `fedvote ledger show`)"
-            )
-        current = stored_budgets(db, [federation])
-        new: dict[str, Budget] = {}
-        for level in levels:
-            old = current.get(level)
-            budget = Budget(
-                epsilon,
-                delta if delta is not None else (old.delta if old else DEFAULT_DELTA),
-                accountant if accountant is not None else (old.accountant if old else DEFAULT_ACCOUNTANT),
-            )
-            if not 0.0 < budget.delta < 1.0:
-                raise ConfigError("delta", f"must lie in (0, 1), got {budget.delta}")
-            spent = epsilon_for(
-                compose_releases(charges_in_force(db, [federation]), level), budget.delta, budget.accountant
-            )
-            if spent > epsilon:
-                raise ConfigError(
-                    "epsilon",
-                    f"federation {federation!r} has already spent {level}-level ε = {spent:.4g} "
-                    f"at δ = {budget.delta:g}; a budget of {epsilon:g} could not hold",
-                )
-            new[level] = budget
-        for level, budget in new.items():
-            append_budget(db, federation, level, budget)
-        return new
-    finally:
-        db.close()
