@@ -14,8 +14,20 @@ from dataclasses import dataclass
 
 from fedvote.errors import ConfigError
 
-# The architectures of :func:`fedvote.models.zoo.build_model`.
-MODEL_NAMES: tuple[str, ...] = ("auto", "logistic", "mlp", "cnn")
+# The architectures of :func:`fedvote.models.zoo.build_model`: "cnn" is the small CNN sized for
+# MNIST-like grey images, "cifar-cnn" the TensorFlow-tutorial CNN PriFedSync trains on CIFAR-10
+# (fedvote.models.cifar_cnn), "resnet8" FedAUX's ResNet-8 (fedvote.models.resnet).
+MODEL_NAMES: tuple[str, ...] = ("auto", "logistic", "mlp", "cnn", "cifar-cnn", "resnet8")
+# The convolutional networks among them: they are what "auto" may pick for images.
+CONV_MODELS: tuple[str, ...] = ("cnn", "cifar-cnn", "resnet8")
+# "auto" picks "cifar-cnn" over "cnn" for images of this many channels and at least this side
+# (CIFAR-10's 3x32x32): the small CNN's 16/32 channels and 2 poolings are sized for 28x28 digits.
+RGB_MODEL_CHANNELS = 3
+RGB_MODEL_MIN_SIDE = 32
+# Per-batch image augmentations of :mod:`fedvote.models.crop_flip`: "crop-flip" is the standard
+# CIFAR one (a random 32x32 crop of the image padded by 4 zero pixels, and a horizontal flip
+# with probability 1/2); "auto" is crop-flip for the RGB models ("cifar-cnn", "resnet8"), else none.
+AUGMENTATIONS: tuple[str, ...] = ("auto", "none", "crop-flip")
 # The public feature extractors of :func:`fedvote.models.features.fit_feature_extractor`.
 FEATURE_KINDS: tuple[str, ...] = ("identity", "pca", "random", "autoencoder", "contrastive", "module")
 # The local noisy optimizers of :mod:`fedvote.models.batched_dp_sgd`.
@@ -63,7 +75,7 @@ class TrainingConfig:
     Parameters
     ----------
     model : str
-        ``"logistic"``, ``"mlp"``, ``"cnn"``, or ``"auto"`` (a CNN for images, else an MLP).
+        One of :data:`MODEL_NAMES`, or ``"auto"`` (a CNN for images, else an MLP).
     epochs : int or None
         Passes over the training data. ``None`` (teachers only): chosen with the model from
         public metadata (:func:`teacher_training`) before anything is trained.
@@ -77,6 +89,11 @@ class TrainingConfig:
         Images only: each mini-batch is shifted by a random (dy, dx) in
         [−augment_shift, augment_shift]² (circularly), a cheap augmentation for small
         labelled sets. 0 (default) trains on the data as is.
+    augment : str
+        One of :data:`AUGMENTATIONS`: ``"crop-flip"`` gives every image of every mini-batch its
+        own random crop (4-pixel zero padding) and horizontal flip, drawn from the model's
+        generator; ``"auto"`` (default) is crop-flip for the RGB models and nothing otherwise
+        (:func:`resolve_augment`). The batched teachers apply it per agent as each alone would.
     validation_fraction : float
         Early stopping: the fraction of a model's own training data held out, drawn
         from its seeded generator, to measure a validation loss after every epoch
@@ -101,6 +118,7 @@ class TrainingConfig:
     learning_rate: float = 1e-2
     weight_decay: float = 1e-4
     augment_shift: int = 0
+    augment: str = "auto"
     validation_fraction: float = 0.0
     patience: int | None = None
     precision: str = "float32"
@@ -116,6 +134,8 @@ class TrainingConfig:
             raise ConfigError("learning_rate", f"must be > 0, got {self.learning_rate}")
         if self.augment_shift < 0:
             raise ConfigError("augment_shift", f"must be >= 0, got {self.augment_shift}")
+        if self.augment not in AUGMENTATIONS:
+            raise ConfigError("augment", f"unknown {self.augment!r}; choose from {', '.join(AUGMENTATIONS)}")
         if self.weight_decay < 0:
             raise ConfigError("weight_decay", f"must be >= 0, got {self.weight_decay}")
         if not 0.0 <= self.validation_fraction < 1.0:
@@ -152,6 +172,23 @@ class TrainingConfig:
         return int(math.floor(self.validation_fraction * num_records)) if self.early_stopping else 0
 
 
+def image_model(example_shape: tuple[int, ...]) -> str:
+    """The convolutional network "auto" picks for images of ``example_shape`` (public metadata).
+
+    RGB images of at least 32x32 get "cifar-cnn", other images "cnn": the example shape alone.
+    """
+    rgb = len(example_shape) == 3 and example_shape[0] == RGB_MODEL_CHANNELS
+    return "cifar-cnn" if rgb and min(example_shape[1:]) >= RGB_MODEL_MIN_SIDE else "cnn"
+
+
+def resolve_augment(augment: str, model: str, example_shape: tuple[int, ...]) -> str:
+    """``"auto"`` becomes ``"crop-flip"`` for image models made for RGB photos, else ``"none"``."""
+    if augment != "auto":
+        return augment
+    is_image = len(example_shape) == 3
+    return "crop-flip" if is_image and model in ("cifar-cnn", "resnet8") else "none"
+
+
 def teacher_training(
     teacher: TrainingConfig, example_shape: tuple[int, ...], agent_records: tuple[int, ...] | None
 ) -> TrainingConfig:
@@ -159,7 +196,10 @@ def teacher_training(
 
     ``"auto"``: a CNN for images (channels, h, w) of at least :data:`CNN_TEACHER_MIN_SIDE`
     pixels a side when the smallest agent holds at least :data:`CNN_TEACHER_MIN_RECORDS`
-    records, else an MLP (record counts unknown: an MLP). Epochs not given: a CNN sees
+    records (the TensorFlow-tutorial "cifar-cnn" for RGB images of at least 32x32, else the
+    small "cnn": :func:`image_model`), else an MLP (record counts unknown: an MLP); augmentation
+    ``"auto"`` stays, and the trainers resolve it from the model and shape (:func:`resolve_augment`).
+    Epochs not given: a CNN sees
     about :data:`CNN_TEACHER_EXAMPLES` examples, ⌈3000 / n_min⌉ passes clipped to
     [:data:`CNN_TEACHER_MIN_EPOCHS`, :data:`DEFAULT_EPOCHS`]; any other model
     :data:`DEFAULT_EPOCHS`. Choices from the example shape and record counts only: they
@@ -170,11 +210,11 @@ def teacher_training(
     if model == "auto":
         is_large_image = len(example_shape) == 3 and min(example_shape[1:]) >= CNN_TEACHER_MIN_SIDE
         enough_records = smallest is not None and smallest >= CNN_TEACHER_MIN_RECORDS
-        model = "cnn" if is_large_image and enough_records else "mlp"
+        model = image_model(example_shape) if is_large_image and enough_records else "mlp"
     epochs = teacher.epochs
     if epochs is None:
         epochs = DEFAULT_EPOCHS
-        if model == "cnn":
+        if model in CONV_MODELS:
             passes = math.ceil(CNN_TEACHER_EXAMPLES / smallest) if smallest else CNN_TEACHER_MIN_EPOCHS
             epochs = min(DEFAULT_EPOCHS, max(CNN_TEACHER_MIN_EPOCHS, passes))
     return dataclasses.replace(teacher, model=model, epochs=epochs)

@@ -50,9 +50,11 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from fedvote.models.allocator import retain_freed_memory
+from fedvote.models.config import resolve_augment
+from fedvote.models.crop_flip import augment_agents
 from fedvote.models.stacked_conv import StackedConvNet
 from fedvote.models.training import TrainingConfig
-from fedvote.models.zoo import SmallCNN, build_model, initial_draws
+from fedvote.models.zoo import SmallCNN, build_model, initial_draws, resolve_model_name
 
 _DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes of activations per vectorised pass
 # Adam's defaults, as torch.optim.Adam (which fit_classifier uses).
@@ -243,7 +245,8 @@ def fit_ensemble(
         Agent i's labels, (n_i,) int.
     config : TrainingConfig
         Architecture and optimiser settings shared by all agents. Random-shift
-        augmentation (``augment_shift``) is not supported for image examples.
+        augmentation (``augment_shift``) is not supported for image examples; crop-and-flip
+        (``augment``, :mod:`fedvote.models.crop_flip`) is, from each agent's own generator.
     seeds : sequence of int
         Agent i's training seed (initialisation, then validation split and batch order).
     num_classes : int
@@ -423,6 +426,10 @@ def _fit_group(
         # agent's records (100 digits agents hold ~14 each: the rest of a 32-wide step was padding).
         batch = max(1, int(train_sizes.max()))
     weights = _batch_weights(train_sizes, max_steps, batch).to(device)  # (steps, G, B)
+    shape = tuple(x.shape[1:])
+    crop_flip = x.dim() == 4 and resolve_augment(
+        config.augment, resolve_model_name(config.model, shape), shape
+    ) == "crop-flip"  # fmt: skip
     x_batch = torch.empty((g * batch, *x.shape[1:]), dtype=x.dtype, device=device)  # reused buffers
     y_batch = torch.empty(g * batch, dtype=y.dtype, device=device)
     orders = _EpochOrders(split.train_rows, max_steps, batch)
@@ -441,6 +448,9 @@ def _fit_group(
             torch.index_select(x, 0, order[s], out=x_batch)
             torch.index_select(y, 0, order[s], out=y_batch)
             xs, ys = x_batch.view(g, batch, *x.shape[1:]), y_batch.view(g, batch)  # (G, B, *shape), (G, B)
+            if crop_flip:  # each agent's real records of this step, from its own generator
+                real = np.where(active, np.clip(train_sizes - s * batch, 0, batch), 0)  # (G,)
+                xs = augment_agents(xs, generators, real.tolist())
             kernels.grad(params.views, xs, ys, weights[s], grads.views)
             adam.step(active)
         if best is None or config.patience is None:

@@ -8,8 +8,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedvote.models.config import TrainingConfig
+from fedvote.models.config import TrainingConfig, resolve_augment
+from fedvote.models.crop_flip import random_crop_flip
 from fedvote.models.precision import resolve_precision, training_arithmetic
+from fedvote.models.zoo import resolve_model_name
 
 
 def fit_classifier(
@@ -45,6 +47,10 @@ def fit_classifier(
     )
     loss_fn = nn.CrossEntropyLoss()
     arithmetic = resolve_precision(config.precision, tuple(x.shape[1:]))
+    shape = tuple(x.shape[1:])
+    crop_flip = x.dim() == 4 and resolve_augment(
+        config.augment, resolve_model_name(config.model, shape), shape
+    ) == "crop-flip"  # fmt: skip
     model.train()
     n = x.shape[0]
     best_loss = math.inf
@@ -60,6 +66,8 @@ def fit_classifier(
                     -config.augment_shift, config.augment_shift + 1, (2,), generator=generator
                 ).tolist()
                 inputs = torch.roll(inputs, shifts=(dy, dx), dims=(2, 3))
+            if crop_flip:  # (B, C, H, W): each image its own crop and flip (fedvote.models.crop_flip)
+                inputs = random_crop_flip(inputs, generator)
             optimizer.zero_grad(set_to_none=True)
             with training_arithmetic(arithmetic):
                 logits = model(inputs).float()  # (B, C)

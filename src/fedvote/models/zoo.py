@@ -1,4 +1,8 @@
-"""Models chosen by name: logistic regression, a one-hidden-layer MLP, a small CNN."""
+"""Models chosen by name: logistic regression, a one-hidden-layer MLP, a small CNN, and two for RGB images.
+
+The RGB ones are the TensorFlow-tutorial CNN (:mod:`~fedvote.models.cifar_cnn`) and ResNet-8
+(:mod:`~fedvote.models.resnet`).
+"""
 
 from __future__ import annotations
 
@@ -8,19 +12,25 @@ import torch
 from torch import nn
 
 from fedvote.errors import ConfigError
-from fedvote.models.config import MODEL_NAMES
+from fedvote.models.cifar_cnn import TutorialCNN
+from fedvote.models.config import MODEL_NAMES, image_model
 from fedvote.models.pooling import is_max_pool_2x2, max_pool_2x2
+from fedvote.models.resnet import ResNet8
 
 # SmallCNN's channels per block by default (CNN teachers', the first student's).
 CNN_WIDTHS: tuple[int, int] = (16, 32)
 
 
 def resolve_model_name(name: str, example_shape: tuple[int, ...]) -> str:
-    """``"auto"`` becomes ``"cnn"`` for images (channels, h, w) of at least 8x8, else ``"mlp"``."""
+    """``"auto"`` becomes a CNN for images (channels, h, w) of at least 8x8, else ``"mlp"``.
+
+    The CNN is :func:`~fedvote.models.config.image_model`'s: ``"cifar-cnn"`` for RGB images of
+    at least 32x32, else ``"cnn"``.
+    """
     if name != "auto":
         return name
     is_image = len(example_shape) == 3 and min(example_shape[1:]) >= 8
-    return "cnn" if is_image else "mlp"
+    return image_model(example_shape) if is_image else "mlp"
 
 
 def build_model(
@@ -36,7 +46,7 @@ def build_model(
 
     ``name`` is one of :data:`MODEL_NAMES`; ``"auto"`` picks by example shape
     (:func:`resolve_model_name`). ``hidden``: the MLP's hidden units; ``cnn_widths``: the
-    CNN's channels per block (default :data:`CNN_WIDTHS`).
+    small CNN's channels per block (default :data:`CNN_WIDTHS`; the other networks have fixed widths).
 
     ``generator`` seeds the initial weights so that teachers are reproducible.
     """
@@ -53,6 +63,10 @@ def build_model(
             nn.ReLU(),
             nn.Linear(hidden, num_classes),
         )
+    elif name == "cifar-cnn":
+        model = TutorialCNN(example_shape, num_classes)
+    elif name == "resnet8":
+        model = ResNet8(example_shape, num_classes)
     else:
         if len(example_shape) != 3:
             raise ConfigError(
