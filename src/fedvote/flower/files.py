@@ -88,8 +88,8 @@ class ServerFile:
 def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]:
     """Build ``config``'s federation and write one file per agent, the server's, and the config."""
     out = Path(out_dir)
+    federation = make_federation(config)  # refused (e.g. a target holding agents' records): nothing written
     out.mkdir(parents=True, exist_ok=True)
-    federation = make_federation(config)
     fingerprint = federation_fingerprint(config)
     seeds = agent_training_seeds(config.seed, federation.num_agents)
     noise_seed = config.privacy.noise_seed
