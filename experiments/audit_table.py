@@ -5,6 +5,7 @@ Usage (from the repository root; about a quarter of an hour on 2 shared cores):
     .venv/bin/python experiments/audit_table.py            # run every row, save, render
     .venv/bin/python experiments/audit_table.py --render   # rewrite the section from the saved rows
     .venv/bin/python experiments/audit_table.py --only secure-noise,labels  # re-run those variants, merge
+    .venv/bin/python experiments/audit_table.py --methods dp-fedsgd,prifedsync  # re-run those methods' rows, merge
 
 Each row is one ``fedvote audit`` (its command is in the table) on digits with the method's
 defaults, σ calibrated to --epsilon 4 (δ = 1e-3) as ``fedvote run`` would. Results go to
@@ -85,6 +86,11 @@ NOT_PRIVATE = {
     "majority-vote": "not private (noiseless votes)",
     "fedaux-f": "not private (FedAUX+F's SGD heads carry no noise: ε = ∞)",
 }
+# Private methods without a row of their own, and why.
+NOT_AUDITED = {
+    "dp-fedavg-multilabel": "DP-FedAvg's noise, clipping and events on BCE updates (the dp-fedavg rows)",
+    "pate-fl-multilabel": "no audit of τ-clipped multi-label votes yet",
+}
 # The FedAUX family takes its budget per head (--epsilon-scores/--epsilon-classes; their
 # defaults: ε 4 in all); every other method is calibrated to --epsilon 4.
 PER_HEAD_BUDGET = frozenset({"fedaux-fdp", "fedd-p", "fedavg-p"})
@@ -118,16 +124,33 @@ def unpack(row: tuple[str, str, int] | tuple[str, str, int, str]) -> tuple[str, 
     return (row[0], row[1], row[2], row[3] if len(row) == 4 else "")  # type: ignore[misc]
 
 
-def run_rows(only: frozenset[str] | None = None) -> dict:
-    """Every row's audit (``only``: the rows of those variants), as a JSON-ready record."""
-    covered = {row[0] for row in ROWS} | set(NOT_PRIVATE)
+def code_under_audit(row: dict) -> str:
+    """What the row's audit executed: its own statement, else (rows saved before it was stated) by mode.
+
+    Multi-trial audits release through the run's own agent code (``Agent.release``); DP-FedAvg's
+    one run releases crafted updates through that exit but runs no training round (an
+    accounting check only); DP-FedSGD's and PriFedSync's one run is the method's own run.
+    """
+    stated = row["details"].get("code_under_audit")
+    if stated:
+        return str(stated)
+    if row["mode"] != "one-run":
+        return "the release code (the agents' exit, Agent.release)"
+    if row["method"] == "dp-fedavg":
+        return "accounting check only (crafted updates through Agent.release; no training round)"
+    return "accounting check only (DP-SGD re-simulated; the trainer not run)"
+
+
+def run_rows(only: frozenset[str] | None = None, methods: frozenset[str] | None = None) -> dict:
+    """Every row's audit (``only``: the rows of those variants; ``methods``: of those methods), as a record."""
+    covered = {row[0] for row in ROWS} | set(NOT_PRIVATE) | set(NOT_AUDITED)
     missing = set(METHOD_NAMES) - covered
     if missing:
         raise SystemExit(f"audit_table: methods with no row and no reason: {', '.join(sorted(missing))}")
     rows = []
     started = time.perf_counter()
     for method, level, trials, variant in map(unpack, ROWS):
-        if only is not None and variant not in only:
+        if (only is not None and variant not in only) or (methods is not None and method not in methods):
             continue
         config = build_config(method=method, **settings(method, variant))
         result = audit_config(config, level, trials, progress=NO_PROGRESS)
@@ -154,10 +177,17 @@ def section(record: dict) -> str:
         f"Made by `experiments/audit_table.py` ({record['date']}, {record['total_seconds'] / 60:.1f} min on "
         f"{record['machine']}); digits, each method's defaults, σ calibrated to ε 4 at the method's own "
         "level as `fedvote run` does (the FedAUX family: its default per-head budgets), δ = 1e-3, 95 % "
-        "confidence.",
+        "confidence."
+        + (
+            f" Rerun on {record['rerun']['date']} ({record['rerun']['machine']}): "
+            + ", ".join(record["rerun"]["rows"])
+            + "."
+            if record.get("rerun")
+            else ""
+        ),
         "",
-        "| method | level | claimed ε | lower bound | mode | trials | canary | test | command |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| method | level | claimed ε | lower bound | mode | code under audit | trials | canary | test | command |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in record["rows"]:
         mode = "one run" if row["mode"] == "one-run" else "multi-trial"
@@ -167,6 +197,10 @@ def section(record: dict) -> str:
             if row["mode"] == "one-run"
             else (f"LR projection, threshold from 30 %, CP on 70 % ({row['details']['direction']})")
         )
+        if row["details"].get("code_under_audit", "").startswith("the method's own run"):
+            test = "per-canary change of W[y⁺, k] − W[y⁻, k] in its client's updates, Steinke et al. Thm 5.2"
+        if "ceiling" in row["details"]:
+            test += f" (ceiling {row['details']['ceiling']:.2f}: every guess right)"
         variant = row.get("variant", "")
         if variant == "labels":
             test = (
@@ -178,13 +212,14 @@ def section(record: dict) -> str:
         name = row["method"] + (f" ({variant})" if variant else "")
         lines.append(
             f"| {name} | {row['level']} | {row['claimed_epsilon']:.3f} | "
-            f"{row['epsilon_lower_bound']:.3f} | {mode} | {row['trials']:,} {unit} | {row['canary']} | "
+            f"{row['epsilon_lower_bound']:.3f} | {mode} | {code_under_audit(row)} | {row['trials']:,} {unit} | "
+            f"{row['canary']} | "
             f"{test} | `{row['command']}` |"
         )
     lines.append("")
     lines.append(
         "Not audited: "
-        + "; ".join(f"{name}: {why}" for name, why in NOT_PRIVATE.items())
+        + "; ".join(f"{name}: {why}" for name, why in {**NOT_PRIVATE, **NOT_AUDITED}.items())
         + "; "
         + "; ".join(
             f"{name} at the {level} level (ε = ∞ by its accounting)" for name, level in UNPROTECTED.items()
@@ -221,21 +256,30 @@ def merged(saved: dict, fresh: dict) -> dict:
 
     replaced = {key(row): row for row in fresh["rows"]}
     rows = [replaced.pop(key(row), row) for row in saved["rows"]] + list(replaced.values())
-    return {**saved, "rows": rows, "total_seconds": saved["total_seconds"] + fresh["total_seconds"]}
+    rerun = [f"{row['method']} {row['level']}" + (f" ({row['variant']})" if row.get("variant") else "")
+             for row in fresh["rows"]]  # fmt: skip
+    return {
+        **saved,
+        "rows": rows,
+        "total_seconds": saved["total_seconds"] + fresh["total_seconds"],
+        "rerun": {"date": fresh["date"], "machine": fresh["machine"], "rows": rerun},
+    }
 
 
 def main(argv: list[str]) -> None:
     if "--render" in argv:
         record = json.loads(RESULT.read_text())
     else:
-        only = None
+        only = methods = None
+        if "--methods" in argv:
+            methods = frozenset(argv[argv.index("--methods") + 1].split(","))
         if "--only" in argv:
             only = frozenset(argv[argv.index("--only") + 1].split(","))
             unknown = only - set(VARIANTS)
             if unknown:
                 raise SystemExit(f"audit_table: unknown variants {', '.join(sorted(unknown))}")
-        record = run_rows(only)
-        if only is not None:
+        record = run_rows(only, methods)
+        if only is not None or methods is not None:
             record = merged(json.loads(RESULT.read_text()), record)
         RESULT.parent.mkdir(exist_ok=True)
         RESULT.write_text(json.dumps(record, indent=2) + "\n")

@@ -41,3 +41,31 @@ def test_guessing_counts_the_right_guesses_and_corrects_for_the_family() -> None
     assert outcome.epsilon_lower_bound == pytest.approx(expected)
     noise = np.random.default_rng(1).normal(size=1000)
     assert audit_guesses(noise, included, delta=1e-5, confidence=0.95).epsilon_lower_bound < 0.5
+
+
+def test_the_audit_modules_import_no_circle() -> None:
+    """Issue 44: ``audit/api.py`` ↔ ``audit/one_run.py`` was a circle (lazy imports included here)."""
+    import ast
+    from pathlib import Path
+
+    import fedvote.audit
+
+    package = Path(fedvote.audit.__file__).parent
+    graph: dict[str, set[str]] = {}
+    for path in package.glob("*.py"):
+        if path.stem == "__init__":
+            continue
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fedvote.audit."):
+                imported.add(node.module.rsplit(".", 1)[1])
+        graph[path.stem] = imported
+
+    def reaches(start: str, target: str, seen: set[str]) -> bool:
+        for nxt in graph.get(start, ()):
+            if nxt == target or (nxt not in seen and reaches(nxt, target, seen | {nxt})):
+                return True
+        return False
+
+    circles = [name for name in graph if reaches(name, name, {name})]
+    assert not circles, circles

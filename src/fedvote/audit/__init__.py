@@ -11,7 +11,10 @@ audit covers.
 * :mod:`~fedvote.audit.distinguishers` — the tests on what the server receives;
 * :mod:`~fedvote.audit.vote_release` — the voting methods' release, run many times;
 * :mod:`~fedvote.audit.one_run` — many canaries in one run (Steinke et al. 2023);
-* :mod:`~fedvote.audit.api` — :func:`audit` and :class:`AuditResult`.
+* :mod:`~fedvote.audit.trainer_canaries` — DP-FedSGD's and PriFedSync's one run through
+  their own trainer, on record canaries;
+* :mod:`~fedvote.audit.result` — :class:`AuditResult`, what every audit returns;
+* :mod:`~fedvote.audit.api` — :func:`audit`, which dispatches to the audits above.
 
 Importing this package loads nothing heavy; :func:`audit` imports the runner when called.
 """

@@ -21,11 +21,20 @@ it is never tight for ε much above log(m) and that weak signals give small boun
 **Which guesses.** fedvote tries a fixed family of r values, k₊ = k₋ = r/2 for r in
 :data:`GUESS_FRACTIONS` of m, and applies a Bonferroni correction: each r is tested at
 p/|family|, so the best of them still holds at the stated confidence.
+
+**The ceiling.** Even with every guess right the bound cannot exceed :func:`ceiling` (about
+1.5 for m = 200 at δ = 10⁻³, where the 2mδ term dominates; 3.7 at δ = 10⁻⁵): a claim above it
+cannot be refuted by one run of that size, whatever the mechanism. Each result states it.
+
+**What runs.** DP-FedSGD and PriFedSync: the method's own run, its trainer and its noise, on
+record canaries (:mod:`fedvote.audit.trainer_canaries`). DP-FedAvg: crafted updates through
+the agents' exit (:meth:`Agent.release` with :meth:`DpFedAvg.noise_share`) in a loop written
+here — an accounting check only: the round's training and the transport's secure sum are not
+run (:data:`ACCOUNTING_CHECK`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +42,10 @@ from typing import Any
 import numpy as np
 
 from fedvote.agents.agent import Agent, ArrayOutput
-from fedvote.audit.api import AuditResult, AuditRun
 from fedvote.audit.canaries import UpdateCanaries, draw_update_canaries
 from fedvote.audit.distinguishers import subsampled_gaussian_scores, visible_gaussian_scores
+from fedvote.audit.result import AuditResult, AuditRun
+from fedvote.audit.trainer_canaries import TRAINER, trainer_audit_scores
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
 from fedvote.methods.dp_fedavg import DpFedAvg
@@ -51,8 +61,10 @@ GUESS_FRACTIONS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 ONE_RUN_METHODS: tuple[type, ...] = (DpFedAvg, DpFedSgd, PriFedSync)
 
-# Canary records per simulated DP-SGD client (each client's noise is its own).
-RECORDS_PER_CLIENT = 100
+# What each one-run audit executes (result ``details.code_under_audit``, the audit table's column).
+# DP-FedAvg's releases its crafted updates through the agents' own exit (Agent.release with
+# DpFedAvg.noise_share) but not through a training round or the transport's secure sum.
+ACCOUNTING_CHECK = "accounting check only (crafted updates through Agent.release; no training round)"
 
 
 def p_value(canaries: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
@@ -100,6 +112,16 @@ def epsilon_lower_bound(
         else:
             high = middle
     return low
+
+
+def ceiling(canaries: int, delta: float, confidence: float) -> float:
+    """The largest bound :func:`audit_guesses` can give for ``canaries``: every guess right, at each r."""
+    significance = (1.0 - confidence) / len(GUESS_FRACTIONS)
+    best = 0.0
+    for fraction in GUESS_FRACTIONS:
+        guesses = 2 * min(max(1, int(fraction * canaries) // 2), canaries // 2)
+        best = max(best, epsilon_lower_bound(canaries, guesses, guesses, delta, significance))
+    return best
 
 
 @dataclass(frozen=True)
@@ -252,123 +274,6 @@ def unmasked_releases(
     return received, sampled, stds
 
 
-@dataclass(frozen=True)
-class DpSgdPlan:
-    """The DP-SGD mechanism a one-run audit simulates, read from the method as it runs.
-
-    ``rounds`` rounds, in each of which a client takes part with probability
-    ``participation`` and then runs ``steps`` steps; each step draws each record with
-    probability ``batch_rate`` and adds N(0, ``noise_std``²) to the sum of clipped
-    per-record gradients (clip ``clip``). ``poisson`` says whether the batches come from
-    :func:`fedvote.models.batched_dp_sgd.poisson_batches` with ``batch_size`` (PriFedSync's
-    own sampler, rate B/n) or from independent coins at ``batch_rate`` (Opacus's Poisson
-    sampling, which DP-FedSGD runs).
-    """
-
-    rounds: int
-    participation: float
-    steps: int
-    batch_rate: float
-    batch_size: int
-    clip: float
-    noise_std: float
-    poisson: bool
-
-
-def dp_sgd_plan(method: DpFedSgd | PriFedSync, federation_records: list[int]) -> DpSgdPlan:
-    """The plan of ``method``: its noise std from the object its agents train with.
-
-    DP-FedSGD: the :class:`~fedvote.models.local_training.DpSgdSpec` of
-    :meth:`DpFedSgd.round_training` (std z·C, as Opacus adds it). PriFedSync: the
-    :class:`~fedvote.models.batched_dp_sgd.NoisyTraining` its clients run (std σC), at the
-    rate B/n_min of the client with the fewest records (the accounting's worst client).
-    """
-    from fedvote.models.batched_dp_sgd import NoisyTraining
-
-    if isinstance(method, DpFedSgd):
-        spec = method.round_training(0, method.learning_rate, 1, 1).dp_sgd
-        assert spec is not None
-        return DpSgdPlan(
-            rounds=method.rounds,
-            participation=method.sampling_rate,
-            steps=method.local_steps,
-            batch_rate=spec.sampling_rate,
-            batch_size=0,
-            clip=spec.max_grad_norm,
-            noise_std=spec.noise_multiplier * spec.max_grad_norm,
-            poisson=False,
-        )
-    training = NoisyTraining(
-        layer_sizes=(1, 1),  # the model does not matter: the canaries' gradients are crafted
-        steps=method.local_steps,
-        batch_size=method.batch_size,
-        clip=method.per_sample_clip,
-        sigma=method.sigma,
-        learning_rate=method.learning_rate,
-        optimizer=method.optimizer,
-    )
-    n_min = min(federation_records)
-    return DpSgdPlan(
-        rounds=method.rounds,
-        participation=method.sampling_rate,
-        steps=training.steps,
-        batch_rate=training.batch_size / n_min,
-        batch_size=training.batch_size,
-        clip=training.clip,
-        noise_std=training.noise_std,
-        poisson=True,
-    )
-
-
-def dp_sgd_releases(
-    plan: DpSgdPlan,
-    canaries: UpdateCanaries,
-    records_per_client: int,
-    noise_seed: int | None,
-    progress: Progress = NO_PROGRESS,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every noisy step's clipped-gradient sum on the canaries' coordinates, (steps, m), and who took part.
-
-    The m canary records are split over clients of ``records_per_client`` records (so that a
-    client's batch rate is the plan's); record j's clipped gradient is ±C·e_j (its own
-    coordinate). A white-box observer of every step — what the accounting composes — is the
-    strongest the claim covers. The noise is drawn as
-    :func:`~fedvote.models.batched_dp_sgd.noisy_local_training` draws it (``torch.randn``
-    from the run's ``torch.Generator``, times the plan's std); the batches by the plan's
-    sampler. Only the gradient computation is replaced by the crafted canaries. The second
-    array (steps, m) says whether the canary's client ran that step (the server knows whom
-    it sampled).
-    """
-    import torch
-
-    from fedvote.models.batched_dp_sgd import poisson_batches
-
-    m = canaries.count
-    clients = -(-m // records_per_client)
-    counts = torch.full((clients,), records_per_client, dtype=torch.int64)
-    generator = torch.Generator().manual_seed(int(privacy_generator(noise_seed, 0xD5CD).integers(2**62)))
-    padded = np.zeros(clients * records_per_client)
-    padded[:m] = [canaries.contribution(j)[j] for j in range(m)]  # ±C (or 0) on its own coordinate
-    grid = torch.as_tensor(padded.reshape(clients, records_per_client))  # (clients, n)
-    steps, parts = [], []
-    with progress.step("one run of DP-SGD with canary records", total=plan.rounds) as bar:
-        for _ in range(plan.rounds):
-            taking_part = torch.rand(clients, generator=generator, dtype=torch.float64) < plan.participation
-            for _ in range(plan.steps):
-                if plan.poisson:
-                    batches = poisson_batches(counts, plan.batch_size, generator)
-                    drawn = torch.zeros_like(grid)
-                    drawn.scatter_add_(1, batches.index, batches.weight.to(torch.float64))
-                else:
-                    keys = torch.rand(clients, records_per_client, generator=generator, dtype=torch.float64)
-                    drawn = (keys < plan.batch_rate).to(torch.float64)
-                noise = torch.randn(clients, records_per_client, generator=generator, dtype=torch.float64)
-                steps.append((drawn * grid + noise * plan.noise_std).reshape(-1)[:m].numpy())
-                parts.append(taking_part.repeat_interleave(records_per_client)[:m].numpy())
-            bar.advance()
-    return np.stack(steps), np.stack(parts)
-
-
 def one_run_audit(run: AuditRun, method: Any, federation: Federation, progress: Progress) -> AuditResult:
     """The one-run audit of a gradient method (see the module docstring), ``run.trials`` canaries."""
     config, level, canaries = run.config, run.level, run.trials
@@ -378,6 +283,7 @@ def one_run_audit(run: AuditRun, method: Any, federation: Federation, progress: 
     coin_rng = privacy_generator(noise_seed, 0xCA7A)
     if isinstance(method, DpFedAvg) and method.noise == "distributed-unmasked":
         drawn = draw_update_canaries(level, canaries, method.clip_norm, coin_rng)
+        included, description = drawn.included, drawn.description()
         own, sampled, stds = unmasked_releases(method, drawn, noise_seed, progress)  # (T, m), (T, m), (T,)
         scores = visible_gaussian_scores(
             own, sampled, stds, shift=method.clip_norm, antipodal=level == "instance"
@@ -388,9 +294,11 @@ def one_run_audit(run: AuditRun, method: Any, federation: Federation, progress: 
             "clip_norm": float(method.clip_norm),
             "noise": method.noise,
             "test_kind": "Gaussian LR of the canary's own noisy updates in the rounds it was seen sampled",
+            "code_under_audit": ACCOUNTING_CHECK,
         }
     elif isinstance(method, DpFedAvg):
         drawn = draw_update_canaries(level, canaries, method.clip_norm, coin_rng)
+        included, description = drawn.included, drawn.description()
         received = dp_fedavg_releases(method, drawn, noise_seed, progress)  # (T, m)
         scores = subsampled_gaussian_scores(
             received,
@@ -404,37 +312,38 @@ def one_run_audit(run: AuditRun, method: Any, federation: Federation, progress: 
             "sampling_rate": float(method.sampling_rate),
             "clip_norm": float(method.clip_norm),
             "noise": method.noise,
+            "code_under_audit": ACCOUNTING_CHECK,
         }
-    else:
-        plan = dp_sgd_plan(method, [len(data) for data in federation.agents])
-        drawn = draw_update_canaries(level, canaries, plan.clip, coin_rng)
-        # PriFedSync's sampler draws at B/n: its canary clients hold n_min records, as the worst client.
-        records = round(plan.batch_size / plan.batch_rate) if plan.poisson else RECORDS_PER_CLIENT
-        steps, taking_part = dp_sgd_releases(plan, drawn, records, noise_seed, progress)
-        scores = subsampled_gaussian_scores(
-            steps,
-            shift=plan.clip,
-            noise_std=plan.noise_std,
-            rate=plan.batch_rate,
-            antipodal=level == "instance",
-            taking_part=taking_part,
+    else:  # DP-FedSGD, PriFedSync: the method's own run, its trainer, on record canaries
+        if level != "instance":  # record canaries are replace-one neighbours
+            raise ConfigError("level", f"{method.name}'s trainer is audited at the instance level only")
+        record_canaries = trainer_audit_scores(
+            method, federation, canaries, seed=config.seed, noise_seed=noise_seed, progress=progress
         )
-        mechanism = dataclasses.asdict(plan)
-    outcome = audit_guesses(scores, drawn.included, delta=config.privacy.delta, confidence=run.confidence)
+        scores, included = record_canaries.scores, record_canaries.canaries.included
+        description = record_canaries.description
+        mechanism = record_canaries.details
+    outcome = audit_guesses(scores, included, delta=config.privacy.delta, confidence=run.confidence)
+    score = (
+        "the change of W[y+, k] - W[y-, k] on the canary's coordinate over the rounds the server received "
+        "its client's update"
+        if mechanism.get("code_under_audit") == TRAINER
+        else "the canary's log-likelihood ratio of the subsampled-Gaussian rounds it was observed in"
+    )
     return run.result(
         outcome.epsilon_lower_bound,
         mode="one-run",
-        canary=drawn.description(),
+        canary=description,
         test=(
-            "one run (Steinke, Nasr & Jagielski 2023, Thm 5.2): score = the canary's log-likelihood ratio of "
-            "the subsampled-Gaussian rounds it was observed in; guess 'in' for the top r/2, 'out' for the "
-            "bottom r/2, r from a fixed family "
-            f"({len(GUESS_FRACTIONS)} values, Bonferroni)"
+            f"one run (Steinke, Nasr & Jagielski 2023, Thm 5.2): score = {score}; guess 'in' for the "
+            f"top r/2, 'out' for the bottom r/2, r from a fixed family ({len(GUESS_FRACTIONS)} values, "
+            "Bonferroni)"
         ),
         details={
             "canaries": outcome.canaries,
             "guesses": outcome.guesses,
             "correct": outcome.correct,
+            "ceiling": ceiling(outcome.canaries, config.privacy.delta, run.confidence),
             **mechanism,
         },
     )

@@ -56,6 +56,11 @@ def audit(configs: list[RunConfig], level: str, trials: int, confidence: float, 
     if result.violated:
         verdict = "VIOLATION: the mechanism leaks more than it claims"
     unit = "canaries (one run)" if result.mode == "one-run" else "releases on each neighbour"
+    extra = []
+    if "code_under_audit" in result.details:  # what the one-run audit executed
+        extra.append(f"  code under audit       {result.details['code_under_audit']}")
+    if "ceiling" in result.details:  # the most one run of this size can show, every guess right
+        extra.append(f"  one-run ceiling        {result.details['ceiling']:.4f} (every guess right)")
     click.echo(
         "\n".join(
             [
@@ -67,6 +72,7 @@ def audit(configs: list[RunConfig], level: str, trials: int, confidence: float, 
                 f"  trials                 {result.trials} {unit}",
                 f"  canary                 {result.canary}",
                 f"  test                   {result.test}",
+                *extra,
                 f"  time                   {result.seconds:.1f} s",
             ]
         )

@@ -25,15 +25,16 @@ from fedvote.agents.agent import Agent
 from fedvote.agents.local_updates import LocalDraws, local_draws, release_update
 from fedvote.data.client_holdout import client_test_indices
 from fedvote.data.federation import LabeledData
+from fedvote.models import batched_dp_sgd as poisson_dp_sgd
+from fedvote.models import batched_sgd as stacked_sgd
 from fedvote.models.batched_dp_sgd import (
     NoisyTraining,
     PaddedBatches,
     PaddedSteps,
-    noisy_local_training,
     perceptron_layer_sizes,
     stacked_accuracy,
 )
-from fedvote.models.batched_sgd import batched_dp_sgd, batched_sgd
+from fedvote.models.batched_sgd import batched_sgd
 from fedvote.models.local_training import LocalTraining
 from fedvote.models.shifted_input import shift_features
 from fedvote.models.threads import threads_for_products
@@ -126,7 +127,8 @@ class BatchedClients:
         records = self.records
         ids = torch.as_tensor(np.asarray(agent_ids, dtype=np.int64), device=self.device)
         start = torch.as_tensor(np.asarray(helpers, dtype=np.float32), device=self.device)  # (m, d)
-        trained = noisy_local_training(
+        # Looked up in its module at each call, so that a test's patch of the trainer is the one run.
+        trained = poisson_dp_sgd.noisy_local_training(
             start,
             records.shifted(training.input_shift),
             records.labels,
@@ -303,7 +305,7 @@ class BatchedUpdates:
             expected = [spec.sampling_rate * agent.num_records for agent in agents]  # q_b·n_j, public
             step_sizes = torch.tensor([training.learning_rate / e for e in expected], device=device)  # (m,)
             with threads_for_products(work):
-                trained = batched_dp_sgd(
+                trained = stacked_sgd.batched_dp_sgd(  # looked up at each call, as the trainer above
                     params,
                     sizes,
                     features,
