@@ -11,7 +11,10 @@ Each row is one ``fedvote audit`` (its command is in the table) on digits with t
 defaults, σ calibrated to --epsilon 4 (δ = 1e-3) as ``fedvote run`` would. Results go to
 ``experiments/results/audit.json``; the section between the audit-table markers of
 docs/privacy.md is rebuilt from it. A lower bound above its claimed ε is a privacy bug: the
-script then writes nothing to the docs, names the rows, and exits 1.
+script then writes nothing to the docs, names the rows, and exits 1. The column "code under
+audit" says what each audit executed (:func:`code_under_audit`): the release code, the method's
+own run and trainer (DP-FedSGD, PriFedSync), or an accounting check only (DP-FedAvg's one run);
+one-run rows state their ceiling, the most one run of that many canaries can show at δ.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 from pathlib import Path
 
 from fedvote.audit import audit_config
+from fedvote.audit.one_run import ceiling
 from fedvote.methods.registry import METHOD_NAMES
 from fedvote.progress import NO_PROGRESS
 from fedvote.runner import build_config
@@ -199,8 +203,6 @@ def section(record: dict) -> str:
         )
         if row["details"].get("code_under_audit", "").startswith("the method's own run"):
             test = "per-canary change of W[y⁺, k] − W[y⁻, k] in its client's updates, Steinke et al. Thm 5.2"
-        if "ceiling" in row["details"]:
-            test += f" (ceiling {row['details']['ceiling']:.2f}: every guess right)"
         variant = row.get("variant", "")
         if variant == "labels":
             test = (
@@ -209,6 +211,9 @@ def section(record: dict) -> str:
             )
         if variant == "unmasked":
             test = "per-canary Gaussian LR of its own updates in the rounds it was seen sampled, Steinke et al. Thm 5.2"
+        if row["mode"] == "one-run":  # a function of m, δ and the confidence alone (rows saved before it)
+            top = row["details"].get("ceiling", ceiling(row["trials"], row["delta"], row["confidence"]))
+            test += f" (ceiling {top:.2f}: every guess right)"
         name = row["method"] + (f" ({variant})" if variant else "")
         lines.append(
             f"| {name} | {row['level']} | {row['claimed_epsilon']:.3f} | "
