@@ -15,6 +15,7 @@ from fedvote.cli import main
 from fedvote.config import PrivacyConfig, RunConfig
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.data.record_hashes import sorted_hashes_of
+from fedvote.errors import ConfigError
 from fedvote.privacy.events import pate_fl_events
 from fedvote.privacy.ledger import (
     LEDGER_APPLICATION_ID,
@@ -25,7 +26,6 @@ from fedvote.privacy.ledger import (
     set_budget,
     verify_ledger,
 )
-from fedvote.errors import ConfigError
 from fedvote.runner import federation_content_key, open_ledger
 
 RECORDS = np.random.default_rng(0).normal(size=(80, 4)).astype(np.float32)
