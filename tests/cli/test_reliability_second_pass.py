@@ -3,7 +3,9 @@ refused in one line naming its flag, and the documentation says what the code do
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -303,3 +305,65 @@ def test_csv_row_with_an_extra_field_is_refused(tmp_path, capsys):
     assert code == 2
     line = one_error_line(err)
     assert line.startswith(f"fedvote: error: --dataset: {path}: line 42 has 4 fields but the header names 3 columns")
+
+
+# --- item 10: the documentation says what the code does -------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_method_row_names_every_registered_method():
+    from fedvote.methods.registry import METHOD_NAMES
+
+    (row,) = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `--method` |")]
+    named = set(re.findall(r"`([a-z][a-z0-9-]+)`", row.split("|")[2]))
+    assert named == set(METHOD_NAMES), set(METHOD_NAMES) ^ named
+    assert "majority-vote` (PATE-FL without noise" in row
+
+
+def test_python_md_defaults_agree_with_the_settings():
+    from fedvote.runner import FEDERATION_SETTINGS, RUN_SETTINGS
+
+    table = {}
+    for line in (ROOT / "docs" / "python.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and re.fullmatch(r"`\w+`", cells[0]):
+            table[cells[0].strip("`")] = cells[1]
+    checked = 0
+    for setting in (*FEDERATION_SETTINGS, *RUN_SETTINGS):
+        cell = table.get(setting.name, "")
+        if not re.fullmatch(r"`[^`]+`", cell):
+            continue
+        try:
+            documented = ast.literal_eval(cell.strip("`"))
+        except (ValueError, SyntaxError):  # a name, not a value: N, $FEDVOTE_DATA
+            continue
+        assert documented == setting.default, setting.name  # one literal: it must be the default
+        checked += 1
+    assert checked > 20 and table["teacher_model"] == '`"auto"`'
+
+
+def test_readme_label_example_names_the_federation_the_ledger_keys():
+    from fedvote.config import FederationConfig, RunConfig
+    from fedvote.runner import federation_content_key, make_federation
+
+    key = federation_content_key(make_federation(RunConfig(federation=FederationConfig(agents=20))))
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## `fedvote label`") : text.index("## `fedvote account`")]
+    assert set(re.findall(r"records-[0-9a-f]+", section)) == {key}
+
+
+def test_data_list_says_multidigit_has_attributes_not_1024_classes(capsys):
+    code, out, _ = invoke(["data", "list"], capsys)
+    assert code == 0
+    (line,) = [line for line in out.splitlines() if line.startswith("multidigit ")]
+    assert "10 binary attributes (multi-label: 1024 label sets)" in line and "1024 classes" not in line
+
+
+def test_epsilon_curve_names_the_accountant_that_drew_it_and_the_runs():
+    from fedvote.report.curves import EpsilonCurve
+
+    steps = np.array([1, 2])
+    pld_run = EpsilonCurve("queries answered", steps, {"agent": np.ones(2)}, {}, "exact", 1e-3, "pld", {"agent": 1.0})
+    assert pld_run.accountant_label() == "exact closed form; the run's ε: pld"
+    assert EpsilonCurve("rounds", steps, {}, {}, "rdp", 1e-3, "rdp").accountant_label() == "rdp"

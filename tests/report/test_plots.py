@@ -97,7 +97,9 @@ def test_epsilon_curve_ends_at_the_runs_epsilon_and_draws_no_data_dependent_curv
     assert curve.dependent == {}
     figure = plots.epsilon_curve_figure(curve)
     labels = [line.get_label() for line in figure.axes[0].get_lines()]
-    assert "agent level, data-independent (exact)" in labels
+    # the curve's accountant and the run's (issue 47: it said "(exact)" alone for a PLD run)
+    assert "agent level, data-independent (exact closed form; the run's ε: pld)" in labels
+    assert any(label.startswith("agent level, the run's ε ") and label.endswith("(pld)") for label in labels)
     assert not any("data-dependent" in label for label in labels)
     assert_renders(figure, tmp_path, "epsilon_curve")
 

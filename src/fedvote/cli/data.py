@@ -84,10 +84,13 @@ def _describe(status: DatasetStatus) -> str:
         looked = " or ".join(status.searched) if status.searched else "nowhere (no data directory)"
         return f"{head} looked in {looked}{title}\n{_INDENT}{status.error}"
     parts = [f"{split} {info['count']} x {tuple(info['shape'])}" for split, info in status.splits.items()]
-    classes = next(iter(status.splits.values()))["classes"]
+    first = next(iter(status.splits.values()))
+    labels = f"{first['classes']} classes"
+    if first.get("attributes"):  # multi-label: its label sets are not classes
+        labels = f"{first['attributes']} binary attributes (multi-label: {first['classes']} label sets)"
     files = [f for info in status.splits.values() for f in info["files"]]
     where = f"files in {Path(files[0]).parent}" if files else status.where_to_get
-    return f"{head} {', '.join(parts)}, {classes} classes{title}\n{_INDENT}{where}"
+    return f"{head} {', '.join(parts)}, {labels}{title}\n{_INDENT}{where}"
 
 
 @data.command("make-syndigits")

@@ -687,6 +687,8 @@ def dataset_status(name: str, data_dir: str | Path | None = None) -> DatasetStat
             "classes": dataset.num_classes,
             "files": [str(path) for path in source.locate(root, split)],
         }
+        if dataset.attribute_names:  # multi-label: A binary attributes, 2^A label sets (not classes)
+            splits[label]["attributes"] = len(dataset.attribute_names)
     return DatasetStatus(
         name=name,
         available=error is None,

@@ -200,11 +200,12 @@ def describe_split(root: Path | None, split: str, *, mnist: bool) -> dict[str, A
     """
     _check_split(split)
     side = 0 if split == "train" else 1
-    classes = 2 ** len(ATTRIBUTE_NAMES)
+    classes = 2 ** len(ATTRIBUTE_NAMES)  # label sets (bitmasks), not classes: "attributes" says so
+    labels = {"classes": classes, "attributes": len(ATTRIBUTE_NAMES)}
     if not mnist:
-        return {"count": DIGITS_COUNTS[side], "shape": [1, 16, 16], "classes": classes, "files": []}
+        return {"count": DIGITS_COUNTS[side], "shape": [1, 16, 16], **labels, "files": []}
     files = [str(path) for path in mnist_files(root, split)]
-    return {"count": MNIST_COUNTS[side], "shape": [1, 28, 28], "classes": classes, "files": files}
+    return {"count": MNIST_COUNTS[side], "shape": [1, 28, 28], **labels, "files": files}
 
 
 def _mnist_locate() -> Callable[[Path | None, str], list[Path]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from dp_accounting.dp_event import DpEvent
@@ -33,6 +34,9 @@ class EpsilonCurve:
 
     ``unit`` is what a step is ("queries answered" or "rounds"); ``dependent`` maps a
     level to its data-dependent curve, or is empty when no clean histograms exist.
+    ``accountant`` computed the curve; ``run_accountant`` computed the run's own ε
+    (result.json's), which may differ (a PLD run's curve is drawn by the exact closed form,
+    PLD's limit), and ``run_epsilon`` holds that ε per level, marked at the last step.
     """
 
     unit: str
@@ -41,6 +45,14 @@ class EpsilonCurve:
     dependent: dict[str, np.ndarray]
     accountant: str
     delta: float
+    run_accountant: str | None = None
+    run_epsilon: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def accountant_label(self) -> str:
+        """The accountant that drew the curve, and the run's where that was another one."""
+        if self.run_accountant is None or self.run_accountant == self.accountant:
+            return self.accountant
+        return f"{self.accountant} closed form; the run's ε: {self.run_accountant}"
 
 
 def curve_steps(total: int, points: int = CURVE_POINTS) -> np.ndarray:
@@ -86,7 +98,14 @@ def voting_epsilon_curve(run: RunData, points: int = CURVE_POINTS) -> EpsilonCur
     if not independent:
         return None
     unit = "queries checked" if confident is not None else "queries answered"
-    return EpsilonCurve(unit, steps, independent, {}, accountant, delta)
+    return EpsilonCurve(
+        unit, steps, independent, {}, accountant, delta, str(privacy["accountant"]), _run_epsilon(privacy)
+    )
+
+
+def _run_epsilon(privacy: dict[str, Any]) -> dict[str, float]:
+    """result.json's ε per level, where finite."""
+    return {level: float(privacy[level]["epsilon"]) for level in LEVELS if privacy[level].get("epsilon") is not None}
 
 
 def gradient_epsilon_curve(run: RunData, points: int = 10) -> EpsilonCurve | None:
@@ -124,7 +143,7 @@ def gradient_epsilon_curve(run: RunData, points: int = 10) -> EpsilonCurve | Non
         independent[level] = np.array([v if math.isfinite(v) else np.nan for v in values])
     if not independent:
         return None
-    return EpsilonCurve("rounds", steps, independent, {}, accountant, delta)
+    return EpsilonCurve("rounds", steps, independent, {}, accountant, delta, accountant, _run_epsilon(privacy))
 
 
 def _accountant_for(event: DpEvent, accountant: str) -> str:

@@ -367,7 +367,9 @@ def _run_panels(run: RunData) -> list[Panel]:
         note = None
         caption = (
             "ε after each number of released (or, with label release, checked) queries at both "
-            "levels: the data-independent guarantee of the run's accountant. The data-dependent ε "
+            "levels: the data-independent guarantee, by the run's accountant, or for a PLD run by "
+            "the exact Gaussian closed form (PLD's limit; the legend names both and marks the run's "
+            "own PLD ε at the last step). The data-dependent ε "
             "(not itself private) applies only to label release (Confident-GNMax) and is the "
             "single figure of the Privacy section, not a curve."
         )

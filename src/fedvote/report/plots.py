@@ -160,8 +160,17 @@ def epsilon_curve_figure(curve: EpsilonCurve, note: str | None = None) -> Figure
                 values,
                 color=LEVEL_COLORS[level],
                 linewidth=2,
-                label=f"{level} level, data-independent ({curve.accountant})",
+                label=f"{level} level, data-independent ({curve.accountant_label()})",
             )
+            if level in curve.run_epsilon and curve.run_accountant != curve.accountant:
+                axes.plot(  # the run's own figure, by its own accountant, at the last step
+                    [curve.steps[-1]],
+                    [curve.run_epsilon[level]],
+                    color=LEVEL_COLORS[level],
+                    marker="D",
+                    linestyle="none",
+                    label=f"{level} level, the run's ε {curve.run_epsilon[level]:.4f} ({curve.run_accountant})",
+                )
         for level, values in curve.dependent.items():
             axes.plot(
                 curve.steps,
