@@ -69,3 +69,15 @@ def test_the_audit_modules_import_no_circle() -> None:
 
     circles = [name for name in graph if reaches(name, name, {name})]
     assert not circles, circles
+
+
+def test_dp_fedavg_shares_honour_t_in_the_audit_and_fewer_canaries_than_t_are_refused() -> None:
+    import pytest
+
+    from fedvote.audit import audit
+    from fedvote.errors import ConfigError
+
+    result = audit("dp-fedavg", "agent", 20, agents=20, min_responders=10, rounds=5, noise_seed=1, epsilon=4.0)
+    assert 0.0 <= result.epsilon_lower_bound <= result.claimed_epsilon
+    with pytest.raises(ConfigError, match="fewer than t"):
+        audit("dp-fedavg", "agent", 10, agents=20, min_responders=15, rounds=5, noise_seed=1, epsilon=4.0)

@@ -197,6 +197,8 @@ def dp_fedavg_releases(
     if method.noise != "distributed":
         raise ConfigError("noise", f"use unmasked_releases for {method.noise!r}")
     m = canaries.count
+    if method.responders(m) > m:  # shares σS/√t from fewer than t agents would carry less than σS
+        raise ConfigError("trials", f"{m} canary agents are fewer than t = {method.min_responders}")
     agents = _canary_agents(m, noise_seed)
     coins = privacy_generator(noise_seed, 0xA0D1)
     expected = ArrayOutput("update", (m,), norm_bound=method.clip_norm)
