@@ -49,9 +49,11 @@ _RUN_OPTIONS = (
                   help="t: minimum honest responders; each agent adds N(0, σ²/t) [default: N]."),
     click.option("--teacher-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
                   help="'auto': a CNN for images of at least 16x16 when every agent holds at least 320 "
-                       "records, else an MLP (public metadata only)."),
+                       "records (cifar-cnn, the TensorFlow-tutorial CNN, with crop-and-flip for RGB "
+                       "images of at least 32x32; else cnn), else an MLP (public metadata only)."),
     click.option("--student-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
-                  help="'auto': a small CNN for image data, else an MLP."),
+                  help="'auto': a small CNN for image data (cifar-cnn for RGB images of at least "
+                       "32x32), else an MLP."),
     click.option("--epochs", type=int, default=None,
                   help="Training epochs (teachers and student) [default: student 40; teachers 40, a CNN "
                        "teacher ⌈3000/n⌉ for the smallest agent's n, 5 to 40]."),
