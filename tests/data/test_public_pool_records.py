@@ -85,12 +85,18 @@ def invoke(args: list, capsys) -> tuple[int, str, str]:
     return exit_info.value.code, captured.out, captured.err
 
 
+def error_line(err: str) -> str:
+    """The one error line of ``err``: the last line, and no other says error (progress lines may precede it)."""
+    lines = err.strip().splitlines()
+    errors = [line for line in lines if "error" in line.lower() or "Traceback" in line]
+    assert len(errors) == 1 and lines[-1] == errors[0], err
+    return errors[0]
+
+
 def refused_count(err: str) -> int:
     """The shared-record count of the one refusal line in ``err`` (pool + test set add up to it)."""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    match = REFUSAL.match(lines[0])
-    assert match is not None, lines[0]
+    match = REFUSAL.match(error_line(err))
+    assert match is not None, err
     total, pool, test = (int(group.replace(",", "")) for group in match.groups())
     assert total == pool + test
     return total
@@ -190,7 +196,7 @@ def test_build_domain_federation_refuses_a_renamed_copy_of_a_source():
 @pytest.mark.parametrize(
     ("dataset", "target"),
     [("digits", None), ("mnist", None), ("usps", None), ("mnist", "usps"), ("usps", "mnist"),
-     ("mnist,digits", "usps")],
+     ("mnist,digits", "usps"), ("multidigit", None)],
 )
 def test_federations_of_distinct_records_are_dealt_as_before(dataset, target):
     # The default runs and the domain-shift runs share no record: nothing is refused, and the
@@ -213,6 +219,16 @@ def test_a_federation_dealt_by_a_fixed_seed_is_unchanged_by_the_check():
         digest.update(np.ascontiguousarray(part.features).tobytes())
         digest.update(np.asarray(part.labels, dtype=np.int64).tobytes())
     assert digest.hexdigest()[:32] == "934749165cedf9cbcb61c64ad3ac866d"
+
+
+def test_blank_records_are_no_ones_and_are_not_counted():
+    # multidigit's train and test grids come from disjoint source images, yet both hold the
+    # empty grid (all four cells blank, 1 in 16): it is everyone's, and refuses nothing.
+    x, _ = digits_arrays(20)
+    blank = np.zeros((3, *x.shape[1:]), dtype=np.float32)
+    agents, public = np.concatenate([x[:10], blank]), np.concatenate([x[10:], blank, np.ones_like(blank)])
+    assert shared_records_by_part([agents], {"pool": public}) == {"pool": 0}
+    assert shared_records_by_part([agents], {"pool": np.concatenate([public, x[:2]])}) == {"pool": 2}
 
 
 def test_the_refusal_counts_records_of_each_public_part():
@@ -311,8 +327,7 @@ def test_a_validation_file_holding_the_agents_records_is_refused_naming_it(agent
             f"npz:{agents_file}", "--target", f"npz:{others}", *TINY, "--queries", "10",
             "--student-model", "logistic"]
     code, stdout, err = invoke(args, capsys)
-    lines = err.strip().splitlines()
-    assert code == 2 and stdout == "" and len(lines) == 1, err
-    assert lines[0].startswith(
+    assert code == 2 and stdout == ""
+    assert error_line(err).startswith(
         "fedvote: error: --validation-file: the validation set holds 30 of the agents' records (by content); "
     )

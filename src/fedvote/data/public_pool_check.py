@@ -25,18 +25,30 @@ from fedvote.data.record_hashes import shared_record_count, sorted_record_hashes
 from fedvote.errors import ConfigError
 
 
+def blank_records(features: np.ndarray) -> np.ndarray:
+    """Which records (n, *shape) hold one value in every feature (a blank image): (n,) bool.
+
+    A blank record is the same for everyone — the empty 2x2 grid of ``multidigit`` occurs in
+    its training and its test grids, built from disjoint source images — so it identifies
+    no one's record, and the check leaves it aside.
+    """
+    flat = np.asarray(features).reshape(len(features), -1)  # (n, features)
+    if flat.shape[1] == 0:
+        return np.ones(len(flat), dtype=bool)
+    return np.asarray(flat.min(axis=1) == flat.max(axis=1))
+
+
 def agents_record_hashes(agent_features: Sequence[np.ndarray]) -> np.ndarray:
-    """The sorted distinct hashes of every agent's records: (R,) uint64, R ≤ Σ n_i."""
+    """The sorted distinct hashes of every agent's records but blank ones: (R,) uint64, R ≤ Σ n_i."""
     parts = [np.asarray(features) for features in agent_features if len(features)]
-    if not parts:
-        return np.empty(0, dtype=np.uint64)
-    return np.unique(np.concatenate([sorted_record_hashes(features) for features in parts]))
+    hashed = [sorted_record_hashes(features[~blank_records(features)]) for features in parts]
+    return np.unique(np.concatenate(hashed)) if hashed else np.empty(0, dtype=np.uint64)
 
 
 def shared_records_by_part(
     agent_features: Sequence[np.ndarray], public_parts: Mapping[str, np.ndarray]
 ) -> dict[str, int]:
-    """For each named public part, how many of its records hold the features of an agent's record."""
+    """For each named public part, how many of its records hold an agent's (non-blank) record's features."""
     private = agents_record_hashes(agent_features)
     return {name: shared_record_count(private, features) for name, features in public_parts.items()}
 
