@@ -217,6 +217,7 @@ class DpFedAvg(GradientMethod):
             round_index=round_index,
             clip_norm=self.clip_norm,
             noise_std=self.noise_share(sampled, num_agents),
+            min_responders=self.responders(num_agents) if self.noise == "distributed" else None,
         )
 
     def round_step(

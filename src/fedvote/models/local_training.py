@@ -89,6 +89,9 @@ class LocalTraining:
         FedAvg+DA (``--local-da dann``): θ is a :class:`~fedvote.models.dann.DannNet` (the
         classifier and its domain classifier) and the local steps minimise the DANN loss
         against the public pool with this round's gradient-reversal scale λ. None: plain.
+    min_responders : int or None
+        t of DP-FedAvg's distributed noise (``--min-responders``): the secure sum of the
+        round's releases then unmasks only with at least max(t, ⌊N/2⌋ + 1) agents. None: ⌊N/2⌋ + 1.
 
     """
 
@@ -102,6 +105,7 @@ class LocalTraining:
     dp_sgd: DpSgdSpec | None = None
     input_shift: tuple[float, ...] | None = None
     dann_scale: float | None = None
+    min_responders: int | None = None
 
     def __post_init__(self) -> None:
         if self.dann_scale is not None and not (self.dann_scale >= 0 and math.isfinite(self.dann_scale)):

@@ -640,7 +640,8 @@ class LocalTransport(
             for release in releases:  # in the agents' order, as they arrive
                 total += release
             return total
-        return secure_sum(releases, threshold=n // 2 + 1, codec=codec)
+        floor = training.min_responders or 0  # t: as for votes (_released_sum), max(t, ⌊N/2⌋ + 1)
+        return secure_sum(releases, threshold=min(n, max(floor, n // 2 + 1)), codec=codec)
 
     def _stacked_records(self) -> StackedRecords:
         """Every agent's records, stacked on the batched device (PriFedSync's and the gradient baselines')."""
