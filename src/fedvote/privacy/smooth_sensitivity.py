@@ -26,7 +26,7 @@ than between federations, so a β-smooth bound on that graph is one on federatio
 an instance-level bound is also one at the agent level (its steps include ±e_j).
 
 **Local sensitivity at distance d** (what PATE'18 Algorithms 3-5 bound). For every
-query we bound the statistic's range over all histograms within distance d + 1:
+query we first bound where its statistic can go within d steps:
 
 * GNMax: each step moves every gap n_{j*} − n_j by at most g (1 agent, 2 instance; a
   change of argmax only lowers q). With Φ̄(z) = q/(C − 1), the map
@@ -38,15 +38,19 @@ query we bound the statistic's range over all histograms within distance d + 1:
   decrements is greedy (each decrement of the current largest count: separable concave
   maximisation). Ignoring the opposite move of an instance step only widens the range.
 
-Then LS at every histogram within distance d is at most the range of f_k over distance
-d + 1, which we take from the range of the statistic, because G is non-decreasing in q
-and H is unimodal in w (condition C5 of PATE'18 §B.4, checked numerically on a dense grid
-for the σ and λ of the run, as the authors do; a failing check refuses the release).
-A^{(d)} = Σ_k range_k(d + 1) satisfies A^{(0)} ≥ LS and A^{(d)}(x) ≤ A^{(d+1)}(x') for
-neighbours, so S_β(x) = max_d e^{−βd}·A^{(d)}(x) is a β-smooth upper bound on LS
-(Nissim, Raskhodnikova & Smith 2007, Lemma 2.3; PATE'18 Definition 20). This range bound is
-looser than PATE'18's step bound (Algorithm 3) by up to a factor 2 at d = 0; it is simpler
-and needs only C5, not C6.
+Then LS at every histogram within distance d is bounded per part. *GNMax*: PATE'18's
+step bound (their Algorithm 3): at z, |ΔG̃| ≤ max(G̃(z − a) − G̃(z), G̃(z) − G̃(z + a)) with
+G̃(z) = G(log q(z)) non-increasing, maximised over z₀ ± d·a on a grid of cells of width
+a/:data:`GRID_PER_STEP` that does not depend on the data (:class:`_GnmaxSteps`). *The
+check*: the range of H over distance d + 1, read off the interval of w because H is
+unimodal in w (peak at w = −log 2). Both need Theorem 6's bound non-decreasing in q —
+condition C5 of PATE'18 §B.4, checked numerically on a dense grid for the σ and λ of the
+run, as the authors do; a failing check refuses the release. A^{(d)}, the sum of those
+bounds over queries, satisfies A^{(0)} ≥ LS and A^{(d)}(x) ≤ A^{(d+1)}(x') for
+neighbours (nested balls, a data-independent grid), so S_β(x) = max_d e^{−βd}·A^{(d)}(x)
+is a β-smooth upper bound on LS (Nissim, Raskhodnikova & Smith 2007, Lemma 2.3; PATE'18
+§B). Against a brute force over small federations it is 1.2-1.8× the exact smooth
+sensitivity where f varies (``tests/privacy/test_smooth_sensitivity.py``).
 
 **Parameters**, fixed at planning from public values (σ, σ₁, Q, δ; :func:`plan_release`):
 λ = 1 + √(log(1/δ)/ρ_Q), the order at which the data-independent RDP ρ_Q·λ of the
@@ -77,6 +81,7 @@ from fedvote.privacy.gnss import SmoothSensitivityGaussianDpEvent, gnss_rdp
 LEVEL_GAP_STEP = {"agent": 1.0, "instance": 2.0}  # how far one step moves a vote gap (one-hot votes)
 BETA_TIMES_ORDER = 0.1  # β = 0.1/λ: the release's RDP is finite up to order 5λ (2.5λ at the other level)
 COST_FRACTION = 0.1  # the release's λe^{2β}/σ_SS² is a tenth of the planned queries' ρλ
+GRID_PER_STEP = 8  # cells per step a of the z grid (GNMax's step bound)
 MAX_DISTANCE = 1_000_000  # a safety stop for the smooth-sensitivity search
 RELEASED_LABEL = "data-dependent ε, released by smooth sensitivity (PATE'18 §4); its release is charged in ε"
 
@@ -177,6 +182,60 @@ def gnmax_logq_interval(
     hi = np.minimum(log_m + special.log_ndtr(-(z - shift)), cap)
     lo = np.minimum(log_m + special.log_ndtr(-(z + shift)), cap)
     return lo, hi
+
+
+class _GnmaxSteps:
+    """PATE'18's step bound on GNMax's local sensitivity over growing balls, on a fixed z grid.
+
+    With q/(C − 1) = Φ̄(z), one step moves z by at most a = g/(√2σ) and G̃(z) = G(log q(z))
+    is non-increasing in z (C5), so at z the local sensitivity is at most
+    max(G̃(z − a) − G̃(z), G̃(z) − G̃(z + a)). Over a cell [ih, (i + 1)h] of a grid with
+    h = a/:data:`GRID_PER_STEP` that is at most
+    max(G̃(ih − a) − G̃((i + 1)h), G̃(ih) − G̃((i + 1)h + a)) (monotone ends), and the
+    distance-d ball lies in z₀ ± d·a, so its bound is the running max over the cells
+    it meets. The grid does not depend on the data, so the cells of (x, d) are among
+    those of (x', d + 1) for neighbours: the bound is admissible for smooth sensitivity.
+    """
+
+    def __init__(
+        self, log_q: np.ndarray, classes: int, gap_step: float, sigma: float, rho: float, order: float
+    ):
+        self._log_m = math.log(classes - 1.0)
+        self._cap = math.log1p(-1.0 / classes)
+        self._rho, self._order = rho, order
+        self._a = gap_step / (math.sqrt(2.0) * sigma)
+        self._h = self._a / GRID_PER_STEP
+        z = -special.ndtri_exp(np.minimum(np.asarray(log_q, dtype=float), self._cap) - self._log_m)  # (K,)
+        self._finite = np.isfinite(z)  # q = 0 exactly: no neighbour moves it (B_u(0) = 0)
+        self._z = np.where(self._finite, z, 0.0)
+        self._left = self._right = self._cell(np.floor(self._z / self._h))  # (K,) running maxima
+        self._low = self._high = np.floor(self._z / self._h)
+        self._distance = 0
+
+    def _curve(self, z: np.ndarray) -> np.ndarray:
+        log_q = np.minimum(self._log_m + special.log_ndtr(-z), self._cap)
+        return _gnmax_curve(log_q.reshape(-1), self._rho, self._order).reshape(z.shape)
+
+    def _cell(self, i: np.ndarray) -> np.ndarray:
+        """The bound on LS over cell i (any shape)."""
+        start, end, a = i * self._h, (i + 1.0) * self._h, self._a
+        up = self._curve(start - a) - self._curve(end)
+        down = self._curve(start) - self._curve(end + a)
+        return np.maximum(np.maximum(up, down), 0.0)
+
+    def bound(self, distance: int) -> np.ndarray:
+        """Per query, a bound on LS within ``distance`` steps (asked in increasing order), (K,)."""
+        offsets = np.arange(GRID_PER_STEP + 2)[None, :]  # (1, M + 2): enough cells for one more step
+        while self._distance < distance:
+            self._distance += 1
+            low = np.floor((self._z - self._distance * self._a) / self._h)
+            high = np.floor((self._z + self._distance * self._a) / self._h)
+            left = np.minimum(low[:, None] + offsets, self._low[:, None])  # (K, M + 2), repeats harmless
+            right = np.maximum(high[:, None] - offsets, self._high[:, None])
+            self._left = np.maximum(self._left, self._cell(left).max(axis=1))
+            self._right = np.maximum(self._right, self._cell(right).max(axis=1))
+            self._low, self._high = low, high
+        return np.where(self._finite, np.maximum(self._left, self._right), 0.0)
 
 
 class _ThresholdRange:
@@ -285,8 +344,8 @@ def confident_gnmax_smooth_sensitivity(
     ``histogram`` (K, C) clean sums of every checked query, ``answered`` (K,) the released
     pass bits, ``threshold_sigma``/``sigma`` the noise actually added (scalars or (K,)),
     ``sensitivity`` the level's L2 sensitivity (ρ = s²/(2σ²)), ``level`` picks the step
-    (module docstring). S_β = max_d e^{−βd}·Σ_k range_k(d + 1), searched until
-    e^{−βd} times the largest possible sum cannot exceed the best found.
+    (module docstring). S_β = max_d e^{−βd}·A^{(d)}, searched until e^{−βd} times the
+    largest possible sum (Σ ρλ) cannot exceed the best found.
     """
     if level not in LEVEL_GAP_STEP:
         raise ConfigError("level", f"must be one of {', '.join(LEVEL_GAP_STEP)}, got {level!r}")
@@ -314,20 +373,22 @@ def confident_gnmax_smooth_sensitivity(
         )
         ceiling += rho1 * order * counts.shape[0] + rho2 * order * int(mask.sum())
         picked = counts[mask]
-        log_q = gnmax_logq(picked, s2) if picked.shape[0] else np.zeros(0)
-        parts.append((_ThresholdRange(counts, threshold, s1), rho1, log_q, rho2, s2, counts.shape[1]))
+        steps = None
+        if picked.shape[0]:
+            steps = _GnmaxSteps(gnmax_logq(picked, s2), counts.shape[1], step, s2, rho2, order)
+        parts.append((_ThresholdRange(counts, threshold, s1), rho1, steps))
 
-    def total_range(radius: int) -> float:
+    def total_range(distance: int) -> float:
+        """A^{(d)}: the check's range over distance d + 1 plus GNMax's step bound over distance d."""
         total = 0.0
-        for checks, rho1, log_q, rho2, s2, classes in parts:
-            lo, hi = checks.interval(radius)
+        for checks, rho1, steps in parts:
+            lo, hi = checks.interval(distance + 1)
             total += float(np.sum(threshold_rdp_range(lo, hi, rho1, order)))
-            if log_q.size:
-                q_lo, q_hi = gnmax_logq_interval(log_q, classes, step, s2, radius)
-                total += float(np.sum(_gnmax_curve(q_hi, rho2, order) - _gnmax_curve(q_lo, rho2, order)))
+            if steps is not None:
+                total += float(np.sum(steps.bound(distance)))
         return total
 
-    best, best_distance = total_range(1), 0
+    best, best_distance = total_range(0), 0
     distance = 0
     while math.exp(-beta * (distance + 1)) * ceiling > best:
         distance += 1
@@ -335,7 +396,7 @@ def confident_gnmax_smooth_sensitivity(
             raise ConfigError(
                 "smooth sensitivity", f"the search passed distance {MAX_DISTANCE}; β = {beta} is too small"
             )
-        candidate = math.exp(-beta * distance) * total_range(distance + 1)
+        candidate = math.exp(-beta * distance) * total_range(distance)
         if candidate > best:
             best, best_distance = candidate, distance
     return SmoothSensitivity(
