@@ -304,14 +304,18 @@ def run(
 
     # The method and its options, refused (by name) before any data is loaded or anything trained.
     check_method(config)
-    if federation is None:
-        federation = make_federation(config)
-    records = federation  # the ledger's key: these agents' records
-    federation = prepare_public(config, federation)  # what the method asked of the public side
+    with progress.step("loading and splitting the data", total=1) as bar:
+        if federation is None:
+            federation = make_federation(config)
+        records = federation  # the ledger's key: these agents' records
+        federation = prepare_public(config, federation)  # what the method asked of the public side
+        bar.advance()
     timings["data_s"] = time.perf_counter() - started
 
     mark = time.perf_counter()
-    method = plan(config, federation.public_metadata())
+    with progress.step("planning (σ from the public sizes)", total=1) as bar:
+        method = plan(config, federation.public_metadata())
+        bar.advance()
     timings["calibration_s"] = time.perf_counter() - mark
 
     if transport is None:
@@ -335,18 +339,21 @@ def run(
         finally:
             if own_ledger and isinstance(ledger, PersistentLedger):
                 ledger.close()
-        return measure(
-            config,
-            method,
-            outcome,
-            transport=transport,
-            ledger=ledger,
-            server=federation.server_data(),
-            federation=federation,
-            timings=timings,
-            started=started,
-            details=ledger_details,
-        )
+        with progress.step("evaluating and accounting", total=1) as bar:
+            result = measure(
+                config,
+                method,
+                outcome,
+                transport=transport,
+                ledger=ledger,
+                server=federation.server_data(),
+                federation=federation,
+                timings=timings,
+                started=started,
+                details=ledger_details,
+            )
+            bar.advance()
+        return result
     except BaseException as error:  # an error or Ctrl-C after the ledger opened: say what it holds
         note_charge(error, config, ledger)
         raise

@@ -205,13 +205,16 @@ class Watch:
             seen.update({k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")})
         return None
 sys.meta_path.insert(0, Watch())
-import fedvote.runner as runner
+import types
+runner = types.ModuleType("fedvote.runner")  # the real one imports torch: this one only when run
 def started(config, **kwargs):
     import torch
     print(json.dumps({**seen, "torch_threads": torch.get_num_threads()}))
     raise SystemExit(0)
 runner.run = started
+sys.modules["fedvote.runner"] = runner
 from fedvote.cli import main
+assert "torch" not in sys.modules
 main(sys.argv[1:])
 """
 
@@ -367,3 +370,61 @@ def test_epsilon_curve_names_the_accountant_that_drew_it_and_the_runs():
     pld_run = EpsilonCurve("queries answered", steps, {"agent": np.ones(2)}, {}, "exact", 1e-3, "pld", {"agent": 1.0})
     assert pld_run.accountant_label() == "exact closed form; the run's ε: pld"
     assert EpsilonCurve("rounds", steps, {}, {}, "rdp", 1e-3, "rdp").accountant_label() == "rdp"
+
+
+# --- item 11: progress off a terminal, the domain-shift header ------------------------------
+
+
+def test_run_logs_a_line_per_phase_when_stderr_is_a_file(tmp_path):
+    import subprocess
+    import sys
+
+    log = tmp_path / "err.log"
+    with log.open("w") as stderr:
+        done = subprocess.run([sys.executable, "-m", "fedvote.cli", "run", *TINY], stdout=subprocess.PIPE,
+                              stderr=stderr, text=True, timeout=300)
+    assert done.returncode == 0, log.read_text()
+    lines = log.read_text().splitlines()
+    assert lines and all(re.fullmatch(r"fedvote run \[\d+:\d\d\] .+: (started.*|done in \d+:\d\d)", x) for x in lines)
+    for phase in ("loading and splitting the data", "training the student", "evaluating and accounting"):
+        assert any(x.endswith(f"{phase}: started") for x in lines), lines
+        assert any(f"{phase}: done in " in x for x in lines), lines
+    assert done.stdout.startswith("fedvote pate-fl on digits:")
+
+
+def test_line_progress_gives_the_count_and_an_eta():
+    import io
+
+    from fedvote.progress import LineProgress
+
+    stream = io.StringIO()
+    progress = LineProgress("fedvote run", stream, interval_s=0.0)
+    with progress.step("voting on public queries", total=4) as bar:
+        for _ in range(4):
+            bar.advance()
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "fedvote run [0:00] voting on public queries: started (4 parts)"
+    assert lines[1] == "fedvote run [0:00] voting on public queries: 1/4, ETA 0:00"
+    assert len(lines) == 5 and lines[-1] == "fedvote run [0:00] voting on public queries: done in 0:00"
+
+
+def test_a_captured_stderr_gets_no_lines():
+    import io
+
+    from fedvote.progress import is_file_not_terminal
+
+    assert not is_file_not_terminal(io.StringIO())
+
+
+def test_summary_header_names_the_target_of_a_domain_shift():
+    import dataclasses
+
+    import fedvote
+    from fedvote.cli import summary
+
+    result = fedvote.run(agents=3, queries=5, epochs=1, teacher_model="logistic", student_model="logistic",
+                         self_training_rounds=0, sigma=5, accountant="exact", noise_seed=1)
+    federation = {**result.config["federation"], "dataset": "mnist", "target": "usps"}
+    shifted = dataclasses.replace(result, dataset="mnist", config={**result.config, "federation": federation})
+    assert summary(shifted).startswith("fedvote pate-fl on mnist → usps: 3 agents, ")
+    assert summary(result).startswith("fedvote pate-fl on digits: 3 agents, ")

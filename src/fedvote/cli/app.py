@@ -61,8 +61,8 @@ def cli() -> None:
 @click.option("--report", "with_report", is_flag=True,
               help="Also write DIR/report.html (plots, ε per level) at the end; needs --out.")
 @click.option("--threads", type=int, default=None,
-              help="Torch threads [default: the CPUs this process may use, less those other processes "
-                   "keep busy, at least 1; OMP_NUM_THREADS if set].")
+              help="Torch threads, whatever the load [default: torch's own; on a busy host only the CPUs "
+                   "other processes leave idle, at least 1; OMP_NUM_THREADS if set].")
 @click.pass_context
 def run(
     context: click.Context,
@@ -100,7 +100,8 @@ def run(
 
     if threads is not None:
         set_threads(threads)
-    result = run_config(config, progress=RichProgress())
+    # Off a terminal (a log, a batch job) each phase is a plain line with the time and an ETA.
+    result = run_config(config, progress=RichProgress(log_lines=True, prefix="fedvote run"))
     failed: str | None = None
     if out is not None:
         failed, unsaved = _save_run(result, out, config.privacy.ledger, with_report)
@@ -190,7 +191,9 @@ def summary(result: RunResult) -> str:
         if checked is not None
         else (f"{result.queries} queries, " if result.queries else "")
     )
-    header = f"fedvote {result.method} on {result.dataset}: {result.agents} agents, "
+    target = (result.config.get("federation") or {}).get("target")
+    data = f"{result.dataset} → {target}" if target else result.dataset  # domain shift: sources → target
+    header = f"fedvote {result.method} on {data}: {result.agents} agents, "
     header += f"{counted}σ = {result.sigma:.4g}"
     lines = [
         header,
