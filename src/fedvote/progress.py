@@ -77,7 +77,7 @@ class LineProgress:
 
     @contextmanager
     def step(self, description: str, total: int) -> Iterator[StepBar]:
-        """A step reported as lines: started, then done/total with an ETA at most every interval, then done."""
+        """A step as lines: started, then done/total with an ETA at most every interval, then done."""
         began = time.monotonic()
         self.line(f"{description}: started" + (f" ({total} parts)" if total > 1 else ""))
         progress = self

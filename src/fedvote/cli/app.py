@@ -39,7 +39,6 @@ from fedvote.results import (
     write_result,
 )
 
-
 # `--threads` beyond this is a typo (torch's pool would try to start them all).
 MAX_THREADS = 1024
 

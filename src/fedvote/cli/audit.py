@@ -43,7 +43,8 @@ def audit(configs: list[RunConfig], level: str, trials: int, confidence: float, 
     """
     (config,) = configs
     if trials > MAX_TRIALS:
-        raise ConfigError("trials", f"must be at most {MAX_TRIALS} (about eight hours on digits), got {trials}")
+        limit = f"must be at most {MAX_TRIALS} (about eight hours on digits), got {trials}"
+        raise ConfigError("trials", limit)
     check_options(config)
     from fedvote.audit import audit_config  # lazy: imports torch; keeps fedvote --help fast
     from fedvote.progress import RichProgress

@@ -105,7 +105,8 @@ def voting_epsilon_curve(run: RunData, points: int = CURVE_POINTS) -> EpsilonCur
 
 def _run_epsilon(privacy: dict[str, Any]) -> dict[str, float]:
     """result.json's ε per level, where finite."""
-    return {level: float(privacy[level]["epsilon"]) for level in LEVELS if privacy[level].get("epsilon") is not None}
+    levels = [level for level in LEVELS if privacy[level].get("epsilon") is not None]
+    return {level: float(privacy[level]["epsilon"]) for level in levels}
 
 
 def gradient_epsilon_curve(run: RunData, points: int = 10) -> EpsilonCurve | None:
@@ -143,7 +144,8 @@ def gradient_epsilon_curve(run: RunData, points: int = 10) -> EpsilonCurve | Non
         independent[level] = np.array([v if math.isfinite(v) else np.nan for v in values])
     if not independent:
         return None
-    return EpsilonCurve("rounds", steps, independent, {}, accountant, delta, accountant, _run_epsilon(privacy))
+    run_epsilon = _run_epsilon(privacy)
+    return EpsilonCurve("rounds", steps, independent, {}, accountant, delta, accountant, run_epsilon)
 
 
 def _accountant_for(event: DpEvent, accountant: str) -> str:

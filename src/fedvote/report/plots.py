@@ -169,7 +169,8 @@ def epsilon_curve_figure(curve: EpsilonCurve, note: str | None = None) -> Figure
                     color=LEVEL_COLORS[level],
                     marker="D",
                     linestyle="none",
-                    label=f"{level} level, the run's ε {curve.run_epsilon[level]:.4f} ({curve.run_accountant})",
+                    label=f"{level} level, the run's ε {curve.run_epsilon[level]:.4f} "
+                    f"({curve.run_accountant})",
                 )
         for level, values in curve.dependent.items():
             axes.plot(
