@@ -70,6 +70,20 @@ def test_failure_after_a_charge_says_what_was_charged_and_where(tmp_path, capsys
     assert f"recorded in the ledger {ledger}" in charge and "federation records-" in charge
 
 
+def test_failure_after_a_charge_with_out_writes_what_was_charged(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(runner, "check_agents_data", lambda federation: federation)
+    data = one_class_npz(tmp_path / "oneclass.npz", [0] * 120)
+    out = tmp_path / "ocout"
+    code, _, err = invoke(["run", "--dataset", f"npz:{data}", *TINY, "--out", out], capsys)
+    assert code == 1
+    wrote, failure, charge = err.strip().splitlines()
+    assert wrote == f"fedvote: wrote {out / 'charged.json'} (what the stopped run charged; no result)"
+    record = json.loads((out / "charged.json").read_text())
+    assert record["charged"] == charge.removeprefix("fedvote: ") and record["result"] is None
+    assert record["stopped_by"].startswith("IndexError") and record["config"]["federation"]["agents"] == 3
+    assert not (out / "result.json").exists()
+
+
 def test_failure_in_measure_after_a_charge_is_one_line_per_fact(tmp_path, capsys, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("disk\nfull")

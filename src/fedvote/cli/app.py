@@ -6,7 +6,9 @@ status 2; nothing is written when a run fails.
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -35,6 +37,7 @@ from fedvote.results import (
     RunResult,
     check_writable,
     fallback_message,
+    write_atomic,
     write_or_fallback,
     write_result,
 )
@@ -99,8 +102,13 @@ def run(
 
     if threads is not None:
         set_threads(threads)
-    # Off a terminal (a log, a batch job) each phase is a plain line with the time and an ETA.
-    result = run_config(config, progress=RichProgress(log_lines=True, prefix="fedvote run"))
+    try:
+        # Off a terminal (a log, a batch job) each phase is a plain line with the time and an ETA.
+        result = run_config(config, progress=RichProgress(log_lines=True, prefix="fedvote run"))
+    except BaseException as error:  # failed or interrupted: a charge is written down, never only lost
+        if out is not None:
+            _save_charge(error, config, out)
+        raise
     failed: str | None = None
     if out is not None:
         failed, unsaved = _save_run(result, out, config.privacy.ledger, with_report)
@@ -139,6 +147,37 @@ def _save_run(result: RunResult, out: str, ledger: str | None, with_report: bool
             reason = error.strerror or error
             return f"--report: cannot write report.html in {out} ({reason}); {path} was written", False
     return None, False
+
+
+def _save_charge(error: BaseException, config: RunConfig, out: str) -> None:
+    """Write ``out/charged.json`` for a run that stopped after a charge: what it cost, why it stopped.
+
+    No result exists to write; this records what was released and charged (ε at both
+    levels, the ledger and federation) beside the run's config, in ``out`` or, if that
+    fails, in a fallback directory (:func:`~fedvote.results.write_or_fallback`). Nothing is
+    written when nothing was charged. Never raises: the run's own error comes next.
+    """
+    charged = _charge_note(error)
+    if charged is None:
+        return
+    payload = {
+        "charged": charged,
+        "stopped_by": "interrupt" if isinstance(error, KeyboardInterrupt) else _failure(error),
+        "result": None,
+        "config": config.to_dict(),
+        "version": __version__,
+    }
+    text = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+
+    def write(directory: Path) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        return write_atomic(directory / "charged.json", text)
+
+    try:
+        path, _ = write_or_fallback(write, out, config.privacy.ledger)
+    except OSError:
+        return  # the charge line on stderr still says it all
+    click.echo(f"fedvote: wrote {path} (what the stopped run charged; no result)", err=True)
 
 
 def _config_from_file(context: click.Context, path: str, allowed: frozenset[str]) -> RunConfig:
