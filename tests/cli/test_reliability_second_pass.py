@@ -442,3 +442,21 @@ def test_summary_header_names_the_target_of_a_domain_shift():
     shifted = dataclasses.replace(result, dataset="mnist", config={**result.config, "federation": federation})
     assert summary(shifted).startswith("fedvote pate-fl on mnist → usps: 3 agents, ")
     assert summary(result).startswith("fedvote pate-fl on digits: 3 agents, ")
+
+
+def test_label_interrupted_after_an_answer_states_the_charge(tmp_path, capsys, monkeypatch):
+    import fedvote.cli.label as label_command
+    from fedvote.data.datasets import load_digits
+
+    def interrupted(sums):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(label_command, "noisy_argmax", interrupted)
+    path = tmp_path / "q.npy"
+    np.save(path, load_digits().features[-2:].reshape(2, -1))
+    ledger = tmp_path / "l.db"
+    code, _, err = invoke(["label", "--agents", "3", "--sigma", "3", "--teacher-model", "logistic", "--epochs", "1",
+                           "--queries", path, "--ledger", ledger], capsys)
+    assert code == 130
+    (line,) = [line for line in err.splitlines() if line.strip()]
+    assert line.startswith("fedvote: aborted; 1 release(s) were charged") and f"the ledger {ledger}" in line
