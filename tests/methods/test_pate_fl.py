@@ -226,7 +226,12 @@ def test_label_release_charges_the_check_and_the_argmax_on_every_query(small_fed
     ledger = PrivacyLedger()
     method = label_method(sigma=6.0, queries=40, query_batch_size=15, threshold_sigma=15.0)
     method.run(small_federation.server_data(), LabelOracleTransport(small_federation.public.labels), ledger)
-    expected = confident_gnmax_events(6.0, 15.0, 40)
+    # Every query pays the check and the argmax; the run once pays the smooth-sensitivity
+    # release of its data-dependent ε (issue 42, defect 3), planned and charged like any release.
+    from fedvote.privacy.smooth_sensitivity import with_release
+
+    assert ledger.charges[-1] == method.release_charge()
+    expected = with_release(confident_gnmax_events(6.0, 15.0, 40), method.release_charge())
     for level in ("agent", "instance"):
         assert epsilon_for(ledger.event(level), 1e-3, "exact") == pytest.approx(
             epsilon_for(expected.at(level), 1e-3, "exact"), rel=1e-12
