@@ -263,3 +263,19 @@ def test_a_nudged_test_fraction_is_refused_once_the_budget_is_spent(tmp_path, ca
     assert line.startswith("fedvote: error: --budget-epsilon: privacy budget exceeded")
     assert "1257 records" in line and "above the budget 10" in line
     assert not (tmp_path / "nudged").exists()
+
+
+def test_a_server_file_without_hashes_uses_those_stored_under_its_key(tmp_path):
+    path = tmp_path / "l.db"
+    first, nudged = federation(slice(0, 60)), federation(slice(0, 62))
+    with opened(path, first, budget=7.0) as ledger:
+        ledger.charge(RELEASE)
+        ledger.charge(RELEASE)
+    with opened(path, nudged):  # a local run stores the nudged federation's hashes
+        pass
+    old_server = open_ledger(config(path), content_key=federation_content_key(nudged))  # no hashes given
+    assert isinstance(old_server, PersistentLedger)
+    with old_server:
+        with pytest.raises(PrivacyBudgetExceeded):
+            old_server.charge(RELEASE)
+        assert old_server.overlaps == {federation_content_key(first): 60}

@@ -59,6 +59,7 @@ from fedvote.privacy.ledger_store import (
     record_hashes_since,
     store_record_hashes,
     stored_budgets,
+    stored_record_hashes,
     transaction,
 )
 
@@ -286,9 +287,7 @@ class PersistentLedger(PrivacyLedger):
         ``records``, hashes stored earlier for this key serve.
         """
         if self.records is None:
-            for _, key, hashes in record_hashes_since(self._db, 0):
-                if key == self.federation:
-                    self.records = hashes
+            self.records = stored_record_hashes(self._db, self.federation)
             return
         missing = [
             key

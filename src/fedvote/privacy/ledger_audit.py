@@ -337,7 +337,7 @@ def integrity_report(path: str | Path) -> list[str]:
     Opens the file read-only and never writes; every failure is a line, never an exception.
     """
     try:
-        db = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+        db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as error:
         return [f"cannot open {path} read-only: {error}"]
     try:

@@ -487,7 +487,13 @@ def store_record_hashes(db: sqlite3.Connection, federation: str, hashes: np.ndar
 
 def has_record_hashes(db: sqlite3.Connection, federation: str) -> bool:
     """Whether ``federation`` has stored record hashes."""
-    return db.execute("SELECT 1 FROM federations WHERE federation = ?", (federation,)).fetchone() is not None
+    return stored_record_hashes(db, federation) is not None
+
+
+def stored_record_hashes(db: sqlite3.Connection, federation: str) -> np.ndarray | None:
+    """The record hashes stored for ``federation`` (None: none stored)."""
+    row = db.execute("SELECT hashes FROM federations WHERE federation = ?", (federation,)).fetchone()
+    return None if row is None else hashes_from_blob(row[0])
 
 
 def has_rows(db: sqlite3.Connection, federation: str) -> bool:
