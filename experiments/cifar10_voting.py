@@ -1,0 +1,199 @@
+"""Issue 43 item 3c: the voting methods and the gradient baselines on CIFAR-10 (JPEG copy), as typed.
+
+``fedvote run --dataset cifar10 --data-dir DIR --agents 100 --partition dirichlet
+--dirichlet-alpha 0.5 --epsilon 4 --method M --seed s --noise-seed s`` for M in PATE-FL,
+Private-kNN-FL, DP-FedAvg, DP-FedSGD, FedAvg and the non-private voting reference
+(majority-vote), s = 0, 1, 2: 100 agents splitting CIFAR-10's 50,000 training images by
+Dirichlet(0.5) over classes, the public pool 30 % of the test split (3,000 images), the other
+7,000 the test set; every private method calibrated to ε = 4 at its own level (agent for the
+voting methods and DP-FedAvg, instance for DP-FedSGD), δ = 1e-3 (the default). Each run is a
+fresh ``fedvote`` process, one after another; the wall time includes start-up, and the
+1-minute load average is recorded before and after each run, since the machine may be shared.
+Issue 43's bar for PATE-FL on this command: test accuracy ≥ 0.60 in ≤ 15 minutes on 2 cores,
+and above DP-FedAvg's.
+
+Writes ``experiments/results/cifar10_voting.json`` and prints (and saves as
+``cifar10_voting.section.md``, which ``experiments/run.py`` places in docs/results.md) a
+markdown table with the machine, the commit and the run times. The data are the CIFAR-10
+JPEG copy in ``$FEDVOTE_DATA/cifar10/`` (``../shared/datasets/README.md``): its figures are
+close to, not equal to, figures on the lossless official files.
+
+Usage (repository root)::
+
+    FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/cifar10_voting.py \
+        [--methods pate-fl,dp-fedavg] [--seeds 0,1,2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from benchmarks.common import fedvote_command  # noqa: E402
+from run import machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+
+NAME = "cifar10_voting"
+FLAGS = (
+    "--dataset", "cifar10", "--agents", "100", "--partition", "dirichlet", "--dirichlet-alpha", "0.5",
+    "--epsilon", "4", "--delta", "1e-3",
+)  # fmt: skip
+COMMAND = (
+    "fedvote run --dataset cifar10 --data-dir DIR --agents 100 --partition dirichlet "
+    "--dirichlet-alpha 0.5 --epsilon 4"
+)
+# Issue 43 item 3c's methods, in the table's order; majority-vote is the non-private voting
+# reference (PATE-FL's teachers and student, the clean plurality released).
+METHODS = ("pate-fl", "private-knn-fl", "dp-fedavg", "dp-fedsgd", "fedavg", "majority-vote")
+SEEDS = (0, 1, 2)
+BAR_ACCURACY = 0.60
+BAR_SECONDS = 15 * 60
+
+
+def one_run(data_dir: str, method: str, seed: int) -> dict[str, Any]:
+    """``method`` on the command with ``--seed seed --noise-seed seed``, in a fresh process."""
+    with tempfile.TemporaryDirectory() as out:
+        load_before = os.getloadavg()[0]
+        started = time.perf_counter()
+        cpu_before = os.times()
+        subprocess.run(
+            [*fedvote_command(), "run", *FLAGS, "--method", method, "--seed", str(seed),
+             "--noise-seed", str(seed), "--data-dir", data_dir, "--out", out],
+            check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        wall = time.perf_counter() - started
+        cpu_after = os.times()
+        load_after = os.getloadavg()[0]
+        result = json.loads((Path(out) / "result.json").read_text())
+    privacy = result["privacy"]
+    return {
+        "method": method,
+        "seed": seed,
+        "accuracy": result["accuracy"],
+        "label_accuracy": result.get("label_accuracy"),
+        "epsilon_agent": privacy["agent"]["epsilon"],
+        "epsilon_instance": privacy["instance"]["epsilon"],
+        "delta": privacy["delta"],
+        "queries": result.get("queries"),
+        "details": result.get("details"),
+        "timings": result.get("timings"),
+        "wall_seconds": wall,
+        # CPU seconds of the child process (user + system): on a shared host, what the run
+        # itself cost, whatever else ran beside it.
+        "cpu_seconds": (cpu_after.children_user - cpu_before.children_user)
+        + (cpu_after.children_system - cpu_before.children_system),
+        "load_before": load_before,
+        "load_after": load_after,
+    }
+
+
+def _epsilon(value: float | None) -> str:
+    return "∞" if value is None or value == float("inf") else f"{value:.3f}"
+
+
+def section(record: dict[str, Any]) -> str:
+    """The markdown section: one row per method, mean ± std over its seeds."""
+    lines = [
+        "## CIFAR-10 (JPEG copy), 100 agents, Dirichlet α = 0.5, ε = 4 (issue 43 item 3c)",
+        "",
+        f"Ran {record['date']} on {record['machine']}.",
+        "",
+        f"Command: `FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/{NAME}.py`, which runs "
+        f"`{COMMAND} --method M --seed s --noise-seed s` for each method and seed "
+        f"({', '.join(str(s) for s in record['seeds'])}), each a fresh process. Private methods are "
+        "calibrated to ε = 4 at their own level, δ = 1e-3. Wall time includes start-up; CPU time is "
+        "the process's user + system seconds; the load average (1 minute) is given before → after "
+        "(the host is shared: wall time moves with it).",
+        "",
+        "| method | test accuracy per seed | mean ± std | pseudo-label accuracy | ε agent | ε instance "
+        "| wall s (max) | CPU s (max) | load |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    means: dict[str, float] = {}
+    for method in record["methods"]:
+        runs = [r for r in record["runs"] if r["method"] == method]
+        if not runs:
+            continue
+        accuracies = [r["accuracy"] for r in runs]
+        means[method] = statistics.mean(accuracies)
+        spread = statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0
+        labels = [r["label_accuracy"] for r in runs if r.get("label_accuracy") is not None]
+        label_text = f"{statistics.mean(labels):.3f}" if labels else "—"
+        lines.append(
+            f"| {method} | {', '.join(f'{a:.3f}' for a in accuracies)} | {means[method]:.3f} ± {spread:.3f} "
+            f"| {label_text} | {_epsilon(max(r['epsilon_agent'] or float('inf') for r in runs))} "
+            f"| {_epsilon(max(r['epsilon_instance'] or float('inf') for r in runs))} "
+            f"| {max(r['wall_seconds'] for r in runs):.0f} | {max(r['cpu_seconds'] for r in runs):.0f} "
+            f"| {min(r['load_before'] for r in runs):.1f}–{max(r['load_after'] for r in runs):.1f} |"
+        )
+    if "pate-fl" in means:
+        pate = [r for r in record["runs"] if r["method"] == "pate-fl"]
+        verdicts = [
+            f"PATE-FL mean {means['pate-fl']:.3f} (bar ≥ {BAR_ACCURACY:.2f}: "
+            f"{'met' if means['pate-fl'] >= BAR_ACCURACY else 'not met'})",
+            f"slowest run {max(r['wall_seconds'] for r in pate):.0f} s wall "
+            f"(bar ≤ {BAR_SECONDS} s on 2 cores: "
+            f"{'met' if max(r['wall_seconds'] for r in pate) <= BAR_SECONDS else 'not met on this host'})",
+        ]
+        if "dp-fedavg" in means:
+            verdicts.append(
+                f"DP-FedAvg mean {means['dp-fedavg']:.3f} "
+                f"({'below' if means['dp-fedavg'] < means['pate-fl'] else 'not below'} PATE-FL)"
+            )
+        lines += ["", "Issue 43's bar: " + "; ".join(verdicts) + "."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    """Run every method on every seed, then write the results and the section."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated (default: all six)")
+    parser.add_argument(
+        "--seeds", default=",".join(str(s) for s in SEEDS), help="comma-separated (default 0,1,2)"
+    )
+    args = parser.parse_args(argv)
+    script = f"experiments/{NAME}.py"
+    data_dir = require_data_dir(script, holding="cifar10/")
+    methods = tuple(m for m in args.methods.split(",") if m)
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        refuse(script, f"--methods: unknown {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+    try:
+        seeds = tuple(int(s) for s in args.seeds.split(",") if s)
+    except ValueError:
+        refuse(script, f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    if not methods or not seeds:
+        refuse(script, "give at least one method and one seed")
+    runs = []
+    for method in methods:
+        for seed in seeds:
+            runs.append(one_run(data_dir, method, seed))
+            print(f"[{NAME}] {method} seed {seed}: {runs[-1]['accuracy']:.4f} in "
+                  f"{runs[-1]['wall_seconds']:.0f} s (load {runs[-1]['load_after']:.1f})",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    record = {
+        "name": NAME,
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d"),
+        "command": COMMAND,
+        "methods": list(methods),
+        "seeds": list(seeds),
+        "runs": runs,
+    }
+    text = section(record)
+    save_results(NAME, record, text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
