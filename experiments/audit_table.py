@@ -12,9 +12,11 @@ defaults, σ calibrated to --epsilon 4 (δ = 1e-3) as ``fedvote run`` would. Res
 ``experiments/results/audit.json``; the section between the audit-table markers of
 docs/privacy.md is rebuilt from it. A lower bound above its claimed ε is a privacy bug: the
 script then writes nothing to the docs, names the rows, and exits 1. The column "code under
-audit" says what each audit executed (:func:`code_under_audit`): the release code, the method's
-own run and trainer (DP-FedSGD, PriFedSync), or an accounting check only (DP-FedAvg's one run);
-one-run rows state their ceiling, the most one run of that many canaries can show at δ.
+audit" says what each audit executed (:func:`code_under_audit`): the release code, or the
+method's own run on record canaries (DP-FedSGD, PriFedSync: their trainer; DP-FedAvg, every
+noise mode: client sampling, local training, the agents' shares and the secure sum or the
+server's noise); one-run rows state their ceiling, the most one run of that many canaries can
+show at δ.
 """
 
 from __future__ import annotations
@@ -131,9 +133,8 @@ def unpack(row: tuple[str, str, int] | tuple[str, str, int, str]) -> tuple[str, 
 def code_under_audit(row: dict) -> str:
     """What the row's audit executed: its own statement, else (rows saved before it was stated) by mode.
 
-    Multi-trial audits release through the run's own agent code (``Agent.release``); DP-FedAvg's
-    one run releases crafted updates through that exit but runs no training round (an
-    accounting check only); DP-FedSGD's and PriFedSync's one run is the method's own run.
+    Multi-trial audits release through the run's own agent code (``Agent.release``); the one-run
+    audits run the method's own run (rows saved before they stated it: an accounting check only).
     """
     stated = row["details"].get("code_under_audit")
     if stated:
@@ -203,6 +204,9 @@ def section(record: dict) -> str:
         )
         if row["details"].get("code_under_audit", "").startswith("the method's own run"):
             test = "per-canary change of W[y⁺, k] − W[y⁻, k] in its client's updates, Steinke et al. Thm 5.2"
+            if row["method"] == "dp-fedavg":
+                seen = "q·N·(θ' − θ)" if row["details"].get("noise") == "server" else "each round's secure sum"
+                test = f"per-canary subsampled-Gaussian LR of W[y⁺, k] − W[y⁻, k] in {seen}, Steinke et al. Thm 5.2"
         variant = row.get("variant", "")
         if variant == "labels":
             test = (
@@ -263,6 +267,8 @@ def merged(saved: dict, fresh: dict) -> dict:
     rows = [replaced.pop(key(row), row) for row in saved["rows"]] + list(replaced.values())
     rerun = [f"{row['method']} {row['level']}" + (f" ({row['variant']})" if row.get("variant") else "")
              for row in fresh["rows"]]  # fmt: skip
+    earlier = [name for name in saved.get("rerun", {}).get("rows", []) if name not in rerun]
+    rerun = earlier + rerun  # every row rerun since the full run
     return {
         **saved,
         "rows": rows,

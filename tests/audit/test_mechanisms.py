@@ -74,6 +74,6 @@ def test_methods_without_a_finite_claim_are_refused() -> None:
 def test_a_release_the_audit_does_not_simulate_is_refused_not_misreported() -> None:
     from fedvote.errors import ConfigError
 
-    # --secure-noise is audited for PATE-FL's sums only: kNN's count-scale release is refused
-    with pytest.raises(ConfigError, match="pate-fl's vote sums only"):
+    # --secure-noise is audited for PATE-FL's sums and DP-FedAvg's run only: kNN's count-scale release is refused
+    with pytest.raises(ConfigError, match="pate-fl's vote sums and dp-fedavg's run only"):
         audit("private-knn-fl", "agent", 100, agents=5, queries=10, secure_noise=True)

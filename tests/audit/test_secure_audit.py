@@ -46,4 +46,4 @@ def test_a_quartered_discrete_share_is_caught(cut_agent_noise) -> None:
 
 def test_secure_noise_is_refused_for_the_methods_whose_secure_release_is_not_audited() -> None:
     with pytest.raises(ConfigError, match="pate-fl"):
-        audit("dp-fedavg", "agent", 10, agents=5, rounds=1, sigma=1.0, secure_noise=True)
+        audit("dp-fedsgd", "instance", 10, agents=5, rounds=1, sigma=1.0, secure_noise=True)

@@ -13,6 +13,8 @@ audit covers.
 * :mod:`~fedvote.audit.one_run` — many canaries in one run (Steinke et al. 2023);
 * :mod:`~fedvote.audit.trainer_canaries` — DP-FedSGD's and PriFedSync's one run through
   their own trainer, on record canaries;
+* :mod:`~fedvote.audit.fedavg_canaries` — DP-FedAvg's one run through its own run (sampling,
+  local training, noise shares, secure sum or server noise), one record canary a client;
 * :mod:`~fedvote.audit.result` — :class:`AuditResult`, what every audit returns;
 * :mod:`~fedvote.audit.api` — :func:`audit`, which dispatches to the audits above.
 

@@ -76,8 +76,10 @@ def audit_config(
         raise ConfigError("method", f"{method.name} is not private at any level; nothing to audit")
     if not math.isfinite(claimed[level]):
         raise ConfigError("level", f"{method.name} claims no finite ε at the {level} level; nothing to audit")
-    if config.privacy.secure_noise and method.name != "pate-fl":
-        raise ConfigError("secure_noise", f"is audited for pate-fl's vote sums only, not {method.name}")
+    if config.privacy.secure_noise and method.name not in ("pate-fl", "dp-fedavg"):
+        raise ConfigError(
+            "secure_noise", f"is audited for pate-fl's vote sums and dp-fedavg's run only, not {method.name}"
+        )
     run = AuditRun(
         config, method.name, float(method.sigma), level, claimed[level], confidence, trials, started
     )

@@ -186,6 +186,17 @@ def canary_scores(
     return scores
 
 
+def check_logistic_layout(shape: tuple[int, ...], num_classes: int) -> int:
+    """The input size ``in`` of :data:`AUDIT_MODEL` on ``shape``; refuses one not W (C, in), b (C,)."""
+    from fedvote.models.zoo import build_model
+
+    inputs = int(np.prod(shape))
+    layers = [tuple(p.shape) for p in build_model(AUDIT_MODEL, shape, num_classes).parameters()]
+    if layers != [(num_classes, inputs), (num_classes,)]:
+        raise ConfigError("model", f"the {AUDIT_MODEL} model is not one linear layer W, b: {layers}")
+    return inputs
+
+
 @dataclass(frozen=True)
 class TrainerAudit:
     """One run of a DP-SGD method on record canaries: each canary's score, the canaries, what ran."""
@@ -212,17 +223,13 @@ def trainer_audit_scores(
     through its own :meth:`run` on a :class:`RecordingTransport`.
     """
     from fedvote.methods.gradient import privacy_generator
-    from fedvote.models.zoo import build_model
     from fedvote.privacy.ledger import PrivacyLedger
 
     if getattr(method, "local_da", "none") != "none":
         raise ConfigError("local_da", "the trainer audit crafts canaries for the logistic model: use none")
     audited = dataclasses.replace(method, model=AUDIT_MODEL)
     shape = tuple(federation.example_shape)
-    inputs = int(np.prod(shape))
-    layers = [tuple(p.shape) for p in build_model(AUDIT_MODEL, shape, federation.num_classes).parameters()]
-    if layers != [(federation.num_classes, inputs), (federation.num_classes,)]:
-        raise ConfigError("model", f"the {AUDIT_MODEL} model is not one linear layer W, b: {layers}")
+    inputs = check_logistic_layout(shape, federation.num_classes)
     server = federation.server_data()
     shift = audited.input_shift(server)  # public: the canaries are crafted around it
     n_min = int(min(len(data) for data in federation.agents))
