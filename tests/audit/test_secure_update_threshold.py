@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fedvote.methods.dp_fedavg import DpFedAvg
-from fedvote.transport import local
+from fedvote.transport.local import updates as local
 from fedvote.transport.local import LocalTransport
 
 

@@ -21,7 +21,7 @@ from fedvote.data.partition import PartitionSpec
 from fedvote.models.local_training import DpSgdSpec, LocalTraining, flat_parameters
 from fedvote.models.shifted_input import public_mean_shift
 from fedvote.models.zoo import build_model
-from fedvote.transport import local
+from fedvote.transport.local import updates as local
 from fedvote.transport.base import agent_noise_seeds
 from fedvote.transport.local import LocalTransport
 

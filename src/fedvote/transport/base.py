@@ -49,6 +49,16 @@ class Communication:
     download_floats: int = 0
     rounds: int = 0
 
+    def count(self, *, down: int = 0, up: int = 0, rounds: int = 1) -> None:
+        """Count one exchange: ``down`` floats server→agents, ``up`` agents→server, ``rounds`` rounds.
+
+        The one place a transport adds to its counters (a skill counts what it sends
+        before it knows whether enough agents responded: a refused round still cost it).
+        """
+        self.download_floats += int(down)
+        self.upload_floats += int(up)
+        self.rounds += rounds
+
     def as_dict(self) -> dict[str, int]:
         """JSON-ready counters."""
         return {

@@ -262,7 +262,7 @@ class MultiLabelTeacherVotes(Capability):
     """Agents train multi-label (BCE) teachers and send τ-clipped votes (``pate-fl-multilabel``).
 
     Agent side: :mod:`fedvote.agents.multilabel_votes`; in process:
-    :class:`fedvote.transport.multilabel.MultiLabelSkills`.
+    :class:`fedvote.transport.local.multilabel.MultiLabelSkills`.
     """
 
     description: ClassVar[str] = "multi-label teacher votes"
