@@ -1,0 +1,133 @@
+"""Local updates in process: the gradient baselines' rounds (FedAvg, DP-FedAvg, DP-FedSGD).
+
+:class:`LocalUpdateSkills` serves :class:`~fedvote.transport.capabilities.LocalUpdates` and
+:class:`~fedvote.transport.capabilities.SecureUpdateSum` for
+:class:`~fedvote.transport.local.LocalTransport`: the sampled agents' updates, batched
+(:class:`~fedvote.transport.batched_clients.BatchedUpdates`) when the model is a perceptron,
+else one agent after another (:func:`~fedvote.agents.local_updates.local_update`; DANN
+steps, multi-label BCE steps); DP-FedAvg's sum over every agent of its update or noise share.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from fedvote.agents import multilabel_votes
+from fedvote.agents.agent import Agent
+from fedvote.agents.dann_teacher import dann_local_update
+from fedvote.agents.local_updates import local_update
+from fedvote.aggregation.secure_sum import secure_sum
+from fedvote.errors import ConfigError
+from fedvote.models import local_training
+from fedvote.models.local_training import LocalTraining
+from fedvote.models.multilabel import MultiLabelLocalTraining
+from fedvote.models.threads import outer_threads, single_threaded
+from fedvote.transport.batched_clients import BatchedUpdates
+from fedvote.transport.capabilities import LocalUpdates, SecureUpdateSum
+from fedvote.transport.local.shared import LocalAgents
+
+
+class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
+    """The agents' local (DP-)SGD updates from the global model θ, and their secure sum."""
+
+    _batched_updates: BatchedUpdates | None = None  # the gradient baselines', built on first use
+
+    def local_updates(
+        self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
+    ) -> local_training.LocalUpdates:
+        """The listed agents' updates from θ (m, d): trained together, or one agent after another.
+
+        Batched (:meth:`_updates`) when the transport is and the model is a perceptron; the
+        per-agent loop otherwise. The input shift, when the round has one, goes down with θ
+        (counted).
+        """
+        theta = np.asarray(global_params, dtype=np.float32)
+        ids = np.asarray(agent_ids, dtype=np.int64).reshape(-1)
+        d = theta.shape[0]
+        self.communication.count(down=(d + training.shift_floats) * ids.shape[0], up=d * ids.shape[0])
+        updates = np.zeros((ids.shape[0], d), dtype=np.float32)
+        with single_threaded():
+            released = self._updates(theta, [self._agents[int(i)] for i in ids], training)
+        for row, update in enumerate(released):
+            updates[row] = update
+        records = np.array([self._agents[int(i)].num_records for i in ids], dtype=np.int64)
+        return local_training.LocalUpdates(agent_ids=ids, updates=updates, records=records)
+
+    def _updates(self, theta: np.ndarray, agents: list[Agent], training: LocalTraining) -> list[np.ndarray]:
+        """The ``agents``' released updates (d,) from θ, each through its agent's exit, in order.
+
+        Batched clients (:class:`~fedvote.transport.batched_clients.BatchedUpdates`) when
+        :attr:`batched` and the model is a perceptron; else one agent after another
+        (:func:`~fedvote.agents.local_updates.local_update`). Either way every agent draws
+        its batches, DP-SGD noise and noise share from its own generators, so both give the
+        same updates up to floating-point rounding.
+        """
+        if isinstance(training, MultiLabelLocalTraining):  # BCE on the attributes, one agent after another
+            if training.dann_scale is not None:
+                raise ConfigError("local_da", "DANN local updates are single-label; not for multi-label ones")
+            return [multilabel_votes.multilabel_local_update(agent, theta, training) for agent in agents]
+        if training.dann_scale is not None:  # FedAvg+DA: DANN local steps, one agent after another
+            if not self._agent_public_access:
+                raise ConfigError(
+                    "local_da",
+                    "DANN reads the public pool beyond the queries, and this federation's agents may not "
+                    "(agent_public_access is false): use --local-da none",
+                )
+            return [dann_local_update(agent, theta, training) for agent in agents]
+        batched = self._gradient_clients() if self._batched and agents else None
+        if batched is not None and batched.supports(training):
+            return batched.updates(agents, theta, training)
+        return [local_update(agent, theta, training) for agent in agents]
+
+    def secure_update_sum(
+        self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
+    ) -> np.ndarray:
+        """Σ over *every* agent of its release, (d,) float64: the only thing the server gets.
+
+        θ goes to all N agents. An agent in ``agent_ids`` (its own coin said it takes part)
+        sends its update, clipped and noised as ``training`` says (trained as
+        :meth:`local_updates` trains them); every other agent sends its noise share
+        N(0, training.noise_std²) alone, from its own generator. The server learns the
+        total, not an update, nor who took part (DP-FedAvg with distributed noise). As for
+        votes, the in-process sum stands for secure aggregation; with ``secure_sum`` the N
+        vectors really go through :func:`~fedvote.aggregation.secure_sum.secure_sum`
+        (pairwise masks, every agent responds). Counts N·d floats each way (and the input
+        shift down with θ), one round.
+        """
+        theta = np.asarray(global_params, dtype=np.float32)
+        chosen = sorted({int(i) for i in np.asarray(agent_ids).reshape(-1)})
+        d, n = theta.shape[0], self.num_agents
+        codec = self._secure_codec
+        if codec is not None:
+            codec.check_smoothing(training.noise_std, n)  # rounding after the noise must be free
+        self.communication.count(down=(d + training.shift_floats) * n, up=d * n)
+        with single_threaded():
+            updates = self._updates(theta, [self._agents[i] for i in chosen], training)
+            trained = dict(zip(chosen, updates, strict=True))
+
+            def release_of(index: int) -> np.ndarray:
+                """Agent ``index``'s own release: its update, or its noise share alone (its generator)."""
+                if index in trained:
+                    return trained[index].astype(np.float64)
+                return self._agents[index].noise_share((d,), training.noise_std)
+
+            # The N - m noise shares are most of a round (N·d Gaussians: 10⁷ on MNIST). Each
+            # agent draws from its own generator, so the agents may draw at once, one thread a
+            # core (numpy draws without the GIL); the releases are the same arrays in the same order.
+            with ThreadPoolExecutor(max_workers=outer_threads()) as pool:
+                releases = list(pool.map(release_of, range(n)))
+        if codec is None:
+            total = np.zeros(d, dtype=np.float64)
+            for release in releases:  # in the agents' order, as they arrive
+                total += release
+            return total
+        floor = training.min_responders or 0  # t: as for votes (_released_sum), max(t, ⌊N/2⌋ + 1)
+        return secure_sum(releases, threshold=min(n, max(floor, n // 2 + 1)), codec=codec)
+
+    def _gradient_clients(self) -> BatchedUpdates:
+        if self._batched_updates is None:
+            shape = tuple(self._private[0].features.shape[1:])
+            self._batched_updates = BatchedUpdates(self._stacked_records(), shape, self._num_classes)
+        return self._batched_updates
