@@ -251,7 +251,8 @@ def summary(result: RunResult) -> str:
                 f"  {label:<22}{entry.epsilon:.4f} at δ = {privacy.delta:g} "
                 f"[{privacy.accountant}, sensitivity {entry.sensitivity:.4g}]"
             )
-            lines.extend(data_dependent_lines(entry, result.details.get("release") == "labels"))
+            declined = (result.details.get("confident_gnmax") or {}).get("data_dependent_release") is False
+            lines.extend(data_dependent_lines(entry, result.details.get("release") == "labels", declined))
     else:
         lines.append("  NOT PRIVATE: no noise protects the releases; ε is unbounded (reported as null)")
     lines.extend(statement_lines(privacy.statements))
@@ -273,12 +274,18 @@ def summary(result: RunResult) -> str:
     return "\n".join(lines)
 
 
-def data_dependent_lines(entry: LevelPrivacy, labels: bool) -> list[str]:
+def data_dependent_lines(entry: LevelPrivacy, labels: bool, declined: bool = False) -> list[str]:
     """A level's published data-dependent ε (its smooth-sensitivity release), labelled; else why none.
 
-    Only a label-release run says why it has none; the clean figure is never printed here
-    (it is a simulation diagnostic).
+    Only a label-release run says why it has none (``declined``: the user chose
+    ``--no-data-dependent-release``); the clean figure is never printed here (it is a
+    simulation diagnostic).
     """
+    if labels and declined:
+        return [
+            f"  {'':<22}data-dependent ε not released (--no-data-dependent-release): no smooth-sensitivity "
+            "release was planned or charged; the clean figure is not private"
+        ]
     if entry.data_dependent_epsilon_released is not None:
         return [
             f"  {'':<22}data-dependent ε {entry.data_dependent_epsilon_released:.4f}, released by smooth "

@@ -11,7 +11,9 @@ releases the argmax of a second copy with N(0, σ²); only those labels and the 
 leave it. Accounting charges both Gaussians on every query (data-independent) and the
 release of the data-dependent figure by smooth sensitivity (Papernot et al. 2018, §4;
 :mod:`fedvote.privacy.smooth_sensitivity`), which is published in its place
-(``docs/privacy.md``, "Confident-GNMax (label release)").
+(``docs/privacy.md``, "Confident-GNMax (label release)"). With
+``--no-data-dependent-release`` that release is neither planned nor charged: the
+queries alone are charged (PLD accountant) and no data-dependent ε is published.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ class PateFL(Method):
         The run's δ; with label release it fixes the order λ at which the data-dependent
         figure is released by smooth sensitivity (:meth:`release_plans`, public).
     release_options : PateFLOptions
-        Sums (default) or labels only (Confident-GNMax: ``--threshold``, ``--threshold-sigma``);
+        Sums (default) or labels only (Confident-GNMax: ``--threshold``, ``--threshold-sigma``,
+        ``--no-data-dependent-release``);
         ``--teacher-da dann``: teachers trained by DANN against the public pool (PATE-FL+DA).
 
     """
@@ -178,9 +181,10 @@ class PateFL(Method):
 
         With label release, each query is charged for the threshold check (σ₁) and the
         argmax (σ): :func:`~fedvote.privacy.events.confident_gnmax_events`, and the run once
-        for publishing its data-dependent ε by smooth sensitivity (:meth:`release_charge`).
+        for publishing its data-dependent ε by smooth sensitivity (:meth:`release_charge`),
+        unless ``--no-data-dependent-release`` (then the queries' events alone).
         """
-        if self.release_options.labels_only:
+        if self.release_options.releases_data_dependent:
             return with_release(self.events(self.queries), self.release_charge())
         return self.events(self.queries)
 
@@ -258,12 +262,16 @@ class PateFL(Method):
                 ledger=ledger,
                 progress=progress,
             )
-            # The data-dependent ε is published (by the analysis) only through smooth
-            # sensitivity; its release is charged here, before it happens.
-            ledger.charge(self.release_charge())
             record = dict(outcome.details["confident_gnmax"])
-            plans = self.release_plans()
-            record["smooth_sensitivity"] = {level: plan.to_dict() for level, plan in plans.items()}
+            record["data_dependent_release"] = self.release_options.releases_data_dependent
+            if self.release_options.releases_data_dependent:
+                # The data-dependent ε is published (by the analysis) only through smooth
+                # sensitivity; its release is charged here, before it happens.
+                ledger.charge(self.release_charge())
+                plans = self.release_plans()
+                record["smooth_sensitivity"] = {level: plan.to_dict() for level, plan in plans.items()}
+            # Without it no plan is recorded, so the analysis publishes no data-dependent ε
+            # (the clean figure stays a simulation diagnostic).
             return dataclasses.replace(outcome, details={**outcome.details, "confident_gnmax": record})
         return label_and_teach(
             self,
