@@ -30,6 +30,7 @@ sys.path[:0] = [
 ]
 
 import fedvote.models.ensemble as ensemble  # noqa: E402
+import fedvote.models.ensemble_kernels as ensemble_kernels  # noqa: E402
 from benchmarks.common import write_results  # noqa: E402
 from fedvote.models.training import TrainingConfig, fit_classifier  # noqa: E402
 from fedvote.models.zoo import build_model  # noqa: E402
@@ -38,7 +39,7 @@ from fedvote.models.zoo import build_model  # noqa: E402
 def _timed_ensemble(
     features: list[np.ndarray], labels: list[np.ndarray], config: TrainingConfig, form: str
 ) -> float:
-    ensemble._CONV_BACKWARD = form
+    ensemble_kernels._CONV_BACKWARD = form
     torch.cuda.synchronize()
     start = time.perf_counter()
     ensemble.fit_ensemble(features, labels, config, list(range(len(features))), num_classes=10, device="cuda")

@@ -15,7 +15,8 @@ from fedvote.models.augment import strong_augment, weak_augment
 from fedvote.models.cifar_cnn import TutorialCNN
 from fedvote.models.config import TrainingConfig, image_model, resolve_augment, teacher_training
 from fedvote.models.crop_flip import PAD, augment_agents, crop_flip, draw_crop_flip, random_crop_flip
-from fedvote.models.ensemble import _stacked_layers, fit_ensemble
+from fedvote.models.ensemble import fit_ensemble
+from fedvote.models.ensemble_kernels import _stacked_layers
 from fedvote.models.resnet import ResNet8
 from fedvote.models.student import train_student
 from fedvote.models.training import fit_classifier

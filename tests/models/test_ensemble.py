@@ -6,6 +6,7 @@ import torch
 
 from fedvote.errors import ConfigError
 from fedvote.models import ensemble as ensemble_module
+from fedvote.models import ensemble_kernels
 from fedvote.models.ensemble import ModelEnsemble, fit_ensemble, init_ensemble
 from fedvote.models.training import TrainingConfig, fit_classifier, predict_labels
 from fedvote.models.zoo import build_model
@@ -105,7 +106,7 @@ def test_unfused_adam_fallback_gives_the_same_result(monkeypatch):
     features, labels = _agents_data()
     config = TrainingConfig(model="mlp", epochs=2, batch_size=8)
     fused = fit_ensemble(features, labels, config, SEEDS, num_classes=NUM_CLASSES, hidden=16)
-    monkeypatch.setattr(ensemble_module, "_FUSED_ADAM", False)
+    monkeypatch.setattr(ensemble_kernels, "_FUSED_ADAM", False)
     plain = fit_ensemble(features, labels, config, SEEDS, num_classes=NUM_CLASSES, hidden=16)
     assert torch.allclose(fused.flat_params, plain.flat_params, atol=1e-5, rtol=0)
 
@@ -244,7 +245,7 @@ def test_early_stopping_does_not_depend_on_grouping_or_the_fused_kernel(monkeypa
         features, labels, EARLY, EARLY_SEEDS, num_classes=NUM_CLASSES, hidden=16, memory_budget_bytes=1
     )
     assert torch.allclose(together.flat_params, one_by_one.flat_params, atol=1e-6, rtol=0)
-    monkeypatch.setattr(ensemble_module, "_FUSED_ADAM", False)
+    monkeypatch.setattr(ensemble_kernels, "_FUSED_ADAM", False)
     plain = fit_ensemble(features, labels, EARLY, EARLY_SEEDS, num_classes=NUM_CLASSES, hidden=16)
     assert torch.allclose(together.flat_params, plain.flat_params, atol=1e-5, rtol=0)
 

@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedvote.models import ensemble as ensemble_module
-from fedvote.models import stacked_conv
-from fedvote.models.ensemble import _activations_per_example, _stacked_layers, fit_ensemble
+from fedvote.models import ensemble_kernels, stacked_conv
+from fedvote.models.ensemble import fit_ensemble
+from fedvote.models.ensemble_kernels import _activations_per_example, _stacked_layers
 from fedvote.models.stacked_conv import StackedConvNet, compile_layers
 from fedvote.models.training import TrainingConfig, fit_classifier
 from fedvote.models.zoo import SmallCNN, build_model
@@ -156,7 +156,7 @@ def test_autograd_path_kept_for_accelerators_gives_the_same_teachers(monkeypatch
     labels = [torch.randint(0, NUM_CLASSES, (n,), generator=generator).numpy() for n in sizes]
     config = TrainingConfig(model="cnn", epochs=2, batch_size=8)
     manual = fit_ensemble(features, labels, config, (1, 2), num_classes=NUM_CLASSES)
-    monkeypatch.setattr(ensemble_module, "_CONV_BACKWARD", "autograd")
+    monkeypatch.setattr(ensemble_kernels, "_CONV_BACKWARD", "autograd")
     autograd = fit_ensemble(features, labels, config, (1, 2), num_classes=NUM_CLASSES)
     assert torch.allclose(manual.flat_params, autograd.flat_params, atol=1e-5, rtol=0)
 
