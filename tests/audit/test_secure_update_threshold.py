@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from fedvote.methods.dp_fedavg import DpFedAvg
-from fedvote.transport.local import updates as local
 from fedvote.transport.local import LocalTransport
+from fedvote.transport.local import updates as local
 
 
 @pytest.fixture(scope="module")

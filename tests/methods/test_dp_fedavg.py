@@ -56,7 +56,7 @@ def test_registered_and_from_config():
         options={"rounds": 9, "clip_norm": 0.5, "noise": "server"},
     )
     method = DpFedAvg.from_config(config, sigma=0.9, queries=1, min_responders=1)
-    assert (method.sigma, method.rounds, method.clip_norm, method.noise, method.delta) == (0.9, 9, 0.5, "server", 1e-4)
+    assert (method.sigma, method.rounds, method.clip_norm, method.noise) == (0.9, 9, 0.5, "server")
     assert (method.sampling_rate, method.local_steps) == (0.05, 20)  # the paper's q and E
     assert method.num_agents == 7
     assert DpFedAvg().noise == "distributed"  # secure aggregation is the default

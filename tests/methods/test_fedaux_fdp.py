@@ -391,7 +391,8 @@ def test_run_details_record_the_chosen_dimension_and_how():
 
 def test_an_extractor_dimension_beyond_a_million_is_refused_by_its_flag():
     """--extractor-dim 10¹⁰⁰ overflowed the learnability check's float maths (found by the fuzz)."""
-    from fedvote.methods.fedaux_fdp import MAX_EXTRACTOR_DIM, FedAuxOptions
+    from fedvote.methods.fedaux_fdp import FedAuxOptions
+    from fedvote.methods.options.fedaux import MAX_EXTRACTOR_DIM
 
     with pytest.raises(ConfigError, match="extractor_dim.*at most"):
         FedAuxOptions(extractor_dim=10**100)

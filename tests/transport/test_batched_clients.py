@@ -21,9 +21,9 @@ from fedvote.data.partition import PartitionSpec
 from fedvote.models.local_training import DpSgdSpec, LocalTraining, flat_parameters
 from fedvote.models.shifted_input import public_mean_shift
 from fedvote.models.zoo import build_model
-from fedvote.transport.local import updates as local
 from fedvote.transport.base import agent_noise_seeds
 from fedvote.transport.local import LocalTransport
+from fedvote.transport.local import updates as local
 
 RTOL, ATOL = 1e-4, 1e-6
 

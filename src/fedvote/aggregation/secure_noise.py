@@ -42,13 +42,6 @@ import numpy as np
 
 from fedvote.errors import ConfigError
 
-# The result.json ``privacy.noise_source`` of each kind of noise.
-NOISE_SOURCE_SEEDED = "pcg64-seeded"  # --noise-seed: a reproducible simulation
-NOISE_SOURCE_OS_ENTROPY = "pcg64-os-entropy"  # PCG64 seeded from OS entropy (the default)
-NOISE_SOURCE_DISCRETE = "csprng-discrete-gaussian"  # --secure-noise, integer votes
-NOISE_SOURCE_CSPRNG_SEEDED = "csprng-seeded-pcg64"  # --secure-noise, real-valued releases (numpy)
-NOISE_SOURCE_CSPRNG_TORCH = "csprng-seeded-torch"  # --secure-noise, DP-SGD noise (torch)
-
 # How to install the sampler, for the refusal when OpenDP is missing.
 INSTALL_HINT = "pip install 'fedvote[secure]' (OpenDP's exact sampler)"
 

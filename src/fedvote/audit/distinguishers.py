@@ -33,16 +33,6 @@ def projection_scores(received: np.ndarray, baseline: np.ndarray, difference: np
     return centred.reshape(trials, -1) @ difference.reshape(-1) / norm  # (T,)
 
 
-def coordinate_scores(received: np.ndarray, baseline: np.ndarray | None = None) -> np.ndarray:
-    """One-run scores: canary j's coordinate of the summed releases, (m,), less the known baseline.
-
-    ``received`` (R, m): the releases of R rounds restricted to the canaries' coordinates;
-    with Dirac canaries ⟨Σ_r Y_r, e_j⟩ is the linear statistic above for canary j.
-    """
-    total = np.asarray(received, dtype=np.float64).sum(axis=0)  # (m,)
-    return total if baseline is None else total - baseline
-
-
 def subsampled_gaussian_scores(
     received: np.ndarray,
     *,

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from fedvote.data import cifar10
-from fedvote.data.container import RESIZE_MAX_BYTES, Dataset, DatasetSplits, check_size, resize_images
+from fedvote.data.container import Dataset, DatasetSplits, resize_images
 from fedvote.data.files import DATA_ENV, DatasetMissing, file_error, read_bytes, resolve_data_dir
 from fedvote.data.files import find as _find
 from fedvote.data.files import gz_variants as _gz_variants
@@ -59,16 +59,15 @@ from fedvote.data.idx_files import (
     MNIST_URL,
     load_idx_dataset,
     locate_idx,
-    parse_idx,
 )
 from fedvote.errors import ConfigError
 
 # Re-exported: these lived here before the container, file and IDX modules were split off.
 __all__ = [
-    "DATA_ENV", "MNIST_URL", "RESIZE_MAX_BYTES", "USPS_URL", "Dataset", "DatasetMissing", "DatasetSplits",
-    "DatasetStatus", "available_datasets", "check_dataset_name", "check_size", "concatenate", "dataset_key",
+    "DATA_ENV", "MNIST_URL", "USPS_URL", "Dataset", "DatasetMissing", "DatasetSplits",
+    "DatasetStatus", "available_datasets", "check_dataset_name", "concatenate", "dataset_key",
     "dataset_status", "has_official_test_split", "is_dataset_name", "load_dataset", "load_digits",
-    "load_splits", "parse_idx", "resize_images", "resolve_data_dir",
+    "load_splits", "resize_images", "resolve_data_dir",
 ]  # fmt: skip
 
 #: Values of ``split``: the official training part (everything when a dataset has no

@@ -109,7 +109,6 @@ class DpFedAvg(GradientMethod):
 
     clip_norm: float = 0.08
     noise: str = "distributed"
-    delta: float = 1e-3
     num_agents: int | None = None
     min_responders: int | None = None
 

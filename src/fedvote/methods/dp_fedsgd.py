@@ -87,7 +87,6 @@ class DpFedSgd(GradientMethod):
     batch_sampling_rate: float = 0.25
     per_sample_clip: float = 1.0
     center_inputs: bool = True
-    delta: float = 1e-3
     model_from_records: bool = True
     smallest_agent_records: int | None = None
 

@@ -63,7 +63,6 @@ from fedvote.config import DEFAULT_EPSILON
 from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.options.fedaux import MAX_EXTRACTOR_DIM as MAX_EXTRACTOR_DIM  # re-exported
 from fedvote.methods.options.fedaux import FedAuxOptions
 from fedvote.models.features import check_extractor_input, fit_feature_extractor
 from fedvote.models.logistic_heads import (

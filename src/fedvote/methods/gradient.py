@@ -109,8 +109,6 @@ class GradientMethod(Method):
         if cls.calibration_level is not None:
             options["sigma"] = sigma
         fields = {f.name for f in dataclasses.fields(cls)}
-        if "delta" in fields:
-            options["delta"] = config.privacy.delta
         if "num_agents" in fields:
             options["num_agents"] = config.federation.agents
         method = cls(
