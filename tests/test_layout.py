@@ -42,3 +42,33 @@ def test_existing_flower_projects_still_find_the_apps() -> None:
 
     assert deploy_app.server_app is app.server_app
     assert deploy_app.client_app is app.client_app
+
+
+def test_no_source_file_exceeds_800_lines() -> None:
+    """Issue 44: a module past 800 lines holds more than one idea; split it by concern."""
+    long = {
+        str(path.relative_to(PACKAGE)): n
+        for path in PACKAGE.rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 800
+    }
+    assert not long, long
+
+
+def test_the_local_transport_is_composed_of_its_skills() -> None:
+    """Issue 44: LocalTransport's module stays small; each skill lives in its own module."""
+    from fedvote.transport.local import LocalTransport
+
+    module = PACKAGE / "transport" / "local" / "core.py"
+    assert LocalTransport.__module__ == "fedvote.transport.local.core"
+    assert len(module.read_text(encoding="utf-8").splitlines()) <= 400
+    skills = {base.__module__ for base in LocalTransport.__mro__}
+    for skill in ("teachers", "knn", "weighted", "updates", "heads", "personalised", "multilabel"):
+        assert f"fedvote.transport.local.{skill}" in skills, skill
+
+
+def test_transports_count_communication_through_one_helper() -> None:
+    """Issue 44: the in-process skills add to their counters only by ``Communication.count``."""
+    for path in (PACKAGE / "transport" / "local").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for counter in ("upload_floats +=", "download_floats +=", "rounds +="):
+            assert f"communication.{counter}" not in text, (path.name, counter)

@@ -18,13 +18,13 @@ when it is called.
 
 from __future__ import annotations
 
+from fedvote._meta import __version__
+
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
     from typing import Any
 
     from fedvote.results import RunResult
-
-__version__ = "0.1.0"
 
 __all__ = ["__version__", "run"]
 
@@ -60,23 +60,3 @@ def run(
 
     config = build_config(method, dataset=dataset, agents=agents, epsilon=epsilon, **settings)
     return run_config(config)
-
-
-def lazy_exports(package: str, sources: dict[str, str]) -> Any:
-    """``__getattr__`` (PEP 562) for ``package``: name ``n`` comes from module ``sources[n]`` on first use.
-
-    The packages whose modules import torch, scipy or dp_accounting (``models``,
-    ``privacy``, ``agents``, ``methods``) export their names this way, so that importing
-    them stays light (lazy: keeps ``fedvote --help`` under 1 s). The value is stored in
-    the package's namespace, so later reads do not come back here.
-    """
-    import importlib
-
-    def __getattr__(name: str) -> Any:
-        if name not in sources:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(sources[name]), name)
-        setattr(importlib.import_module(package), name, value)
-        return value
-
-    return __getattr__

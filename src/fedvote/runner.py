@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from fedvote import __version__
+from fedvote._meta import __version__
 from fedvote.analysis import collect_analysis, diagnostic_test_sample, release_data_dependent_epsilon
 from fedvote.config import RunConfig
 from fedvote.data.attributes import AttributeTask

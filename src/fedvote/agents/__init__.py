@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fedvote import lazy_exports
+from fedvote._meta import lazy_exports
 
 if TYPE_CHECKING:
     from fedvote.agents.agent import Agent, ArrayOutput, VoteOutput

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from fedvote import __version__
+from fedvote._meta import __version__
 from fedvote.cli.account import account
 from fedvote.cli.audit import audit
 from fedvote.cli.compare import compare

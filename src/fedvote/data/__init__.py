@@ -1,5 +1,6 @@
 """Datasets, partitioners and the federation (agents' private splits, public pool, test set)."""
 
+from fedvote.data import multidigit  # noqa: F401 - registers multidigit and multidigit-mnist
 from fedvote.data.datasets import (
     DATA_ENV,
     Dataset,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fedvote.data.files import dataset_key
 from fedvote.errors import ConfigError
 
 
@@ -94,8 +95,6 @@ class Dataset:
         public side is also compared with the agents' records by content where it is dealt
         (:mod:`fedvote.data.public_pool_check`).
         """
-        from fedvote.data.datasets import dataset_key  # the registry imports this module
-
         if dataset_key(self.name) != dataset_key(other.name):
             return False
         return self.split == other.split or "all" in (self.split, other.split)

@@ -46,7 +46,15 @@ import numpy as np
 
 from fedvote.data import cifar10
 from fedvote.data.container import Dataset, DatasetSplits, resize_images
-from fedvote.data.files import DATA_ENV, DatasetMissing, file_error, read_bytes, resolve_data_dir
+from fedvote.data.files import (
+    DATA_ENV,
+    PATH_PREFIXES,
+    DatasetMissing,
+    dataset_key,
+    file_error,
+    read_bytes,
+    resolve_data_dir,
+)
 from fedvote.data.files import find as _find
 from fedvote.data.files import gz_variants as _gz_variants
 from fedvote.data.files import is_file as _is_file
@@ -73,8 +81,6 @@ __all__ = [
 #: Values of ``split``: the official training part (everything when a dataset has no
 #: official split), the official test part, or both together.
 SPLITS: tuple[str, ...] = ("train", "test", "all")
-#: Dataset names given by a prefix and a path rather than a registry entry.
-PATH_PREFIXES: tuple[str, ...] = ("npz:", "csv:")
 
 USPS_URL = "https://hastie.su.domains/ElemStatLearn/"
 _MNIST_WHERE = IDX_DATASETS["mnist"].where_to_get
@@ -444,30 +450,15 @@ def _syndigits() -> Any:
     return syndigits
 
 
-# Multi-label grids of digits 0-4 (fedvote.data.multidigit), carried bitmask-encoded.
-_SOURCES["multidigit"] = _Source(
-    load=lambda root, split: _multidigit().load_multidigit(root, split),
-    splits=("train", "test"),
-    subdir=None,
-    locate=lambda root, split: [],
-    where_to_get="generated from the bundled scikit-learn digits (no files)",
-    describe=lambda root, split: _multidigit().describe_split(root, split, mnist=False),
-)
-_SOURCES["multidigit-mnist"] = _Source(
-    load=lambda root, split: _multidigit().load_multidigit_mnist(root, split),
-    splits=("train", "test"),
-    subdir="mnist",
-    locate=lambda root, split: _SOURCES["mnist"].locate(root, split),
-    where_to_get=f"generated from MNIST: {_MNIST_WHERE}",
-    describe=lambda root, split: _multidigit().describe_split(root, split, mnist=True),
-)
+def register_source(name: str, source: _Source) -> None:
+    """Register the dataset ``name``: for generated datasets built on registered ones.
 
-
-def _multidigit() -> Any:
-    """The multidigit module, imported when first used (it imports this one)."""
-    from fedvote.data import multidigit
-
-    return multidigit
+    :mod:`fedvote.data.multidigit` (grids of digits 0-4, from the bundled digits or MNIST)
+    registers ``multidigit`` and ``multidigit-mnist`` when it is imported, and
+    :mod:`fedvote.data` imports it, so they are registered before any look-up while this
+    registry never imports the module that builds on it (no import circle).
+    """
+    _SOURCES[name] = source
 
 
 def available_datasets() -> tuple[str, ...]:
@@ -478,26 +469,6 @@ def available_datasets() -> tuple[str, ...]:
 def is_dataset_name(name: str) -> bool:
     """Whether ``name`` is a registered dataset or an ``npz:PATH`` / ``csv:PATH`` spec."""
     return name in _SOURCES or any(name.startswith(p) and len(name) > len(p) for p in PATH_PREFIXES)
-
-
-def dataset_key(name: str, data_dir: str | Path | None = None) -> str:
-    """The identity of the dataset ``name`` names, however it is spelled.
-
-    Registered names ignore case and surrounding space (``" MNIST"`` is ``"mnist"``);
-    ``npz:``/``csv:`` specs become their prefix plus the file's resolved path, found as
-    the loader finds it (working directory, then ``data_dir``), so ``npz:a.npz`` and
-    ``npz:./a.npz`` are one dataset. Two names with one key load the same records: the
-    check that keeps the agents' records out of the public pool compares keys.
-    """
-    text = name.strip()
-    prefix = next((p for p in PATH_PREFIXES if text.lower().startswith(p)), None)
-    if prefix is None:
-        return text.casefold()
-    raw = Path(text[len(prefix) :].strip()).expanduser()
-    root = resolve_data_dir(data_dir)
-    candidates = [raw] if raw.is_absolute() or root is None else [raw, root / raw]
-    found = next((c for c in candidates if _is_file(c)), raw)
-    return prefix + str(found.resolve())
 
 
 def has_official_test_split(name: str) -> bool:

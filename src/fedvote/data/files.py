@@ -111,3 +111,27 @@ def is_file(path: Path) -> bool:
         return path.is_file()
     except OSError:
         return False
+
+
+#: Dataset names given by a prefix and a path rather than a registry entry.
+PATH_PREFIXES: tuple[str, ...] = ("npz:", "csv:")
+
+
+def dataset_key(name: str, data_dir: str | Path | None = None) -> str:
+    """The identity of the dataset ``name`` names, however it is spelled.
+
+    Registered names ignore case and surrounding space (``" MNIST"`` is ``"mnist"``);
+    ``npz:``/``csv:`` specs become their prefix plus the file's resolved path, found as
+    the loader finds it (working directory, then ``data_dir``), so ``npz:a.npz`` and
+    ``npz:./a.npz`` are one dataset. Two names with one key load the same records: the
+    check that keeps the agents' records out of the public pool compares keys.
+    """
+    text = name.strip()
+    prefix = next((p for p in PATH_PREFIXES if text.lower().startswith(p)), None)
+    if prefix is None:
+        return text.casefold()
+    raw = Path(text[len(prefix) :].strip()).expanduser()
+    root = resolve_data_dir(data_dir)
+    candidates = [raw] if raw.is_absolute() or root is None else [raw, root / raw]
+    found = next((c for c in candidates if is_file(c)), raw)
+    return prefix + str(found.resolve())

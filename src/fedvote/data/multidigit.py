@@ -29,7 +29,6 @@ Within one side a source image may appear in several grids (drawn with replaceme
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from fedvote.data.attributes import label_set_names
-from fedvote.data.datasets import Dataset, load_digits, load_splits, resize_images
+from fedvote.data.container import Dataset, resize_images
+from fedvote.data.datasets import _MNIST_WHERE, _SOURCES, _Source, load_digits, load_splits, register_source
 from fedvote.errors import ConfigError
 
 GRID_DIGITS = 5  # digits 0..4
@@ -208,12 +208,32 @@ def describe_split(root: Path | None, split: str, *, mnist: bool) -> dict[str, A
     return {"count": MNIST_COUNTS[side], "shape": [1, 28, 28], **labels, "files": files}
 
 
-def _mnist_locate() -> Callable[[Path | None, str], list[Path]]:
-    from fedvote.data.datasets import _SOURCES
-
-    return _SOURCES["mnist"].locate
-
-
 def mnist_files(root: Path | None, split: str) -> list[Path]:
     """The MNIST files a split of ``multidigit-mnist`` is built from (the loader's error if missing)."""
-    return _mnist_locate()(root, split)
+    return _SOURCES["mnist"].locate(root, split)
+
+
+# Registered by this module (imported by fedvote.data), so that the registry it builds on
+# never imports it: carried bitmask-encoded.
+register_source(
+    "multidigit",
+    _Source(
+        load=lambda root, split: load_multidigit(root, split),
+        splits=("train", "test"),
+        subdir=None,
+        locate=lambda root, split: [],
+        where_to_get="generated from the bundled scikit-learn digits (no files)",
+        describe=lambda root, split: describe_split(root, split, mnist=False),
+    ),
+)
+register_source(
+    "multidigit-mnist",
+    _Source(
+        load=lambda root, split: load_multidigit_mnist(root, split),
+        splits=("train", "test"),
+        subdir="mnist",
+        locate=lambda root, split: mnist_files(root, split),
+        where_to_get=f"generated from MNIST: {_MNIST_WHERE}",
+        describe=lambda root, split: describe_split(root, split, mnist=True),
+    ),
+)

@@ -38,7 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from fedvote.data.datasets import Dataset, DatasetMissing
+from fedvote.data.container import Dataset
+from fedvote.data.files import DatasetMissing
 from fedvote.errors import ConfigError
 
 #: Bump when a change to the generator changes the images a seed gives.

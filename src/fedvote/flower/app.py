@@ -39,7 +39,7 @@ from flwr.common import FitRes, ndarrays_to_parameters
 from flwr.compat.common import recorddict_compat as compat
 from flwr.serverapp import Grid, ServerApp
 
-from fedvote import __version__
+from fedvote._meta import __version__
 from fedvote.errors import ConfigError
 from fedvote.flower.protocol import RECORD
 

@@ -20,7 +20,7 @@ import inspect
 import pkgutil
 from typing import TYPE_CHECKING, Any
 
-from fedvote import lazy_exports
+from fedvote._meta import lazy_exports
 from fedvote.methods.registry import OPTIONS, option_names, options_type
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fedvote import lazy_exports
+from fedvote._meta import lazy_exports
 
 if TYPE_CHECKING:
     from fedvote.privacy.accountant import (
