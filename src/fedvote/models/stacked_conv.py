@@ -15,7 +15,7 @@ Why by hand, measured on 2 CPU cores against the per-agent loop of ``fit_classif
 
 * a grouped convolution over channels-last activations costs about what each agent's own
   convolution costs, where over contiguous (NCHW) activations, the layout of the autograd
-  path (``fedvote.models.ensemble._stacked_forward``), it costs 1.5-2x that, and up to 30x
+  path (``fedvote.models.ensemble_kernels._stacked_forward``), it costs 1.5-2x that, and up to 30x
   for the first layer (one input channel per group);
 * PyTorch's CPU max-pooling is about 10x faster on channels-last than on NCHW tensors, where
   the loop spends more time pooling than convolving;
