@@ -64,8 +64,9 @@ def test_failure_after_a_charge_says_what_was_charged_and_where(tmp_path, capsys
     ledger = tmp_path / "oc.db"
     code, _, err = invoke(["run", "--dataset", f"npz:{data}", *TINY, "--ledger", ledger], capsys)
     assert code == 1 and "Traceback" not in err
-    failure, charge = err.strip().splitlines()
+    (failure,) = err.strip().splitlines()  # one line says the failure and the charge
     assert failure.startswith("fedvote: error: the run failed after releases were charged: IndexError")
+    charge = failure.split("; ", 1)[1]
     assert "agent-level ε " in charge and "instance-level ε " in charge
     assert f"recorded in the ledger {ledger}" in charge and "federation records-" in charge
 
@@ -76,24 +77,24 @@ def test_failure_after_a_charge_with_out_writes_what_was_charged(tmp_path, capsy
     out = tmp_path / "ocout"
     code, _, err = invoke(["run", "--dataset", f"npz:{data}", *TINY, "--out", out], capsys)
     assert code == 1
-    wrote, failure, charge = err.strip().splitlines()
+    wrote, failure = err.strip().splitlines()
     assert wrote == f"fedvote: wrote {out / 'charged.json'} (what the stopped run charged; no result)"
     record = json.loads((out / "charged.json").read_text())
-    assert record["charged"] == charge.removeprefix("fedvote: ") and record["result"] is None
+    assert failure.endswith("; " + record["charged"]) and record["result"] is None
     assert record["stopped_by"].startswith("IndexError") and record["config"]["federation"]["agents"] == 3
     assert not (out / "result.json").exists()
 
 
-def test_failure_in_measure_after_a_charge_is_one_line_per_fact(tmp_path, capsys, monkeypatch):
+def test_failure_in_measure_after_a_charge_is_one_line(tmp_path, capsys, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("disk\nfull")
 
     monkeypatch.setattr(runner, "measure", broken)
     code, _, err = invoke(["run", *TINY], capsys)
     assert code == 1 and "Traceback" not in err
-    failure, charge = err.strip().splitlines()
+    (failure,) = err.strip().splitlines()
     assert "RuntimeError: disk full" in failure
-    assert "in memory only, nothing recorded" in charge
+    assert "in memory only, nothing recorded" in failure
 
 
 # --- item 7: an interrupted run says what it had charged -----------------------------------

@@ -332,20 +332,19 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(error.exit_code)
     except ConfigError as error:
         detail = _escape_line_breaks(error.detail)
-        click.echo(f"fedvote: error: {flag_for(error.argument)}: {detail}", err=True)
         _echo_charge(error)
+        click.echo(f"fedvote: error: {flag_for(error.argument)}: {detail}", err=True)
         sys.exit(2)
     except VoteRejected as error:  # a malformed vote at an agent's boundary; never summed
-        click.echo(f"fedvote: error: {_one_line(str(error))}", err=True)
         _echo_charge(error)
+        click.echo(f"fedvote: error: {_one_line(str(error))}", err=True)
         sys.exit(2)
     except Exception as error:
         charged = _charge_note(error)
         if charged is None:
             raise  # nothing released: a bug's traceback, as it was
-        # Releases were charged, then the run failed: one line for the failure, one for the charge.
-        click.echo(f"fedvote: error: the run failed after releases were charged: {_failure(error)}", err=True)
-        click.echo(f"fedvote: {charged}", err=True)
+        # Releases were charged, then the run failed: one line says both.
+        click.echo(f"fedvote: error: the run failed after releases were charged: {_failure(error)}; {charged}", err=True)
         sys.exit(1)
 
 
@@ -361,7 +360,10 @@ def _charge_note(error: BaseException) -> str | None:
 
 
 def _echo_charge(error: BaseException) -> None:
-    """The charge line under a refusal that came after some releases (a budget hit mid-run)."""
+    """The charge line above a refusal that came after some releases (a budget hit mid-run).
+
+    Printed before the error line, so that the error stays the last line of stderr.
+    """
     charged = _charge_note(error)
     if charged is not None:
         click.echo(f"fedvote: {charged}", err=True)
