@@ -87,8 +87,9 @@ def test_too_small_inputs_are_refused_by_name(name, shape):
 # --------------------------------------------------------------------------- the auto choice
 
 
-def test_auto_picks_the_tutorial_cnn_for_rgb_32x32_only():
-    assert image_model((3, 32, 32)) == "cifar-cnn" and resolve_model_name("auto", (3, 32, 32)) == "cifar-cnn"
+def test_auto_keeps_the_small_cnn_for_every_image_shape():
+    """The shape cannot tell CIFAR-10 from the synthetic digits (both 3x32x32): flips would harm digits."""
+    assert image_model((3, 32, 32)) == "cnn" and resolve_model_name("auto", (3, 32, 32)) == "cnn"
     assert resolve_model_name("auto", (1, 28, 28)) == "cnn"  # MNIST, Fashion-MNIST: unchanged
     assert resolve_model_name("auto", (1, 32, 32)) == "cnn"  # framed grey digit domains: unchanged
     assert resolve_model_name("auto", (3, 16, 16)) == "cnn"
@@ -97,9 +98,11 @@ def test_auto_picks_the_tutorial_cnn_for_rgb_32x32_only():
 
 def test_teacher_auto_uses_public_metadata_only():
     auto = TrainingConfig(model="auto", epochs=None)
-    cifar = teacher_training(auto, (3, 32, 32), (450,) * 100)
-    assert (cifar.model, cifar.epochs) == ("cifar-cnn", 7)  # ⌈3000 / 450⌉
-    assert resolve_augment(cifar.augment, cifar.model, (3, 32, 32)) == "crop-flip"
+    rgb = teacher_training(auto, (3, 32, 32), (450,) * 100)
+    assert (rgb.model, rgb.epochs) == ("cnn", 7)  # ⌈3000 / 450⌉; the synthetic digits are 3x32x32 too
+    assert resolve_augment(rgb.augment, rgb.model, (3, 32, 32)) == "none"
+    named = teacher_training(TrainingConfig(model="cifar-cnn", epochs=None), (3, 32, 32), (450,) * 100)
+    assert resolve_augment(named.augment, named.model, (3, 32, 32)) == "crop-flip"
     few = teacher_training(auto, (3, 32, 32), (40,) * 100)
     assert few.model == "mlp" and resolve_augment(few.augment, few.model, (3, 32, 32)) == "none"
     mnist = teacher_training(auto, (1, 28, 28), (600,) * 100)
@@ -190,7 +193,7 @@ def test_fixmatch_student_trains_on_rgb_images():
     labelled = rng.uniform(size=(24, 3, 32, 32)).astype(np.float32)
     pseudo = (np.arange(24) % NUM_CLASSES).astype(np.int64)
     pool = rng.uniform(size=(64, 3, 32, 32)).astype(np.float32)
-    config = TrainingConfig(model="auto", epochs=1, batch_size=8)
+    config = TrainingConfig(model="cifar-cnn", epochs=1, batch_size=8)
     student = train_student(
         labelled, pseudo, num_classes=NUM_CLASSES, config=config, seed=0, unlabeled=pool,
         semi_supervised="fixmatch", device="cpu",
