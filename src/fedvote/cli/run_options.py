@@ -48,12 +48,11 @@ _RUN_OPTIONS = (
     click.option("--min-responders", type=int, default=None,
                   help="t: minimum honest responders; each agent adds N(0, σ²/t) [default: N]."),
     click.option("--teacher-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
-                  help="'auto': a CNN for images of at least 16x16 when every agent holds at least 320 "
-                       "records (cifar-cnn, the TensorFlow-tutorial CNN, with crop-and-flip for RGB "
-                       "images of at least 32x32; else cnn), else an MLP (public metadata only)."),
+                  help="'auto': the small CNN for images of at least 16x16 when every agent holds at "
+                       "least 320 records, else an MLP (public metadata only); cifar-cnn and resnet8 "
+                       "(with crop-and-flip) by name, for RGB photos."),
     click.option("--student-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
-                  help="'auto': a small CNN for image data (cifar-cnn for RGB images of at least "
-                       "32x32), else an MLP."),
+                  help="'auto': a small CNN for image data, else an MLP; cifar-cnn and resnet8 by name."),
     click.option("--epochs", type=int, default=None,
                   help="Training epochs (teachers and student) [default: student 40; teachers 40, a CNN "
                        "teacher ⌈3000/n⌉ for the smallest agent's n, 5 to 40]."),

@@ -24,8 +24,8 @@ CNN_WIDTHS: tuple[int, int] = (16, 32)
 def resolve_model_name(name: str, example_shape: tuple[int, ...]) -> str:
     """``"auto"`` becomes a CNN for images (channels, h, w) of at least 8x8, else ``"mlp"``.
 
-    The CNN is :func:`~fedvote.models.config.image_model`'s: ``"cifar-cnn"`` for RGB images of
-    at least 32x32, else ``"cnn"``.
+    The CNN is :func:`~fedvote.models.config.image_model`'s: the small ``"cnn"`` for every image
+    shape (``"cifar-cnn"`` and ``"resnet8"`` by name).
     """
     if name != "auto":
         return name
