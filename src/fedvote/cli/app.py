@@ -344,7 +344,8 @@ def main(argv: list[str] | None = None) -> None:
         if charged is None:
             raise  # nothing released: a bug's traceback, as it was
         # Releases were charged, then the run failed: one line says both.
-        click.echo(f"fedvote: error: the run failed after releases were charged: {_failure(error)}; {charged}", err=True)
+        failure = _failure(error)
+        click.echo(f"fedvote: error: the run failed after releases were charged: {failure}; {charged}", err=True)
         sys.exit(1)
 
 
