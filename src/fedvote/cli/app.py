@@ -344,8 +344,8 @@ def main(argv: list[str] | None = None) -> None:
         if charged is None:
             raise  # nothing released: a bug's traceback, as it was
         # Releases were charged, then the run failed: one line says both.
-        failure = _failure(error)
-        click.echo(f"fedvote: error: the run failed after releases were charged: {failure}; {charged}", err=True)
+        line = f"fedvote: error: the run failed after releases were charged: {_failure(error)}; {charged}"
+        click.echo(line, err=True)
         sys.exit(1)
 
 
