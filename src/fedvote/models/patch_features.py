@@ -86,6 +86,11 @@ class PatchFeatures(nn.Module):
     and ``grid`` as in :class:`PatchSettings`.
     """
 
+    kernels: torch.Tensor  # buffers, declared for type checkers
+    kernel_sums: torch.Tensor
+    offsets: torch.Tensor
+    window: torch.Tensor
+
     def __init__(
         self,
         kernels: torch.Tensor,
