@@ -21,7 +21,7 @@ from fedvote.cli.data import data
 from fedvote.cli.deploy import deploy
 from fedvote.cli.label import label
 from fedvote.cli.ledger import ledger
-from fedvote.cli.options import flag_for, reject_flags_besides
+from fedvote.cli.options import flag_for, refuse_empty_out, reject_flags_besides
 from fedvote.cli.report import plot, report
 from fedvote.cli.run_options import run_config_options
 from fedvote.cli.sweep import sweep
@@ -57,7 +57,7 @@ def cli() -> None:
               help="Rerun the config recorded in FILE (a result.json, or its 'config' object); "
                    "only --out and --json may be given with it.")
 @run_config_options()
-@click.option("--out", type=click.Path(file_okay=False), default=None,
+@click.option("--out", type=click.Path(file_okay=False), default=None, callback=refuse_empty_out,
               help="Write DIR/result.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout instead of the summary.")
 @click.option("--report", "with_report", is_flag=True,
@@ -89,9 +89,7 @@ def run(
         )
     else:
         (config,) = configs
-    if out is not None:
-        if not out.strip():  # Path("") is ".": an empty --out would write wherever the user stands
-            raise ConfigError("out", "is empty; name a directory (. for the current one)")
+    if out is not None:  # an empty --out is refused as the flags are parsed (refuse_empty_out)
         check_writable(out)  # before anything is trained or charged
     # What the runner refuses first (the method's options, the datasets' names), refused
     # before the runner and torch are imported, so that a misspelt flag answers at once.

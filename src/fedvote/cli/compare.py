@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from fedvote.cli.options import federation_options, reject_flags_besides
+from fedvote.cli.options import federation_options, refuse_empty_out, reject_flags_besides
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig, load_run_config
 from fedvote.errors import ConfigError
 from fedvote.methods.options.gradient import NOISE_PLACEMENTS
@@ -63,7 +63,8 @@ from fedvote.results import check_writable, fallback_message, write_or_fallback
               help="The federation's agent-level ε budget in --ledger (stored on first use; a stored "
                    "budget binds, change it with `fedvote ledger set-budget`). A compare whose rows "
                    "together would exceed it is refused before the first row.")
-@click.option("--out", type=click.Path(file_okay=False), default=None, help="Write DIR/compare.json.")
+@click.option("--out", type=click.Path(file_okay=False), default=None, callback=refuse_empty_out,
+              help="Write DIR/compare.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print compare.json's rows instead of the table.")
 @click.pass_context
 def compare(

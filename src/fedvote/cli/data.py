@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 
+from fedvote.cli.options import refuse_empty_out
 from fedvote.data.datasets import (
     DATA_ENV,
     DatasetStatus,
@@ -94,7 +95,7 @@ def _describe(status: DatasetStatus) -> str:
 
 
 @data.command("make-syndigits")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=refuse_empty_out,
               help="Data directory: writes OUT/syndigits/train.npz and test.npz.")
 @click.option("--count", type=str, required=True, help="Training images N (a positive integer).")
 @click.option("--seed", type=str, default="0", show_default=True,

@@ -32,6 +32,7 @@ from typing import Any
 
 import click
 
+from fedvote.cli.options import refuse_empty_out
 from fedvote.config import RunConfig, load_run_config
 from fedvote.errors import ConfigError
 from fedvote.results import check_writable
@@ -63,7 +64,7 @@ def deploy() -> None:
 @deploy.command()
 @click.option("--config", "config_file", required=True, type=click.Path(dir_okay=False),
               help="The run's config (a run.json or a result.json); as for fedvote run --config.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), callback=refuse_empty_out,
               help="Directory for agent-<i>.npz, server.npz and run.json.")
 def split(config_file: str, out_dir: str) -> None:
     """Build the config's federation and write each agent's file and the server's."""
@@ -228,7 +229,7 @@ def _superlink_command(host: str, port: int, tls: list[str]) -> list[str]:
               help="The run's config (run.json from fedvote deploy split).")
 @click.option("--data", "server_file", required=True, type=click.Path(dir_okay=False, exists=True),
               help="The server's file (server.npz from fedvote deploy split).")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), callback=refuse_empty_out,
               help="Directory for result.json.")
 @click.option("--superlink", "superlink_address", default=None,
               help="Submit to this running SuperLink (host:port) instead of starting one here.")
@@ -409,7 +410,7 @@ def _toml(value: Any) -> str:
 @deploy.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False, exists=True),
               help="The directory fedvote deploy split wrote (run.json, server.npz, agent-<i>.npz).")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), callback=refuse_empty_out,
               help="Directory for result.json.")
 @click.option("--cpus-per-agent", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPUs Ray reserves for each ClientApp (fewer: more agents at once).")

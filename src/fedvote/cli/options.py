@@ -11,6 +11,7 @@ import click
 from fedvote.data.datasets import available_datasets
 from fedvote.data.framing import FRAMINGS
 from fedvote.data.partition import PARTITION_SCHEMES
+from fedvote.errors import ConfigError
 from fedvote.methods.options import OptionSpec, option_specs
 from fedvote.methods.registry import METHOD_NAMES, OPTIONS
 from fedvote.methods.settings import FEDERATION_SETTINGS, federation_config
@@ -47,6 +48,18 @@ def reject_flags_besides(context: click.Context, allowed: frozenset[str] | set[s
     ]
     if clashing:
         raise click.UsageError(f"--config cannot be combined with {', '.join(clashing)}")
+
+
+def refuse_empty_out(context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
+    """``--out``'s callback, for every command that takes an output directory: refuse an empty one.
+
+    ``Path("")`` is ``.``: an empty (or blank) ``--out`` would write wherever the user stands.
+    Refused as a :class:`~fedvote.errors.ConfigError` naming ``--out`` (one line, exit status 2)
+    while the flags are parsed, so before anything is loaded, trained, charged or written.
+    """
+    if value is not None and not value.strip():
+        raise ConfigError("out", "is empty; name a directory (. for the current one)")
+    return value
 
 
 _FEDERATION_OPTIONS = (

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from fedvote.cli.options import refuse_empty_out
 from fedvote.cli.run_options import run_config_options
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
                    "the sweep runs their product. E.g. 'epsilon=1,2,4,8' or 'sigma=10,20;queries=100,300'.")
 @click.option("--seeds", default=None,
               help="Comma-separated seeds; each gets its own federation and teachers [default: --seed].")
-@click.option("--out", type=click.Path(file_okay=False), required=True,
+@click.option("--out", type=click.Path(file_okay=False), required=True, callback=refuse_empty_out,
               help="Write DIR/sweep.json and DIR/sweep.csv, and each point's row to DIR/points/ "
                    "as it completes.")
 @click.option("--resume", is_flag=True,
