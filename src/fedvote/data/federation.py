@@ -16,7 +16,7 @@ from fedvote.data.channels import light_ink, luminance
 from fedvote.data.datasets import Dataset, check_dataset_name, dataset_key, load_splits
 from fedvote.data.framing import frame_digits, resolve_framing
 from fedvote.data.partition import PartitionSpec, partition_indices
-from fedvote.data.public_pool_check import refuse_agents_records_in_public
+from fedvote.data.public_pool_check import refuse_agents_records_in_public, refuse_records_shared_by_sources
 from fedvote.errors import ConfigError
 
 
@@ -363,7 +363,8 @@ def _refuse_shared_records(sources: Sequence[Dataset], target: Dataset, target_t
     twice would give one record to two agents, which agent-level accounting does not
     cover. This compares identities, before any record is processed; a copy under another
     name is caught by content once the federation is dealt
-    (:func:`~fedvote.data.public_pool_check.refuse_agents_records_in_public`).
+    (:func:`~fedvote.data.public_pool_check.refuse_agents_records_in_public`,
+    :func:`~fedvote.data.public_pool_check.refuse_records_shared_by_sources`).
     """
     for index, source in enumerate(sources):
         for public in (target, target_test):
@@ -530,13 +531,15 @@ def build_domain_federation(
 
     agents: list[LabeledData] = []
     domains: list[str] = []
+    dealt: list[list[np.ndarray]] = [[] for _ in sources]  # each source's records, as dealt
     if mixing == "by_source":
         counts = _agents_per_source([len(s) for s in sources], num_agents, agents_per_source)
-        for source, count in zip(sources, counts, strict=True):
+        for index, (source, count) in enumerate(zip(sources, counts, strict=True)):
             pool = chosen(len(source), count, source.name)
             for part in partition_indices(source.labels[pool], count, partition, rng):
                 agents.append(_take(source, pool[part], shape, frame_of(source)))
                 domains.append(source.name)
+                dealt[index].append(agents[-1].features)
     else:
         offsets = np.cumsum([0] + [len(s) for s in sources])
         all_labels = np.concatenate([s.labels for s in sources])
@@ -544,11 +547,11 @@ def build_domain_federation(
         for part in partition_indices(all_labels[pool], num_agents, partition, rng):
             members = pool[part]
             which = np.searchsorted(offsets, members, side="right") - 1
-            pieces = [
-                _take(source, members[which == i] - offsets[i], shape, frame_of(source))
-                for i, source in enumerate(sources)
-                if np.any(which == i)
-            ]
+            pieces = []
+            for i, source in enumerate(sources):
+                if np.any(which == i):
+                    pieces.append(_take(source, members[which == i] - offsets[i], shape, frame_of(source)))
+                    dealt[i].append(pieces[-1].features)
             agents.append(
                 LabeledData(
                     np.concatenate([p.features for p in pieces]), np.concatenate([p.labels for p in pieces])
@@ -556,9 +559,16 @@ def build_domain_federation(
             )
             domains.append("+".join(sorted({sources[i].name for i in np.unique(which)})))
 
-    # By content, on what the server will see (after the per-record maps both sides get).
+    # By content, on what the server will see (after the per-record maps both sides get):
+    # the sources with each other (one record dealt from two sources is one person's record
+    # held by two agents), then the agents' records with the public pool and the test set.
+    labels = [s.name for s in sources]
+    labels = [f"{n} ({s.split})" if labels.count(n) > 1 else n for n, s in zip(labels, sources, strict=True)]
+    agent_hashes = refuse_records_shared_by_sources(list(zip(labels, dealt, strict=True)))
     refuse_agents_records_in_public(
-        [agent.features for agent in agents], {"public pool": public.features, "test set": test.features}
+        [agent.features for agent in agents],
+        {"public pool": public.features, "test set": test.features},
+        agent_hashes=agent_hashes,
     )
     names = sorted({s.name for s in sources})
     name = target.name if names == [target.name] else f"{'+'.join(names)}->{target.name}"

@@ -13,6 +13,11 @@ that the agents' records and the public ones both get — so that a copy that th
 per-record maps bring to the same values is caught too, and before anything is loaded
 into a model, trained or charged. See docs/privacy.md, "The public pool holds none of
 the agents' records (by content)".
+
+Separately loaded sources of one federation are compared with each other the same way
+(:func:`refuse_records_shared_by_sources`): a byte copy of a source given as a second
+source would deal one person's record to two agents, which agent-level accounting does
+not cover.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from fedvote.data.record_hashes import shared_record_count, sorted_record_hashes
+from fedvote.data.record_hashes import record_hashes, shared_record_count, sorted_record_hashes
 from fedvote.errors import ConfigError
 
 
@@ -46,10 +51,17 @@ def agents_record_hashes(agent_features: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def shared_records_by_part(
-    agent_features: Sequence[np.ndarray], public_parts: Mapping[str, np.ndarray]
+    agent_features: Sequence[np.ndarray],
+    public_parts: Mapping[str, np.ndarray],
+    *,
+    agent_hashes: np.ndarray | None = None,
 ) -> dict[str, int]:
-    """For each named public part, how many of its records hold an agent's (non-blank) record's features."""
-    private = agents_record_hashes(agent_features)
+    """For each named public part, how many of its records hold an agent's (non-blank) record's features.
+
+    ``agent_hashes``, when given, is :func:`agents_record_hashes` of ``agent_features``
+    already computed (:func:`refuse_records_shared_by_sources` returns it), not hashed again.
+    """
+    private = agents_record_hashes(agent_features) if agent_hashes is None else agent_hashes
     return {name: shared_record_count(private, features) for name, features in public_parts.items()}
 
 
@@ -58,6 +70,7 @@ def refuse_agents_records_in_public(
     public_parts: Mapping[str, np.ndarray],
     *,
     argument: str = "target",
+    agent_hashes: np.ndarray | None = None,
 ) -> None:
     """Refuse (:class:`ConfigError` naming ``argument``) public parts that hold any agent's record.
 
@@ -70,6 +83,8 @@ def refuse_agents_records_in_public(
         features (m, *shape) as the server will see them.
     argument : str
         The parameter (flag) that chose the public data: ``target``, or ``validation_file``.
+    agent_hashes : np.ndarray, optional
+        :func:`agents_record_hashes` of ``agent_features``, when already computed.
 
     Raises
     ------
@@ -78,7 +93,7 @@ def refuse_agents_records_in_public(
         per part when there are several.
 
     """
-    counts = shared_records_by_part(agent_features, public_parts)
+    counts = shared_records_by_part(agent_features, public_parts, agent_hashes=agent_hashes)
     total = sum(counts.values())
     if total == 0:
         return
@@ -91,4 +106,63 @@ def refuse_agents_records_in_public(
         f"the {which} {verb} {total:,} of the agents' records (by content{split}); the server "
         "would query, train on and score them in the clear, which no ε bounds: give public "
         "data that holds none of the agents' records (not a copy of their file)",
+    )
+
+
+def refuse_records_shared_by_sources(sources: Sequence[tuple[str, Sequence[np.ndarray]]]) -> np.ndarray:
+    """Refuse (:class:`ConfigError` naming ``dataset``) separately loaded sources that share a record.
+
+    Each source is compared by content with the sources before it: a record (non-blank
+    features, as :func:`agents_record_hashes` reads them) dealt from two sources is one
+    person's record held by two agents — a byte copy of a source given as a second source
+    hands all its records over twice — and agent-level accounting bounds one agent's data,
+    not one person's records spread over two. Records repeated within one source are not
+    compared: they are distinct rows of one load (people with equal features), whichever
+    agents they are dealt to.
+
+    Parameters
+    ----------
+    sources : sequence of (str, sequence of np.ndarray)
+        Each source's name and the features (n_i, *shape) dealt from it to agents, after the
+        per-record maps (channels, resizing, framing) the federation applies.
+
+    Returns
+    -------
+    np.ndarray
+        :func:`agents_record_hashes` of every dealt record, for the public-pool check
+        (``refuse_agents_records_in_public(..., agent_hashes=...)``).
+
+    Raises
+    ------
+    ConfigError
+        One line: the sources that share records, how many records of the later sources are
+        an earlier source's, and the count per pair when more than one pair shares.
+
+    """
+    hashes = []  # each source's non-blank records' hashes, one per record (repeats kept)
+    for _, parts in sources:
+        arrays = [np.asarray(features) for features in parts if len(features)]
+        rows = [record_hashes(features[~blank_records(features)]) for features in arrays]
+        hashes.append(np.concatenate(rows) if rows else np.empty(0, dtype=np.uint64))
+    distinct = [np.unique(h) for h in hashes]
+    shared = 0
+    pairs: list[tuple[str, str, int]] = []
+    earlier = np.empty(0, dtype=np.uint64)
+    for index, (name, _) in enumerate(sources):
+        shared += int(np.count_nonzero(np.isin(hashes[index], earlier)))
+        for before in range(index):
+            count = int(np.count_nonzero(np.isin(hashes[index], distinct[before])))
+            if count:
+                pairs.append((sources[before][0], name, count))
+        earlier = np.union1d(earlier, distinct[index])
+    if shared == 0:
+        return earlier
+    involved = list(dict.fromkeys(name for first, second, _ in pairs for name in (first, second)))
+    which = f"{', '.join(involved[:-1])} and {involved[-1]}"
+    split = "" if len(pairs) == 1 else ": " + ", ".join(f"{n:,} between {a} and {b}" for a, b, n in pairs)
+    raise ConfigError(
+        "dataset",
+        f"the sources {which} share {shared:,} records (by content{split}); one person's record would "
+        "be dealt to two agents, which agent-level accounting does not cover: give sources that hold "
+        "none of each other's records (not a copy of one file)",
     )
