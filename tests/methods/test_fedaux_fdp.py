@@ -416,3 +416,14 @@ def test_a_contrastive_h0_on_vectors_is_refused_by_its_option():
     with pytest.raises(ConfigError, match="needs image examples") as error:
         method.fit_features(np.zeros((10, 64), dtype=np.float32), 4)
     assert error.value.argument == "extractor"
+
+
+@pytest.mark.parametrize("value", [1e-320, 1e-10])
+def test_a_lambda_so_small_that_the_sensitivity_overflows_is_refused_naming_it(value):
+    """--lambda 1e-320 (a subnormal) made the planning's ε search divide inf by inf: a traceback."""
+    from fedvote.methods.options.fedaux import MIN_LAMBDA, FedAuxOptions
+
+    with pytest.raises(ConfigError) as error:
+        FedAuxOptions(lambda_=value)
+    assert error.value.argument == "lambda_" and f"{MIN_LAMBDA:g}" in str(error.value)
+    assert FedAuxOptions(lambda_=MIN_LAMBDA).lambda_ == MIN_LAMBDA

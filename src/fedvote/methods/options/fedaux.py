@@ -21,6 +21,8 @@ GAUSSIAN_CALIBRATIONS: tuple[str, ...] = ("analytic", "classic")
 
 # The largest h₀ output dimension accepted (a million features: beyond any public pool's).
 MAX_EXTRACTOR_DIM = 2**20
+# The smallest --lambda taken: the heads' sensitivity 2√2/(λ·nᵢ) stays far from overflowing below it.
+MIN_LAMBDA = 1e-9
 # h̃'s constant bias coordinate b by default (the rest of the unit norm, √(1 − b²), carries
 # h₀'s outputs) and the quantile of the public centred norms h₀'s outputs are divided by
 # (0: the smallest, so every pre-training embedding lands on the unit sphere). The paper
@@ -96,6 +98,9 @@ class FedAuxOptions:
             value = getattr(self, name)
             if value is not None and (not value > 0 or not math.isfinite(value)):
                 raise ConfigError(name, f"must be a finite number > 0, got {value}")
+        if self.lambda_ is not None and self.lambda_ < MIN_LAMBDA:  # 1/λ in the sensitivity would overflow
+            floor = f"must be at least {MIN_LAMBDA:g} (the heads' sensitivity grows as 1/λ)"
+            raise ConfigError("lambda_", f"{floor}, got {self.lambda_}")
         if self.head_sensitivity not in CLASS_HEAD_BOUNDS:
             choices = ", ".join(CLASS_HEAD_BOUNDS)
             raise ConfigError("head_sensitivity", f"must be one of {choices}, got {self.head_sensitivity!r}")
