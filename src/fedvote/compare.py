@@ -40,7 +40,7 @@ from fedvote.errors import ConfigError
 from fedvote.methods import METHODS, check_method, option_names
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import LEVELS
-from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger
+from fedvote.privacy.ledger import LedgerSession, PrivacyLedger
 from fedvote.privacy.noise_seeds import run_noise_seed
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import RunResult, finite_or_none, write_atomic
@@ -146,8 +146,7 @@ def run_comparison(
         raise ConfigError("methods", "name at least one method")
     configs = [_row_config(config, name, epsilon=epsilon, delta=delta) for name in methods]
     federation = make_federation(config)
-    ledger = open_ledger(config, federation)
-    try:
+    with open_ledger(config, federation) as ledger:
         planned = [planned_release(row_config, federation) for row_config in configs]
         check_budget(ledger, planned, what=f"this compare's {len(configs)} runs")  # before any release
         rows = []
@@ -161,9 +160,6 @@ def run_comparison(
             total_epsilon=_total_epsilon(ledger, delta, config.privacy.accountant),
             ledger=state if isinstance(state, dict) else None,
         )
-    finally:
-        if isinstance(ledger, PersistentLedger):
-            ledger.close()
     if out_dir is not None:
         write_comparison(comparison, config, epsilon=epsilon, delta=delta, out_dir=out_dir)
     return comparison

@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import time
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -327,25 +328,21 @@ def run(
             secure_noise=config.privacy.secure_noise,
         )
     check_capabilities(method, transport)  # before the ledger is opened, anything trained or charged
-    own_ledger = ledger is None
-    if ledger is None:
-        ledger = open_ledger(config, records)
+    # A ledger of the caller's stays open; the run's own is closed once the method has run.
+    opened = open_ledger(config, records) if ledger is None else nullcontext(ledger)
     try:
-        try:
+        with opened as charged:
             mark = time.perf_counter()
-            outcome = execute(method, federation.server_data(), transport, ledger, progress)
+            outcome = execute(method, federation.server_data(), transport, charged, progress)
             timings["method_s"] = time.perf_counter() - mark
-            ledger_details = _ledger_details(ledger)
-        finally:
-            if own_ledger and isinstance(ledger, PersistentLedger):
-                ledger.close()
+            ledger_details = _ledger_details(charged)
         with progress.step("evaluating and accounting", total=1) as bar:
             result = measure(
                 config,
                 method,
                 outcome,
                 transport=transport,
-                ledger=ledger,
+                ledger=charged,
                 server=federation.server_data(),
                 federation=federation,
                 timings=timings,
@@ -355,7 +352,7 @@ def run(
             bar.advance()
         return result
     except BaseException as error:  # an error or Ctrl-C after the ledger opened: say what it holds
-        note_charge(error, config, ledger)
+        note_charge(error, config, charged)
         raise
 
 
@@ -649,6 +646,10 @@ def open_ledger(
     every stored federation sharing a record with it counts
     (:class:`~fedvote.privacy.ledger.PersistentLedger`). ``config.privacy.budget_epsilon``
     is stored for a new federation and must match the stored budget otherwise.
+
+    Every command opens it as a context manager, ``with open_ledger(config, federation) as
+    ledger:``; leaving the block closes a persisted ledger's file (every charge is already
+    committed) and an error inside it leaves the block the same way.
     """
     privacy = config.privacy
     if privacy.ledger is None:

@@ -192,7 +192,6 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
     from fedvote.config import load_run_config
     from fedvote.flower.files import deployed_config, load_server_file, planned_method
     from fedvote.flower.transport import FlowerTransport
-    from fedvote.privacy.ledger import PersistentLedger
     from fedvote.runner import _ledger_details, execute, federation_fingerprint, measure, open_ledger
 
     started = time.perf_counter()
@@ -223,15 +222,11 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
     )
     _say(f"{method.name}: {num_agents} agents, σ = {method.sigma:.4g}, t = {method.min_responders}")
     # the agents' records, as dealt: their key and their hashes (the budget binds by record)
-    ledger = open_ledger(config, content_key=files.ledger_key, record_hashes=files.record_hashes)
-    try:
+    with open_ledger(config, content_key=files.ledger_key, record_hashes=files.record_hashes) as ledger:
         mark = time.perf_counter()
         outcome = execute(method, server, transport, ledger)
         timings["method_s"] = time.perf_counter() - mark
         ledger_details = _ledger_details(ledger)
-    finally:
-        if isinstance(ledger, PersistentLedger):
-            ledger.close()
     result = measure(
         config,
         method,

@@ -26,7 +26,7 @@ import math
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from dp_accounting import dp_event
@@ -92,6 +92,10 @@ class PrivacyLedger:
 
     A method calls :meth:`charge` with the events of a release before returning the
     released values; :meth:`event` composes everything charged so far for one level.
+
+    Every ledger is a context manager (``with open_ledger(...) as ledger:``, see
+    :func:`fedvote.runner.open_ledger`): leaving the block calls :meth:`close`, which
+    closes a persisted ledger's file and does nothing for one in memory or a session.
     """
 
     def __init__(self) -> None:
@@ -123,6 +127,15 @@ class PrivacyLedger:
         """The largest L2 sensitivity charged at ``level`` (None if nothing was charged)."""
         values = [r.sensitivity(level) for r in self.charges]
         return max(values) if values else None
+
+    def close(self) -> None:
+        """Release what the ledger holds open: nothing in memory (a persisted ledger closes its file)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def compose_releases(releases: Iterable[LevelEvents], level: str) -> dp_event.DpEvent:
@@ -358,12 +371,6 @@ class PersistentLedger(PrivacyLedger):
     def close(self) -> None:
         """Close the database (every charge is already committed)."""
         self._db.close()
-
-    def __enter__(self) -> PersistentLedger:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -57,90 +57,94 @@ def run_sweep(
     points = sweep_points(swept, seed_list)
     completed = store.completed_points(points) if store is not None else {}
     remaining = [point for point in points if point.index not in completed]
-    ledgers = SweepLedgers.plan(points, remaining, federations)  # refuses before any release
-    rows: dict[int, SweepRow] = {index: row for index, (row, _) in completed.items()}
-    # every charge made before a resume: the completed points' and an interrupted point's
-    earlier_charges = store.earlier_charges(completed) if store is not None else []
-    reuse: dict[str, dict[str, int]] = {}
-    started = time.perf_counter()
+    with SweepLedgers.plan(points, remaining, federations) as ledgers:  # refuses before any release
+        rows: dict[int, SweepRow] = {index: row for index, (row, _) in completed.items()}
+        # every charge made before a resume: the completed points' and an interrupted point's
+        earlier_charges = store.earlier_charges(completed) if store is not None else []
+        reuse: dict[str, dict[str, int]] = {}
+        started = time.perf_counter()
 
-    def result(complete: bool) -> SweepResult:
-        return SweepResult(
-            methods=[config.method for config in configs],
-            grid=grid,
-            seeds=seed_list,
-            base_config=configs[0].to_dict(),
-            rows=[rows[index] for index in sorted(rows)],
-            timings={"total_s": round(time.perf_counter() - started, 4)},
-            reuse=reuse,
-            total_epsilon=ledgers.total(
-                configs[0].privacy.delta, configs[0].privacy.accountant, earlier=earlier_charges
-            ),
-            ledgers=ledgers.states(),
-            complete=complete,
-            points_total=len(points),
-        )
+        def result(complete: bool) -> SweepResult:
+            return SweepResult(
+                methods=[config.method for config in configs],
+                grid=grid,
+                seeds=seed_list,
+                base_config=configs[0].to_dict(),
+                rows=[rows[index] for index in sorted(rows)],
+                timings={"total_s": round(time.perf_counter() - started, 4)},
+                reuse=reuse,
+                total_epsilon=ledgers.total(
+                    configs[0].privacy.delta, configs[0].privacy.accountant, earlier=earlier_charges
+                ),
+                ledgers=ledgers.states(),
+                complete=complete,
+                points_total=len(points),
+            )
 
-    try:
-        if store is not None:
-            store.begin(points, completed)
-        done, ran = len(completed), 0
-        for method_position, (config, _, _) in enumerate(swept):
-            # secure noise is drawn by run() per point, not by the reused-votes transport
-            reusable = reuses_votes(config.method) and not config.privacy.secure_noise
-            for seed in seed_list:
-                pending = [p for p in remaining if p.method_position == method_position and p.seed == seed]
-                if not pending:  # every point of this (method, seed) was done before a resume
-                    continue
-                seeded = pending[0].seeded
-                federation = federations.get(seeded)  # the ledger's key: its agents' records
-                # The method's view (a validation slice moved out of the pool): the same at
-                # every point, since a point changes only the noise, Q and δ.
-                prepared = prepare_public(seeded, federation)
-                transport = (
-                    ReusedVotesTransport(
-                        LocalTransport(prepared, seed=seed, noise_seed=seeded.privacy.noise_seed),
-                        noise_seed=seeded.privacy.noise_seed,
-                    )
-                    if reusable
-                    else None  # run() builds a fresh LocalTransport per point, on its noise seed
-                )
-                for point in pending:
-                    description = f"point {done + 1}/{len(points)}: {point.label}"
-                    if ran:
-                        left = (time.perf_counter() - started) / ran * (len(points) - done)
-                        description += f" (ETA {format_duration(left)})"
-                    with progress.step(description, total=1) as bar:
-                        mark = time.perf_counter()
-                        at_point = point.run_config()
-                        if transport is not None:
-                            transport.communication = Communication()  # each point reports its own run's
-                            transport.reseed(at_point.privacy.noise_seed)
-                        session = ledgers.session(
-                            seeded,
-                            federation,
-                            f"sweep {point.label}",
-                            journal=store.journal if store is not None else None,
-                            point=point.index,
+        try:
+            if store is not None:
+                store.begin(points, completed)
+            done, ran = len(completed), 0
+            for method_position, (config, _, _) in enumerate(swept):
+                # secure noise is drawn by run() per point, not by the reused-votes transport
+                reusable = reuses_votes(config.method) and not config.privacy.secure_noise
+                for seed in seed_list:
+                    pending = [
+                        p for p in remaining if p.method_position == method_position and p.seed == seed
+                    ]
+                    if not pending:  # every point of this (method, seed) was done before a resume
+                        continue
+                    seeded = pending[0].seeded
+                    federation = federations.get(seeded)  # the ledger's key: its agents' records
+                    # The method's view (a validation slice moved out of the pool): the same at
+                    # every point, since a point changes only the noise, Q and δ.
+                    prepared = prepare_public(seeded, federation)
+                    transport = (
+                        ReusedVotesTransport(
+                            LocalTransport(prepared, seed=seed, noise_seed=seeded.privacy.noise_seed),
+                            noise_seed=seeded.privacy.noise_seed,
                         )
-                        outcome = run(at_point, federation=prepared, transport=transport, ledger=session)
-                        elapsed = time.perf_counter() - mark
-                        row = SweepRow.from_result(point.point, outcome, elapsed, reference=point.reference)
-                        rows[point.index] = row
-                        if store is not None:
-                            store.save(point, row, session.charges)
-                        bar.advance()
-                    done, ran = done + 1, ran + 1
-                    if on_point is not None:
-                        left = (time.perf_counter() - started) / ran * (len(points) - done)
-                        on_point(PointDone(done, len(points), point.label, left))
-                reuse[f"{config.method}/seed={seed}"] = (
-                    transport.reuse_counts() if transport is not None else {"fresh_transports": len(pending)}
-                )
-        return result(complete=True)
-    except BaseException:
-        if store is not None:
-            store.keep(result, any_rows=bool(rows))
-        raise
-    finally:
-        ledgers.close()
+                        if reusable
+                        else None  # run() builds a fresh LocalTransport per point, on its noise seed
+                    )
+                    for point in pending:
+                        description = f"point {done + 1}/{len(points)}: {point.label}"
+                        if ran:
+                            left = (time.perf_counter() - started) / ran * (len(points) - done)
+                            description += f" (ETA {format_duration(left)})"
+                        with progress.step(description, total=1) as bar:
+                            mark = time.perf_counter()
+                            at_point = point.run_config()
+                            if transport is not None:
+                                transport.communication = Communication()  # each point reports its own run's
+                                transport.reseed(at_point.privacy.noise_seed)
+                            session = ledgers.session(
+                                seeded,
+                                federation,
+                                f"sweep {point.label}",
+                                journal=store.journal if store is not None else None,
+                                point=point.index,
+                            )
+                            outcome = run(at_point, federation=prepared, transport=transport, ledger=session)
+                            elapsed = time.perf_counter() - mark
+                            row = SweepRow.from_result(
+                                point.point, outcome, elapsed, reference=point.reference
+                            )
+                            rows[point.index] = row
+                            if store is not None:
+                                store.save(point, row, session.charges)
+                            bar.advance()
+                        done, ran = done + 1, ran + 1
+                        if on_point is not None:
+                            left = (time.perf_counter() - started) / ran * (len(points) - done)
+                            on_point(PointDone(done, len(points), point.label, left))
+                    reuse[f"{config.method}/seed={seed}"] = (
+                        transport.reuse_counts()
+                        if transport is not None
+                        else {"fresh_transports": len(pending)}
+                    )
+            return result(complete=True)
+        except BaseException:
+            if store is not None:
+                store.keep(result, any_rows=bool(rows))
+            raise

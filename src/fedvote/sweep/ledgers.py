@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from typing import Any
 
 from fedvote.config import RunConfig
 from fedvote.data.federation import Federation
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import LEVELS, LevelEvents
-from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger, compose_releases
+from fedvote.privacy.ledger import LedgerSession, PrivacyLedger, compose_releases
 from fedvote.results import finite_or_none
 from fedvote.runner import _ledger_details, check_budget, federation_content_key, open_ledger
 from fedvote.sweep.journal import ChargeJournal, JournaledSession
@@ -20,11 +21,13 @@ class SweepLedgers:
     """The ledgers a sweep charges: one per (ledger file, federation content key).
 
     :meth:`plan` opens them and checks the sum of every point's planned events against
-    each one's budget before anything is trained or released.
+    each one's budget before anything is trained or released. A context manager, like each
+    ledger it holds: ``with SweepLedgers.plan(...) as ledgers:`` closes them all on leaving.
     """
 
-    def __init__(self) -> None:
-        self._ledgers: dict[tuple[str | None, str], PrivacyLedger] = {}
+    def __init__(self, ledgers: dict[tuple[str | None, str], PrivacyLedger], opened: ExitStack) -> None:
+        self._ledgers = ledgers
+        self._opened = opened  # closes every ledger of ``ledgers``
 
     @staticmethod
     def _key(config: RunConfig, federation: Federation) -> tuple[str | None, str]:
@@ -40,17 +43,18 @@ class SweepLedgers:
         """Open every ledger the sweep's ``points`` charge; refuse ``remaining`` points that overrun one.
 
         ``remaining`` are the points still to run (all of them, unless a resumed sweep
-        finished some: the ledger already holds those points' charges).
+        finished some: the ledger already holds those points' charges). A refusal closes
+        the ledgers opened so far.
         """
-        ledgers = cls()
+        ledgers: dict[tuple[str | None, str], PrivacyLedger] = {}
         planned: dict[tuple[str | None, str], list[Any]] = {}
-        try:
+        with ExitStack() as opened:  # closes every ledger opened if anything below fails
             for point in points:
                 seeded = point.seeded
                 federation = federations.get(seeded)
                 key = cls._key(seeded, federation)
-                if key not in ledgers._ledgers:
-                    ledgers._ledgers[key] = open_ledger(seeded, federation)
+                if key not in ledgers:
+                    ledgers[key] = opened.enter_context(open_ledger(seeded, federation))
             for point in remaining:
                 seeded = point.seeded
                 federation = federations.get(seeded)
@@ -59,11 +63,8 @@ class SweepLedgers:
                 )
             what = "points" if len(remaining) == len(points) else "remaining points"
             for key, releases in planned.items():
-                check_budget(ledgers._ledgers[key], releases, what=f"this sweep's {len(releases)} {what}")
-        except BaseException:
-            ledgers.close()
-            raise
-        return ledgers
+                check_budget(ledgers[key], releases, what=f"this sweep's {len(releases)} {what}")
+            return cls(ledgers, opened.pop_all())  # the sweep keeps them open
 
     def session(
         self,
@@ -104,7 +105,11 @@ class SweepLedgers:
         return states
 
     def close(self) -> None:
-        """Close every persisted ledger (each charge is already committed)."""
-        for ledger in self._ledgers.values():
-            if isinstance(ledger, PersistentLedger):
-                ledger.close()
+        """Close every ledger (each charge is already committed)."""
+        self._opened.close()
+
+    def __enter__(self) -> SweepLedgers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
