@@ -67,6 +67,25 @@ class PrivacyStatement:
 
 
 @dataclass(frozen=True)
+class AgentGroup:
+    """One group of agents sharing a privacy budget (``--agent-budgets``; issue 45).
+
+    ``budget``: the agents' agent-level ε budget; ``agents``: how many hold it; ``epsilon``
+    and ``instance_epsilon``: what this run's releases cost each of them at the agent and
+    the instance level (the ledger's accountant applied to the group's own events, at the
+    run's δ); ``weight``: their vote weight (Individualized PATE's weighting);
+    ``agent_ids``: which agents (public: a seeded draw, or the budget file's order).
+    """
+
+    budget: float
+    agents: int
+    epsilon: float | None
+    instance_epsilon: float | None
+    weight: float
+    agent_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class PrivacyReport:
     """Privacy of a run at both levels; data-independent, at the run's δ."""
 
@@ -81,6 +100,8 @@ class PrivacyReport:
     # Figures a method states beside the headlines (a paper's looser bound, an ex post ε,
     # a CLT approximation, strong federated DP): result.json's privacy.statements.
     statements: tuple[PrivacyStatement, ...] = ()
+    # --agent-budgets: each budget group's own ε (the headline agent ε is their maximum).
+    agent_groups: tuple[AgentGroup, ...] = ()
 
     def statement(self, name: str) -> PrivacyStatement | None:
         """The statement called ``name``, if the run made one."""
@@ -133,6 +154,8 @@ class RunResult:
         ordered.update(details)
         if diagnostics:
             ordered["diagnostics"] = {"note": DIAGNOSTIC_NOTE, **diagnostics}
+        if not self.privacy.agent_groups:  # only runs with --agent-budgets carry the key
+            del ordered["privacy"]["agent_groups"]
         for level in ("agent", "instance"):  # "bound" only where a method chose one
             if ordered["privacy"][level]["bound"] is None:
                 del ordered["privacy"][level]["bound"]

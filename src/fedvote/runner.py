@@ -235,7 +235,7 @@ def _planned(config: RunConfig, public: PublicMetadata, queries: int) -> Method:
         min_responders=min_responders,
     ).with_public(public)
     level = calibration_level(config, method)
-    target = privacy.target_epsilon if level is not None else None
+    target = method.calibration_target(privacy.target_epsilon) if level is not None else None
     if target is not None and level is not None:
         sigma = calibrate_sigma(
             lambda s: method.with_sigma(s).planned_events().at(level),
@@ -493,7 +493,7 @@ def measure(
         ledger,
         instance_bound=method.instance_bound,
         instance_adjacency=method.instance_adjacency,
-        calibrated=(config.privacy.target_epsilon, level) if level is not None else None,
+        calibrated=(method.calibration_target(config.privacy.target_epsilon), level) if level else None,
     )
     timings["accounting_s"] = time.perf_counter() - accounting  # the ledger's ε, both levels; in evaluation_s
     analysis = None
@@ -504,6 +504,7 @@ def measure(
         )
         diagnostics.update(released)  # the clean data-dependent figure: a diagnostic, never privacy
     privacy = with_statements(privacy, outcome.statements)
+    privacy = dataclasses.replace(privacy, agent_groups=outcome.agent_groups)  # --agent-budgets
     privacy, transport_details = transport.stated_privacy(privacy)
     timings["evaluation_s"] = time.perf_counter() - mark
     timings["total_s"] = time.perf_counter() - (mark if started is None else started)

@@ -6,6 +6,8 @@ which checks the vote is one-hot of shape (Q, C) before the noise share is added
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fedvote.agents.agent import Agent, VoteOutput
@@ -31,3 +33,30 @@ def release_votes(agent: Agent, votes: np.ndarray, noise_std: float, num_queries
     is Q as the transport asked it: a vote of another shape is refused.
     """
     return agent.release(votes, noise_std, VoteOutput(num_queries=num_queries, one_hot=True))
+
+
+def release_individual_votes(
+    agent: Agent,
+    votes: np.ndarray,
+    *,
+    weight: float,
+    sampling_rate: float,
+    noise_std: float,
+    num_queries: int,
+) -> np.ndarray:
+    """The agent's weighted, subsampled release: w·b_j·votes_j + N(0, noise_std²), (Q, C) (issue 45).
+
+    ``votes`` (Q, C) are its teacher's one-hot votes; ``weight`` w its public budget weight
+    (Individualized PATE's weighting); b_j ~ Bernoulli(``sampling_rate``) for each query j,
+    drawn from the agent's own privacy stream (:meth:`~fedvote.agents.agent.Agent.privacy_seed`)
+    and never sent: an unsampled query gets the zero vote and still the noise share, so the
+    sum's noise stays σ² and the sample stays hidden (Private-kNN's subsampling). Each row
+    totals at most w (checked at the exit), so the agent's L2 sensitivity is w.
+    """
+    if not (math.isfinite(weight) and weight >= 0):
+        raise ValueError(f"agent {agent.agent_id}: a vote weight must be finite and >= 0, got {weight}")
+    rows = np.asarray(votes, dtype=np.float64)  # (Q, C)
+    if sampling_rate < 1.0:
+        coins = np.random.default_rng(agent.privacy_seed()).random(rows.shape[0]) < sampling_rate  # (Q,)
+        rows = rows * coins[:, None]
+    return agent.release(weight * rows, noise_std, VoteOutput(num_queries=num_queries, bound=weight))

@@ -16,7 +16,7 @@ from fedvote.methods.options import build_options
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
-from fedvote.results import PrivacyStatement
+from fedvote.results import AgentGroup, PrivacyStatement
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -39,6 +39,8 @@ class MethodOutcome:
     pseudo_labels: np.ndarray
     details: Mapping[str, Any] = field(default_factory=dict)
     statements: tuple[PrivacyStatement, ...] = ()
+    # --agent-budgets: each budget group's ε (result.json's privacy.agent_groups).
+    agent_groups: tuple[AgentGroup, ...] = ()
     diagnostics: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -116,6 +118,13 @@ class Method(ABC):
         the agents' record counts where a bound depends on them.
         """
         return self
+
+    def calibration_target(self, target: float | None) -> float | None:
+        """The ε that calibration aims σ at, given the run's target (default: that target).
+
+        PATE-FL with ``--agent-budgets`` aims at the largest budget (issue 45).
+        """
+        return target
 
     @property
     def instance_adjacency(self) -> str | None:

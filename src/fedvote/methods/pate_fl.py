@@ -14,6 +14,14 @@ release of the data-dependent figure by smooth sensitivity (Papernot et al. 2018
 (``docs/privacy.md``, "Confident-GNMax (label release)"). With
 ``--no-data-dependent-release`` that release is neither planned nor charged: the
 queries alone are charged (PLD accountant) and no data-dependent ε is published.
+
+``--agent-budgets`` (issue 45; Individualized PATE's weighting, Boenisch et al. 2023)
+gives each agent its own agent-level ε: its vote counts with a public weight w_i calibrated
+so that its group spends at most its budget (:mod:`fedvote.privacy.individual_budgets`);
+``--vote-sampling q`` lets each agent's vote enter each query's sum with probability q
+(its own coin; Private-kNN's subsampling, Zhu et al. 2020), accounted as Poisson-subsampled
+Gaussians (:mod:`fedvote.privacy.subsampled_votes`). ``docs/privacy.md``, "Individual
+budgets and subsampled voting".
 """
 
 from __future__ import annotations
@@ -22,7 +30,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
 from fedvote.data.federation import PublicMetadata, ServerData
+from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.options.voting import PateFLOptions
 from fedvote.methods.voting import (
@@ -33,6 +44,8 @@ from fedvote.methods.voting import (
 )
 from fedvote.models.config import teacher_training
 from fedvote.models.training import TrainingConfig
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.calibrate import calibrate_sigma
 from fedvote.privacy.events import (
     PATE_FL_AGENT_SENSITIVITY,
     PATE_FL_INSTANCE_SENSITIVITY,
@@ -41,11 +54,26 @@ from fedvote.privacy.events import (
     pate_fl_discrete_events,
     pate_fl_events,
 )
+from fedvote.privacy.individual_budgets import (
+    BudgetPlan,
+    GroupLedger,
+    IndividualRelease,
+    assign_budgets,
+    group_privacy,
+    parse_budget_spec,
+    plan_budgets,
+)
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.privacy.smooth_sensitivity import ReleasePlan, plan_release, release_events, with_release
+from fedvote.privacy.subsampled_votes import individual_vote_events
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import Transport
-from fedvote.transport.capabilities import DomainAdaptedTeachers, LabelRelease, TeacherVotes
+from fedvote.transport.capabilities import (
+    DomainAdaptedTeachers,
+    IndividualTeacherVotes,
+    LabelRelease,
+    TeacherVotes,
+)
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
@@ -97,7 +125,13 @@ class PateFL(Method):
     release_options : PateFLOptions
         Sums (default) or labels only (Confident-GNMax: ``--threshold``, ``--threshold-sigma``,
         ``--no-data-dependent-release``);
-        ``--teacher-da dann``: teachers trained by DANN against the public pool (PATE-FL+DA).
+        ``--teacher-da dann``: teachers trained by DANN against the public pool (PATE-FL+DA);
+        ``--agent-budgets`` and ``--vote-sampling`` (issue 45).
+    accountant : str
+        The run's accountant: calibrates the budget groups' weights and states their ε.
+    budget_plan : BudgetPlan or None
+        ``--agent-budgets``: each agent's budget and each group's vote weight, planned from
+        public metadata in :meth:`with_public`; None without budgets.
 
     """
 
@@ -120,9 +154,14 @@ class PateFL(Method):
     delta: float = 1e-3
     release_options: PateFLOptions = PateFLOptions()
     secure_noise: bool = False
+    accountant: str = "pld"
+    budget_plan: BudgetPlan | None = None
 
     def __post_init__(self) -> None:
         check_voting_settings(self)
+        if self.release_options.individual and self.secure_noise:
+            flag = "agent_budgets" if self.release_options.agent_budgets is not None else "vote_sampling"
+            raise ConfigError(flag, "needs real-valued weighted votes: drop --secure-noise")
         if self.release_options.teacher_da == "dann":
             from fedvote.models.dann import check_dann_training
 
@@ -132,7 +171,23 @@ class PateFL(Method):
     def from_config(
         cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
     ) -> PateFL:
-        """PATE-FL with the run's teacher/student settings and seed."""
+        """PATE-FL with the run's teacher/student settings and seed.
+
+        ``--agent-budgets`` fixes σ from the largest budget: an explicit ``--epsilon`` or
+        ``--sigma``, or an instance-level calibration, is refused by name.
+        """
+        options: PateFLOptions = cls.options_from(config)
+        if options.agent_budgets is not None:
+            privacy = config.privacy
+            if privacy.epsilon is not None or privacy.sigma is not None:
+                raise ConfigError(
+                    "agent_budgets",
+                    "sets each agent's ε (σ follows from the largest): drop --epsilon/--sigma"
+                )
+            if privacy.calibrate_level == "instance":
+                raise ConfigError(
+                    "agent_budgets", "budgets are agent-level ε: drop --calibrate-level instance"
+                )
         return cls(
             sigma=sigma,
             queries=queries,
@@ -144,8 +199,9 @@ class PateFL(Method):
             query_selection=config.query_selection,
             seed=config.seed,
             delta=config.privacy.delta,
-            release_options=cls.options_from(config),
+            release_options=options,
             secure_noise=config.privacy.secure_noise,
+            accountant=config.privacy.accountant,
         )
 
     @property
@@ -168,9 +224,36 @@ class PateFL(Method):
 
         :func:`~fedvote.models.config.teacher_training`: public metadata only, so it costs no ε.
         """
-        return dataclasses.replace(
+        method = dataclasses.replace(
             self, teacher=teacher_training(self.teacher, public.example_shape, public.agent_records)
         )
+        spec = self.release_options.agent_budgets
+        if spec is None:
+            return method
+        budgets = assign_budgets(parse_budget_spec(spec), public.num_agents, self.seed)  # (N,)
+        return dataclasses.replace(method, budget_plan=plan_budgets(budgets, self.unit_sigma))
+
+    def unit_sigma(self, budget: float) -> float:
+        """σ_b: the smallest noise at which an agent of weight 1 spends at most ``budget`` (agent level).
+
+        Over this run's ``queries`` vote sums at its sampling rate, by its accountant and δ
+        (:func:`~fedvote.privacy.calibrate.calibrate_sigma`, which never overshoots).
+        """
+        rate = self.release_options.sampling_rate
+        return calibrate_sigma(
+            lambda sigma: individual_vote_events(sigma, self.queries, sampling_rate=rate).agent,
+            budget,
+            self.delta,
+            self.accountant,
+        )
+
+    def calibration_target(self, target: float | None) -> float | None:
+        """With ``--agent-budgets``, the largest budget (the agent of weight 1 spends it); else ``target``."""
+        return target if self.budget_plan is None else self.budget_plan.max_budget
+
+    def group_weights(self) -> tuple[float, ...]:
+        """The vote weight of each budget group (one group of weight 1 without budgets)."""
+        return (1.0,) if self.budget_plan is None else self.budget_plan.weights
 
     def with_sigma(self, sigma: float) -> PateFL:
         """The same run with noise std ``sigma``."""
@@ -223,11 +306,56 @@ class PateFL(Method):
         """
         if self.secure_noise:
             return pate_fl_discrete_events(self.sigma, self.min_responders, count)
+        if self.release_options.individual:
+            return self.individual_events(count)
         return pate_fl_events(self.sigma, count)
+
+    def individual_events(self, count: int) -> IndividualRelease:
+        """``count`` weighted, subsampled vote sums: as the agent of largest weight sees them, and each group.
+
+        :func:`~fedvote.privacy.subsampled_votes.individual_vote_events` at each group's
+        weight; the ledger is charged with the largest weight's (the headline ε is the
+        maximum over agents).
+        """
+        rate = self.release_options.sampling_rate
+        weights = self.group_weights()
+        groups = tuple(
+            individual_vote_events(self.sigma, count, weight=w, sampling_rate=rate) for w in weights
+        )
+        top = groups[weights.index(max(weights))]
+        return IndividualRelease(
+            agent=top.agent,
+            instance=top.instance,
+            agent_sensitivity=top.agent_sensitivity,
+            instance_sensitivity=top.instance_sensitivity,
+            groups=groups,
+        )
+
+    def check_budgets(self, num_agents: int) -> None:
+        """Refuse, before anything is trained or charged, a plan in which a group would exceed its budget.
+
+        The weights make each group's planned ε at most its budget; this checks it with
+        the σ the run was calibrated to (and that the plan has one budget per agent).
+        """
+        plan = self.budget_plan
+        if plan is None:
+            return
+        if len(plan.budgets) != num_agents:
+            raise ConfigError("agent_budgets", f"{len(plan.budgets)} budgets planned for {num_agents} agents")
+        planned = self.individual_events(self.queries).groups
+        for budget, events in zip(plan.levels, planned, strict=True):
+            spent = epsilon_for(events.agent, self.delta, self.accountant)
+            if not spent <= budget:
+                raise ConfigError(
+                    "agent_budgets",
+                    f"at σ = {self.sigma:.4g} the agents of budget {budget:g} would spend ε {spent:.4g}",
+                )
 
     def requirements(self) -> tuple[type, ...]:
         """Teacher votes; with ``--release labels`` an aggregator that lets out labels only; DANN teachers."""
         needs = (*self.requires, LabelRelease) if self.release_options.labels_only else self.requires
+        if self.release_options.individual:
+            needs = (*needs, IndividualTeacherVotes)
         return (*needs, DomainAdaptedTeachers) if self.release_options.teacher_da == "dann" else needs
 
     def run(
@@ -273,6 +401,8 @@ class PateFL(Method):
             # Without it no plan is recorded, so the analysis publishes no data-dependent ε
             # (the clean figure stays a simulation diagnostic).
             return dataclasses.replace(outcome, details={**outcome.details, "confident_gnmax": record})
+        if self.release_options.individual:
+            return self.individual_run(server, transport, ledger, progress)
         return label_and_teach(
             self,
             server,
@@ -281,3 +411,41 @@ class PateFL(Method):
             ledger=ledger,
             progress=progress,
         )
+
+    def individual_run(
+        self, server: ServerData, transport: Transport, ledger: PrivacyLedger, progress: Progress
+    ) -> MethodOutcome:
+        """Vote with budget weights and/or subsampling (issue 45); each group's ε into the outcome.
+
+        The sums are scaled by 1/q (unbiased for the full weighted sums). With budgets each
+        round is charged to a :class:`~fedvote.privacy.individual_budgets.GroupLedger`,
+        which charges ``ledger`` with the largest weight's events and keeps each group's.
+        """
+        assert isinstance(transport, IndividualTeacherVotes)  # required by requirements()
+        plan = self.budget_plan
+        self.check_budgets(transport.num_agents)
+        weights = np.ones(transport.num_agents) if plan is None else plan.agent_weights()  # (N,)
+        rate = self.release_options.sampling_rate
+        charged = ledger if plan is None else GroupLedger(ledger, len(plan.levels))
+        outcome = label_and_teach(
+            self,
+            server,
+            events=self.sum_events,
+            vote_sum=lambda batch, std, t: transport.individual_vote_sum(
+                batch, std, t, weights=weights, sampling_rate=rate
+            ),
+            ledger=charged,
+            progress=progress,
+            vote_scale=1.0 / rate,
+        )
+        details: dict[str, Any] = {**outcome.details, "vote_sampling": rate}
+        if plan is None:
+            return dataclasses.replace(outcome, details=details)
+        assert isinstance(charged, GroupLedger)
+        groups = group_privacy(charged, plan, self.delta, self.accountant)
+        details["agent_budgets"] = {
+            "spec": self.release_options.agent_budgets,
+            "weights": dict(zip((f"{b:g}" for b in plan.levels), plan.weights, strict=True)),
+            "unit_sigmas": dict(zip((f"{b:g}" for b in plan.levels), plan.unit_sigmas, strict=True)),
+        }
+        return dataclasses.replace(outcome, details=details, agent_groups=groups)

@@ -301,11 +301,15 @@ def label_and_teach(
     vote_sum: Callable[[np.ndarray, float, int], VoteSum | None],
     ledger: PrivacyLedger,
     progress: Progress = NO_PROGRESS,
+    vote_scale: float = 1.0,
 ) -> MethodOutcome:
     """Lines 3–9 of Algorithms 1 and 2: choose queries, vote in charged rounds, train the student.
 
     ``vote_sum(batch, noise_std, min_responders)`` is the transport's vote for the
     method (one-hot teacher votes or kNN votes); each agent adds N(0, σ²/t).
+    ``vote_scale`` multiplies the released sums (post-processing): 1/q under
+    ``--vote-sampling`` q makes them unbiased for the full sums; the noise then has std
+    σ·``vote_scale``, which the student's margin bar follows.
     """
     chosen = choose_queries(
         server.public_features, settings.queries, settings.seed, settings.query_selection
@@ -315,14 +319,14 @@ def label_and_teach(
         chosen,
         batch_size=settings.query_batch_size,
         events=events,
-        vote=lambda batch: vote_sum(batch, noise_std, settings.min_responders),
+        vote=lambda batch: scaled(vote_sum(batch, noise_std, settings.min_responders), vote_scale),
         ledger=ledger,
         progress=progress,
     )
     student, used = student_from_votes(
         server,
         votes,
-        sigma=settings.sigma,
+        sigma=settings.sigma * vote_scale,
         min_margin=settings.student_min_margin,
         config=settings.student,
         seed=settings.seed,
@@ -336,6 +340,13 @@ def label_and_teach(
         pseudo_labels=votes.pseudo_labels,
         details=voting_details(settings, server=server, student_queries=used, release="sums"),
     )
+
+
+def scaled(result: VoteSum | None, scale: float) -> VoteSum | None:
+    """``result`` with its sums multiplied by ``scale`` (post-processing of a released sum)."""
+    if result is None or scale == 1.0:
+        return result
+    return VoteSum(sums=result.sums * scale, responders=result.responders)
 
 
 def voting_details(

@@ -66,6 +66,33 @@ class TeacherVotes(Capability):
         """
 
 
+class IndividualTeacherVotes(Capability):
+    """Teacher votes weighted by each agent's public budget weight and/or Poisson-subsampled (issue 45).
+
+    ``--agent-budgets`` / ``--vote-sampling`` of PATE-FL (Individualized PATE's weighting;
+    Private-kNN's subsampling): ``docs/privacy.md``, "Individual budgets and subsampled voting".
+    """
+
+    description: ClassVar[str] = "individually weighted, subsampled teacher votes"
+
+    @abstractmethod
+    def individual_vote_sum(
+        self,
+        query_indices: np.ndarray,
+        noise_std: float,
+        min_responders: int,
+        *,
+        weights: np.ndarray,
+        sampling_rate: float,
+    ) -> VoteSum | None:
+        """Sum over agents of w_i·b_ij·e_{f_i(x_j)} + N(0, noise_std²), (Q, C); as ``vote_sum``.
+
+        ``weights`` (N,) are public; b_ij ~ Bernoulli(``sampling_rate``) is drawn by agent i
+        from its own privacy stream, per query, and never leaves it: every agent sends its
+        noise share on every query, sampled or not. Needs :meth:`TeacherVotes.train_teachers`.
+        """
+
+
 class DomainAdaptedTeachers(Capability):
     """Agents train teachers by DANN against the public pool (PATE-FL+DA, ``--teacher-da dann``).
 

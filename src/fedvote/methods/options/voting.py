@@ -16,6 +16,7 @@ from fedvote.aggregation.voting import RELATIVE_SCHEMES, WEIGHT_SCHEMES, WeightR
 from fedvote.errors import ConfigError
 from fedvote.methods.options import method_option
 from fedvote.models.config import FEATURE_KINDS
+from fedvote.privacy.budget_spec import check_rate, parse_budget_spec
 from fedvote.privacy.config import KNN_BOUNDS
 
 # What leaves the aggregator: the noisy vote sums (Algorithms 1 and 2) or, PATE-FL only,
@@ -65,8 +66,31 @@ class PateFLOptions:
     da_weight: float = method_option(
         1.0, "--teacher-da dann: weight of the domain loss at the end of λ's schedule 2/(1+e^(-10p))-1."
     )
+    agent_budgets: str | None = method_option(
+        None,
+        "Each agent its own agent-level ε (Individualized PATE's weighting, Boenisch et al. 2023): "
+        "'ε:fraction,…' (e.g. 1:0.34,2:0.43,3:0.23; agents drawn into groups by --seed) or "
+        "'file:PATH' (one ε per agent id). Votes are weighted so that every group spends at most "
+        "its budget and the largest budget is met; σ is calibrated to the largest budget (drop "
+        "--epsilon/--sigma). --release sums only.",
+    )
+    vote_sampling: float | None = method_option(
+        None,
+        "Subsampled voting (Private-kNN, Zhu et al. 2020): each agent's vote enters each query's "
+        "sum with probability q (its own coin; it still sends its noise share), accounted as "
+        "Poisson-subsampled Gaussians; the sums are scaled by 1/q. --epsilon calibration includes "
+        "the amplification. --release sums only.",
+    )
 
     def __post_init__(self) -> None:
+        if self.agent_budgets is not None:
+            parse_budget_spec(self.agent_budgets)
+        if self.vote_sampling is not None:
+            check_rate(self.vote_sampling)
+        if self.release == "labels":
+            for name in ("agent_budgets", "vote_sampling"):
+                if getattr(self, name) is not None:
+                    raise ConfigError(name, "applies to --release sums only")
         if self.teacher_da not in TEACHER_DA:
             choices = ", ".join(TEACHER_DA)
             raise ConfigError("teacher_da", f"must be one of {choices}, got {self.teacher_da!r}")
@@ -91,6 +115,16 @@ class PateFLOptions:
     def labels_only(self) -> bool:
         """Whether only labels leave the aggregator (Confident-GNMax)."""
         return self.release == "labels"
+
+    @property
+    def individual(self) -> bool:
+        """Whether votes are weighted by agent budgets or subsampled (issue 45)."""
+        return self.agent_budgets is not None or self.vote_sampling is not None
+
+    @property
+    def sampling_rate(self) -> float:
+        """q, the probability that an agent's vote enters a query's sum (1 without --vote-sampling)."""
+        return 1.0 if self.vote_sampling is None else float(self.vote_sampling)
 
     @property
     def releases_data_dependent(self) -> bool:

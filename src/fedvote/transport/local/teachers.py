@@ -24,12 +24,19 @@ from fedvote.models.ensemble import fit_ensemble
 from fedvote.models.training import TrainingConfig
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import ReleasedLabels, VoteSum
-from fedvote.transport.capabilities import DomainAdaptedTeachers, LabelRelease, TeacherVotes
+from fedvote.transport.capabilities import (
+    DomainAdaptedTeachers,
+    IndividualTeacherVotes,
+    LabelRelease,
+    TeacherVotes,
+)
 from fedvote.transport.local.shared import LocalAgents
 
 
-class TeacherVoteSkills(LocalAgents, TeacherVotes, DomainAdaptedTeachers, LabelRelease):
-    """Every agent's teacher, batched or looped, and its noisy votes (plain, or Confident-GNMax)."""
+class TeacherVoteSkills(
+    LocalAgents, TeacherVotes, DomainAdaptedTeachers, LabelRelease, IndividualTeacherVotes
+):
+    """Every agent's teacher, batched or looped, and its noisy votes (plain, weighted, or Confident-GNMax)."""
 
     def train_teachers(self, config: TrainingConfig, progress: Progress = NO_PROGRESS) -> None:
         """Train every agent's teacher: all at once (batched) or one after another."""
@@ -108,6 +115,45 @@ class TeacherVoteSkills(LocalAgents, TeacherVotes, DomainAdaptedTeachers, LabelR
         releases = [
             teacher_votes.release_votes(agent, vote, noise_std, q)
             for agent, vote in zip(responders, votes, strict=True)
+        ]
+        return self._released_sum(releases, min_responders)
+
+    def individual_vote_sum(
+        self,
+        query_indices: np.ndarray,
+        noise_std: float,
+        min_responders: int,
+        *,
+        weights: np.ndarray,
+        sampling_rate: float,
+    ) -> VoteSum | None:
+        """Sum of every agent's weighted, subsampled noisy votes (issue 45); in-process all respond.
+
+        Every agent sends a (Q, C) release whether or not its coins sampled it, so the
+        communication is that of :meth:`vote_sum`.
+        """
+        weights = np.asarray(weights, dtype=np.float64)  # (N,)
+        if weights.shape != (self.num_agents,):
+            raise ValueError(f"weights of shape {weights.shape} for {self.num_agents} agents")
+        responders = self._agents
+        q = query_indices.shape[0]
+        # Down: Q query indices to each agent; up: a (Q, C) noisy histogram from each.
+        self.communication.count(down=len(self._agents) * q, up=len(responders) * q * self._num_classes)
+        if len(responders) < min_responders:
+            return None
+        if self._ensemble is None:
+            votes = np.stack(
+                [teacher_votes.noisy_votes(agent, query_indices, 0.0) for agent in responders]
+            )  # (N, Q, C) clean one-hot, nothing drawn
+        else:
+            labels = self._voted_labels(query_indices)  # (N, Q)
+            votes = np.eye(self._num_classes, dtype=np.float64)[labels]  # (N, Q, C)
+        releases = [
+            teacher_votes.release_individual_votes(
+                agent, vote, weight=float(weight), sampling_rate=sampling_rate, noise_std=noise_std,
+                num_queries=q,
+            )
+            for agent, vote, weight in zip(responders, votes, weights, strict=True)
         ]
         return self._released_sum(releases, min_responders)
 
