@@ -15,6 +15,7 @@ the noise it carries, is the same either way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from fedvote.agents.agent import Agent, ArrayOutput
+from fedvote.errors import ConfigError
 from fedvote.models.local_training import (
     DpSgdDraws,
     LocalTraining,
@@ -125,13 +127,51 @@ def local_draws(
     return LocalDraws(batches=tuple(rows), noise=None)
 
 
+@dataclass(frozen=True)
+class ClipCountTraining(LocalTraining):
+    """A round of DP-FedAvg with adaptive clipping: the update and its clip bit leave together.
+
+    Besides the update clipped to C (``clip_norm``), the agent reports b = 1[‖Δ‖ ≤ C], centred
+    and scaled, as one more coordinate: (b − ½)·``count_scale`` (Andrew et al. 2021;
+    :func:`fedvote.privacy.adaptive_clipping.count_scale`, σ_Δ·C/σ_b, so that ``noise_std``
+    also covers the count). The release is (d + 1,), of norm at most √(C² + (count_scale/2)²).
+    """
+
+    count_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.clip_norm is None:
+            raise ConfigError("clipping", "the adaptive clip's count needs a clip norm")
+        if not (self.count_scale > 0 and math.isfinite(self.count_scale)):
+            raise ConfigError("clip_count_stddev", f"the count's scale must be > 0, got {self.count_scale}")
+        if self.dp_sgd is not None or self.dann_scale is not None:
+            raise ConfigError("clipping", "adaptive clipping counts plain local updates (no DP-SGD, no DANN)")
+
+
+def released_width(training: LocalTraining, d: int) -> int:
+    """The length of what an agent releases for a model of d floats: d, or d + 1 with its clip bit."""
+    return d + 1 if isinstance(training, ClipCountTraining) else d
+
+
 def release_update(agent: Agent, update: np.ndarray, training: LocalTraining) -> np.ndarray:
-    """The trained update Δ (d,) as it leaves the agent, (d,) float32.
+    """The trained update Δ (d,) as it leaves the agent, (d,) float32 — (d + 1,) with its clip bit.
 
     Clipped to norm S when the round clips (DP-FedAvg), checked and noised with the agent's
-    share N(0, noise_std²) by :meth:`Agent.release` — the one exit.
+    share N(0, noise_std²) by :meth:`Agent.release` — the one exit. With
+    :class:`ClipCountTraining` the centred, scaled bit 1[‖Δ‖ ≤ C] is appended before the
+    check, and the share noises both.
     """
     update = np.asarray(update, dtype=np.float32)
+    if isinstance(training, ClipCountTraining):
+        assert training.clip_norm is not None  # ClipCountTraining refuses None
+        below = float(np.linalg.norm(update.astype(np.float64))) <= training.clip_norm
+        clipped = clip_to_norm(update, training.clip_norm).astype(np.float64)
+        bit = (float(below) - 0.5) * training.count_scale
+        stacked = np.concatenate([clipped, [bit]])  # (d + 1,)
+        bound = math.hypot(training.clip_norm, training.count_scale / 2.0)
+        expected_stacked = ArrayOutput("update and clip count", tuple(stacked.shape), norm_bound=bound)
+        return agent.release(stacked, training.noise_std, expected_stacked).astype(np.float32)
     if training.clip_norm is not None:
         update = clip_to_norm(update, training.clip_norm)
     expected = ArrayOutput("update", tuple(update.shape), norm_bound=training.clip_norm)

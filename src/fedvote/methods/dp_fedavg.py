@@ -44,6 +44,23 @@ denominator at its expectation q·N, which is what is done here.
   σS/√m_t (m_t ≤ N) and the sample: no sampling credit; T rounds of Gaussian(σ/√N) at
   the agent level (sensitivity S) and Gaussian(σ/(2√N)) at the instance level (2S).
 
+**Adaptive clipping** (``clipping="adaptive"``; Andrew et al., NeurIPS 2021,
+:mod:`fedvote.privacy.adaptive_clipping`). The clip starts at S and each round moves
+geometrically toward the ``clip_quantile`` γ of the sampled updates' norms:
+C_{t+1} = C_t·exp(−η_C(b̃_t − γ)), b̃_t the noisy fraction of updates with norm ≤ C_t. Each
+sampled agent's release carries its centred bit as one more coordinate, and the noise of the
+updates (multiplier σ_Δ) and of the count (std σ_b) together are one Gaussian of multiplier
+z = σ (σ_Δ = (z⁻² − (2σ_b)⁻²)^(−1/2)): the events, the calibration and the headline ε are those
+of the fixed clip with multiplier z, and they cover the count. The clip history is a function
+of the released counts (public). The server's step is the noised sum times S/C_t (a public
+factor: post-processing), so that the step keeps the scale the fixed clip S gave it — a
+server learning rate tied to the clip. Andrew et al. tune a server learning rate per run; with
+θ moved by the raw sum, the clip's growth toward the median norm (≈ 12·S on digits) grew the
+step and the noise with it, and the model diverged (digits, ε = 4, 3 seeds: accuracy 0.10–0.14,
+clip 550–4900 after 100 rounds; with the S/C_t step 0.77–0.81). Not with
+``distributed-unmasked`` (its ε per agent share has no such analysis here) nor with DANN local
+updates.
+
 **The paper's σ = 0.06.** The appendix uses (S = 0.08, σ = 0.06, q = 0.05). Read as
 Algorithm 3 writes it, N(0, σ²S²), σ = 0.06 *is* the noise multiplier; with q = 0.05
 and T = 100 rounds its ε at δ = 10⁻³ is ≈ 1.8·10³ (PLD) — no meaningful privacy. Read as
@@ -59,21 +76,29 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from fedvote.agents.local_updates import ClipCountTraining
 from fedvote.aggregation.secure_noise import secure_gaussian
 from fedvote.aggregation.secure_sum import FixedPoint
 from fedvote.aggregation.voting import noise_share_std
 from fedvote.errors import ConfigError
 from fedvote.methods.gradient import GradientMethod
-from fedvote.methods.options.gradient import NOISE_PLACEMENTS, DpFedAvgOptions
+from fedvote.methods.options.gradient import CLIPPINGS, NOISE_PLACEMENTS, DpFedAvgOptions
 from fedvote.models.local_training import LocalTraining, LocalUpdates
+from fedvote.privacy import adaptive_clipping
 from fedvote.privacy.events import LevelEvents, dp_fedavg_events
+from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport import capabilities
 from fedvote.transport.base import Transport
+
+if TYPE_CHECKING:
+    from fedvote.data.federation import ServerData
+    from fedvote.methods.base import MethodOutcome
 
 # Who each placement's ε holds against (result.json's ``details.epsilon_holds_against``).
 HOLDS_AGAINST: dict[str, str] = {
@@ -87,6 +112,16 @@ HOLDS_AGAINST: dict[str, str] = {
 
 # Far tail of an agent's noise share, in standard deviations, that the fixed-point range must hold.
 _SHARE_TAIL_SIGMAS = 40.0
+# The adaptive clip never falls below this fraction of its start S (a public clamp: post-processing).
+_MIN_CLIP_FRACTION = 1e-3
+
+
+@dataclass(eq=False)
+class _ClipHistory:
+    """One run's adaptive clips C_0, C_1, … (the server's state; public: from released counts)."""
+
+    clips: list[float] = field(default_factory=list)
+    fractions: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -111,9 +146,15 @@ class DpFedAvg(GradientMethod):
     noise: str = "distributed"
     num_agents: int | None = None
     min_responders: int | None = None
+    clipping: str = "fixed"
+    clip_quantile: float = 0.5
+    clip_learning_rate: float = adaptive_clipping.DEFAULT_CLIP_LEARNING_RATE
+    clip_count_stddev: float | None = None
+    _history: _ClipHistory = field(default_factory=_ClipHistory, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self._check_clipping()
         if self.min_responders is not None and self.min_responders < 1:
             raise ConfigError("min_responders", f"must be at least 1, got {self.min_responders}")
         if not self.clip_norm > 0 or not math.isfinite(self.clip_norm):
@@ -132,8 +173,80 @@ class DpFedAvg(GradientMethod):
                 f"range ±{FixedPoint().bound:g}",
             )
 
+    def _check_clipping(self) -> None:
+        """Refuse an adaptive clip this run cannot account or carry (one line naming the flag)."""
+        if self.clipping not in CLIPPINGS:
+            raise ConfigError("clipping", f"must be one of {', '.join(CLIPPINGS)}, got {self.clipping!r}")
+        if not 0.0 < self.clip_quantile < 1.0:
+            raise ConfigError("clip_quantile", f"must lie in (0, 1), got {self.clip_quantile}")
+        if not (self.clip_learning_rate > 0 and math.isfinite(self.clip_learning_rate)):
+            raise ConfigError("clip_learning_rate", f"must be > 0, got {self.clip_learning_rate}")
+        count = self.clip_count_stddev
+        if count is not None and not (count > 0 and math.isfinite(count)):
+            raise ConfigError("clip_count_stddev", f"must be > 0, got {count}")
+        if self.clipping != "adaptive":
+            return
+        if self.name != "dp-fedavg":
+            raise ConfigError("clipping", f"adaptive applies to dp-fedavg, not to {self.name}")
+        if self.noise == "distributed-unmasked":
+            raise ConfigError(
+                "clipping", "adaptive applies to --noise distributed or server, not distributed-unmasked"
+            )
+        if self.local_da != "none":
+            raise ConfigError(
+                "clipping", "adaptive clipping counts plain local updates; not with --local-da dann"
+            )
+        if count is not None and self.sigma > 0 and not count > self.sigma / 2.0:
+            raise ConfigError(
+                "clip_count_stddev",
+                f"must exceed z/2 = {self.sigma / 2.0:g} (the noise multiplier z = {self.sigma:g} covers "
+                f"the count and the updates together), got {count:g}",
+            )
+
+    def count_std(self, num_agents: int) -> float:
+        """σ_b of the adaptive clip's count (``clip_count_stddev``, or the default from q·N and z)."""
+        if self.clip_count_stddev is not None:
+            return self.clip_count_stddev
+        if self.sigma == 0:
+            return 0.0
+        return adaptive_clipping.default_count_std(self.sigma, self.sampling_rate * num_agents)
+
+    def update_multiplier(self, num_agents: int) -> float:
+        """The multiplier of the updates' noise: z (fixed clip), σ_Δ = (z⁻² − (2σ_b)⁻²)^(−1/2) (adaptive)."""
+        if self.clipping != "adaptive" or self.sigma == 0:
+            return self.sigma
+        return adaptive_clipping.update_noise_multiplier(self.sigma, self.count_std(num_agents))
+
+    def current_clip(self) -> float:
+        """C_t: S, or this run's latest adaptive clip."""
+        return self._history.clips[-1] if self._history.clips else self.clip_norm
+
+    def _largest_clip(self, num_agents: int) -> float:
+        """The largest C whose stacked release (and 40σ of its share) the fixed-point range holds."""
+        multiplier = self.update_multiplier(num_agents)
+        ratio = multiplier / (2.0 * self.count_std(num_agents)) if self.sigma > 0 else 0.5
+        return FixedPoint().bound / (math.sqrt(1.0 + ratio**2) + _SHARE_TAIL_SIGMAS * multiplier)
+
+    def run(
+        self,
+        server: ServerData,
+        transport: Transport,
+        ledger: PrivacyLedger,
+        progress: Progress = NO_PROGRESS,
+    ) -> MethodOutcome:
+        """The gradient loop; with an adaptive clip, on a copy holding this run's own clip history."""
+        if self.clipping != "adaptive":
+            return super().run(server, transport, ledger, progress)
+        method = dataclasses.replace(self)  # a fresh _ClipHistory
+        method._history.clips.append(self.clip_norm)
+        return GradientMethod.run(method, server, transport, ledger, progress)
+
     def planned_events(self) -> LevelEvents:
-        """All T rounds, as :func:`fedvote.privacy.events.dp_fedavg_events` states them."""
+        """All T rounds, as :func:`fedvote.privacy.events.dp_fedavg_events` states them.
+
+        With an adaptive clip the same events: the update noise σ_Δ and the count's σ_b make
+        one Gaussian of multiplier z = σ (:mod:`fedvote.privacy.adaptive_clipping`).
+        """
         return self._events(self.rounds)
 
     def round_events(self) -> LevelEvents:
@@ -199,7 +312,8 @@ class DpFedAvg(GradientMethod):
         assume, as :func:`fedvote.aggregation.voting.noise_share_std` does for votes.
         """
         if self.noise == "distributed":
-            return noise_share_std(self.sigma * self.clip_norm, self.responders(num_agents))
+            total = self.update_multiplier(num_agents) * self.current_clip()
+            return noise_share_std(total, self.responders(num_agents))
         if self.noise == "distributed-unmasked" and sampled > 0:
             return self.sigma * self.clip_norm / math.sqrt(sampled)
         return 0.0
@@ -207,17 +321,45 @@ class DpFedAvg(GradientMethod):
     def round_training(
         self, round_index: int, learning_rate: float, sampled: int, num_agents: int
     ) -> LocalTraining:
-        """E SGD iterations, update clipped to S, plus the agent's noise share (:meth:`noise_share`)."""
-        return LocalTraining(
+        """E SGD iterations, update clipped to S (or C_t), plus the agent's noise share (:meth:`noise_share`).
+
+        Adaptive: a :class:`~fedvote.agents.local_updates.ClipCountTraining`, the clip bit scaled
+        by σ_Δ·C_t/σ_b so that the one share covers it.
+        """
+        settings: dict[str, object] = dict(
             model=self.model,
             steps=self.local_steps,
             learning_rate=learning_rate,
             batch_size=self.batch_size,
             round_index=round_index,
-            clip_norm=self.clip_norm,
+            clip_norm=self.current_clip(),
             noise_std=self.noise_share(sampled, num_agents),
             min_responders=self.responders(num_agents) if self.noise == "distributed" else None,
         )
+        if self.clipping != "adaptive":
+            return LocalTraining(**settings)  # type: ignore[arg-type]
+        return ClipCountTraining(**settings, count_scale=self._count_scale(num_agents))  # type: ignore[arg-type]
+
+    def _count_scale(self, num_agents: int) -> float:
+        """σ_Δ·C_t/σ_b (non-private: C_t): the factor on the centred bit (adaptive_clipping.count_scale)."""
+        if self.sigma == 0:
+            return self.current_clip()
+        return adaptive_clipping.count_scale(
+            self.update_multiplier(num_agents), self.current_clip(), self.count_std(num_agents)
+        )
+
+    def _observe_count(self, total: np.ndarray, num_agents: int, scale: float) -> np.ndarray:
+        """Split the (d + 1,) noised sum: move the clip by its count (Andrew et al.); the (d,) updates."""
+        noisy_count = float(total[-1]) / scale  # Σ (b_i − ½) + N(0, σ_b²)
+        expected = self.sampling_rate * num_agents
+        fraction = adaptive_clipping.estimated_fraction(noisy_count, expected)
+        clip = adaptive_clipping.next_clip(
+            self.current_clip(), fraction, self.clip_quantile, self.clip_learning_rate
+        )
+        low, high = self.clip_norm * _MIN_CLIP_FRACTION, self._largest_clip(num_agents)
+        self._history.fractions.append(fraction)
+        self._history.clips.append(min(max(clip, low), high))  # public clamps: post-processing
+        return total[:-1]
 
     def round_step(
         self,
@@ -227,34 +369,68 @@ class DpFedAvg(GradientMethod):
         transport: Transport,
         rng: np.random.Generator,
     ) -> np.ndarray:
-        """Distributed noise: θ + (secure sum of all N agents' releases)/(qN); else as Algorithms 3/5."""
-        if self.noise != "distributed":
+        """Distributed noise: θ + (secure sum of all N agents' releases)/(qN); else as Algorithms 3/5.
+
+        Adaptive clip: the sum's last coordinate is the noisy count, which moves the clip.
+        """
+        n = transport.num_agents
+        if self.noise != "distributed" and self.clipping != "adaptive":
             return super().round_step(theta, chosen, training, transport, rng)
-        assert isinstance(transport, capabilities.SecureUpdateSum)  # required by requirements()
-        total = transport.secure_update_sum(theta, chosen, training)  # (d,): the sum, nothing else
-        return theta + total / (self.sampling_rate * transport.num_agents)
+        if self.noise == "distributed":
+            assert isinstance(transport, capabilities.SecureUpdateSum)  # required by requirements()
+            total = transport.secure_update_sum(theta, chosen, training)  # (d,) or (d + 1,): the sum only
+        else:
+            assert isinstance(transport, capabilities.LocalUpdates)  # check_capabilities refused any other
+            total = self._noised_sum(transport.local_updates(theta, chosen, training), training, rng, n)
+        if isinstance(training, ClipCountTraining):
+            clip = self.current_clip()  # C_t, the clip this round's training used
+            total = self._observe_count(total, n, training.count_scale)
+            total = total * (self.clip_norm / clip)  # the step in units of S: see the docstring
+        return theta + total / (self.sampling_rate * n)
 
     def aggregate(
         self, theta: np.ndarray, received: LocalUpdates, rng: np.random.Generator, num_agents: int
     ) -> np.ndarray:
         """θ + (Σ Δ̃_i + noise) / (q·N); the server adds the noise unless the agents did."""
-        total = received.updates.astype(np.float64).sum(axis=0)  # (d,); zeros when m_t = 0
-        if received.updates.shape[0] == 0:
-            total = np.zeros(theta.shape[0], dtype=np.float64)
+        training = LocalTraining(model=self.model, steps=1, learning_rate=1.0, clip_norm=self.clip_norm)
+        total = self._noised_sum(received, training, rng, num_agents)
+        return theta + total / (self.sampling_rate * num_agents)
+
+    def _noised_sum(
+        self, received: LocalUpdates, training: LocalTraining, rng: np.random.Generator, num_agents: int
+    ) -> np.ndarray:
+        """Σ Δ̃_i (width,), plus N(0, (σ·C)²) by the server unless the agents added it (m_t = 0: zeros)."""
+        total = received.updates.astype(np.float64).sum(axis=0)  # (width,); zeros when m_t = 0
         agents_added_noise = self.noise != "server" and received.updates.shape[0] > 0
         if self.sigma > 0 and not agents_added_noise:
-            std = self.sigma * self.clip_norm
+            assert training.clip_norm is not None
+            std = self.update_multiplier(num_agents) * training.clip_norm
             if self.secure_noise:  # rng is CSPRNG-seeded (GradientMethod.run)
                 total += secure_gaussian(rng, std, total.shape)
             else:
                 total += rng.normal(0.0, std, size=total.shape)
-        return theta + total / (self.sampling_rate * num_agents)
+        return total
 
     def _reported_share(self, num_agents: int) -> float | None:
         """Each agent's noise std: σS/√t (distributed), None (unmasked: σS/√m_t varies), 0 (server)."""
-        if self.noise == "distributed-unmasked":
+        if self.noise == "distributed-unmasked" or self.clipping == "adaptive":
             return None
         return self.noise_share(0, num_agents)
+
+    def _adaptive_details(self, num_agents: int) -> dict[str, object]:
+        """The adaptive clip's values: σ_b, σ_Δ, γ, η_C and the clips C_0..C_T (public: from the counts)."""
+        if self.clipping != "adaptive":
+            return {"clipping": "fixed"}
+        return {
+            "clipping": "adaptive",
+            "clip_quantile": self.clip_quantile,
+            "clip_learning_rate": self.clip_learning_rate,
+            "clip_count_stddev": self.count_std(num_agents),
+            "update_noise_multiplier": self.update_multiplier(num_agents),
+            "clip_norms": list(self._history.clips),
+            "clip_fractions": list(self._history.fractions),
+            "noise_share_note": "each share is σ_Δ·C_t/√t, C_t the round's clip (clip_norms)",
+        }
 
     def details(self, transport: Transport) -> dict[str, object]:
         """The values the accounting used (q, σ, S, T), the noise placement and whom ε holds against."""
@@ -266,4 +442,5 @@ class DpFedAvg(GradientMethod):
             "min_responders": self.responders(transport.num_agents) if self.noise == "distributed" else None,
             "update_denominator": self.sampling_rate * transport.num_agents,
             "epsilon_holds_against": HOLDS_AGAINST[self.noise],
+            **self._adaptive_details(transport.num_agents),
         }

@@ -21,6 +21,9 @@ from fedvote.models.config import MODEL_NAMES, OPTIMIZERS
 # and the updates are summed by secure aggregation (default); Algorithm 5 as the paper
 # writes it (the server sees each noisy update); the server adds the noise (Algorithm 3).
 NOISE_PLACEMENTS: tuple[str, ...] = ("distributed", "distributed-unmasked", "server")
+# DP-FedAvg's clip: fixed at S, or adaptive to a privately estimated quantile (Andrew et al. 2021;
+# :mod:`fedvote.privacy.adaptive_clipping`), starting from S.
+CLIPPINGS: tuple[str, ...] = ("fixed", "adaptive")
 # FedAvg's and DP-FedAvg's local updates: plain, or with the DANN loss (FedAvg+DA, DP-FedAvg+DA).
 LOCAL_DA: tuple[str, ...] = ("none", "dann")
 
@@ -74,6 +77,37 @@ _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
         "public pool; λ = 2/(1+e^(-10 t/T))-1 over the rounds) [default: none].",
         LOCAL_DA,
     ),
+    "clipping": (
+        "fixed",
+        "DP-FedAvg clip: fixed = every update clipped to --clip-norm S; adaptive = the clip starts at S and "
+        "follows the privately estimated --clip-quantile of the update norms (Andrew et al. 2021: "
+        "C <- C*exp(-eta_C*(noisy fraction - quantile)); the noisy count is in the same Gaussian, so "
+        "the headline epsilon covers it).",
+        CLIPPINGS,
+    ),
+    "clip_quantile": (
+        0.5,
+        "DP-FedAvg --clipping adaptive: the target quantile gamma of the update norms.",
+        None,
+    ),
+    "clip_learning_rate": (
+        0.2,
+        "DP-FedAvg --clipping adaptive: the clip's geometric step eta_C.",
+        None,
+    ),
+    "clip_count_stddev": (
+        None,
+        "DP-FedAvg --clipping adaptive: noise std sigma_b of the count of updates under the clip [default: "
+        "max(expected agents per round / 20, z/(2*sqrt(0.1))), so the count takes at most a tenth of z^-2].",
+        None,
+    ),
+    "epoch_rounds": (
+        None,
+        "DP-FTRL: rounds per epoch K; the agents form K fixed groups, group t mod K takes part in round t, "
+        "and the tree restarts every K rounds [default: 20].",
+        None,
+    ),
+    "server_learning_rate": (None, "DP-FTRL: the server's step on the noisy prefix sum [default: 1].", None),
     "gradient_model": (
         None,
         "Gradient methods: the global model [default: mlp; DP-FedSGD and PriFedSync with small clients: "
@@ -147,6 +181,11 @@ def check_gradient_settings(**values: object) -> None:
         "per_sample_clip": ("> 0", lambda v: v > 0 and math.isfinite(v)),
         "learning_rate": ("> 0", lambda v: v > 0 and math.isfinite(v)),
         "lr_decay": ("in (0, 1]", lambda v: 0.0 < v <= 1.0),
+        "clip_quantile": ("in (0, 1)", lambda v: 0.0 < v < 1.0),
+        "clip_learning_rate": ("> 0", lambda v: v > 0 and math.isfinite(v)),
+        "clip_count_stddev": ("> 0", lambda v: v > 0 and math.isfinite(v)),
+        "epoch_rounds": ("an integer >= 1", lambda v: isinstance(v, int) and v >= 1),
+        "server_learning_rate": ("> 0", lambda v: v > 0 and math.isfinite(v)),
     }
     for name, value in values.items():
         if value is None:
@@ -154,6 +193,10 @@ def check_gradient_settings(**values: object) -> None:
         if name == "noise":
             if value not in NOISE_PLACEMENTS:
                 raise ConfigError("noise", f"must be one of {', '.join(NOISE_PLACEMENTS)}, got {value!r}")
+            continue
+        if name == "clipping":
+            if value not in CLIPPINGS:
+                raise ConfigError("clipping", f"must be one of {', '.join(CLIPPINGS)}, got {value!r}")
             continue
         if name == "local_da":
             if value not in LOCAL_DA:
@@ -198,6 +241,26 @@ class DpFedAvgOptions(GradientSettings):
     gradient_model: str | None = gradient_option("gradient_model")
     center_inputs: bool | None = center_inputs_option()
     local_da: str | None = gradient_option("local_da")
+    clipping: str = gradient_option("clipping")
+    clip_quantile: float = gradient_option("clip_quantile")
+    clip_learning_rate: float = gradient_option("clip_learning_rate")
+    clip_count_stddev: float | None = gradient_option("clip_count_stddev")
+
+
+@dataclass(frozen=True)
+class DpFtrlOptions(GradientSettings):
+    """The settings of ``--method dp-ftrl`` (each a ``fedvote run`` flag; None: the method's default)."""
+
+    rounds: int | None = gradient_option("rounds")
+    epoch_rounds: int | None = gradient_option("epoch_rounds")
+    local_steps: int | None = gradient_option("local_steps")
+    clip_norm: float | None = gradient_option("clip_norm")
+    learning_rate: float | None = gradient_option("learning_rate")
+    lr_decay: float | None = gradient_option("lr_decay")
+    batch_size: int | None = gradient_option("batch_size")
+    server_learning_rate: float | None = gradient_option("server_learning_rate")
+    gradient_model: str | None = gradient_option("gradient_model")
+    center_inputs: bool | None = center_inputs_option()
 
 
 @dataclass(frozen=True)

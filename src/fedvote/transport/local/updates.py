@@ -17,7 +17,7 @@ import numpy as np
 from fedvote.agents import multilabel_votes
 from fedvote.agents.agent import Agent
 from fedvote.agents.dann_teacher import dann_local_update
-from fedvote.agents.local_updates import local_update
+from fedvote.agents.local_updates import local_update, released_width
 from fedvote.aggregation.secure_sum import secure_sum
 from fedvote.errors import ConfigError
 from fedvote.models import local_training
@@ -46,8 +46,9 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
         theta = np.asarray(global_params, dtype=np.float32)
         ids = np.asarray(agent_ids, dtype=np.int64).reshape(-1)
         d = theta.shape[0]
-        self.communication.count(down=(d + training.shift_floats) * ids.shape[0], up=d * ids.shape[0])
-        updates = np.zeros((ids.shape[0], d), dtype=np.float32)
+        width = released_width(training, d)  # d, or d + 1 with adaptive clipping's bit
+        self.communication.count(down=(d + training.shift_floats) * ids.shape[0], up=width * ids.shape[0])
+        updates = np.zeros((ids.shape[0], width), dtype=np.float32)
         with single_threaded():
             released = self._updates(theta, [self._agents[int(i)] for i in ids], training)
         for row, update in enumerate(released):
@@ -84,7 +85,7 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
     def secure_update_sum(
         self, global_params: np.ndarray, agent_ids: np.ndarray, training: LocalTraining
     ) -> np.ndarray:
-        """Σ over *every* agent of its release, (d,) float64: the only thing the server gets.
+        """Σ over *every* agent of its release, (d,) float64 (d + 1 with a clip bit): all the server gets.
 
         θ goes to all N agents. An agent in ``agent_ids`` (its own coin said it takes part)
         sends its update, clipped and noised as ``training`` says (trained as
@@ -99,10 +100,11 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
         theta = np.asarray(global_params, dtype=np.float32)
         chosen = sorted({int(i) for i in np.asarray(agent_ids).reshape(-1)})
         d, n = theta.shape[0], self.num_agents
+        width = released_width(training, d)  # d, or d + 1 with adaptive clipping's bit
         codec = self._secure_codec
         if codec is not None:
             codec.check_smoothing(training.noise_std, n)  # rounding after the noise must be free
-        self.communication.count(down=(d + training.shift_floats) * n, up=d * n)
+        self.communication.count(down=(d + training.shift_floats) * n, up=width * n)
         with single_threaded():
             updates = self._updates(theta, [self._agents[i] for i in chosen], training)
             trained = dict(zip(chosen, updates, strict=True))
@@ -111,7 +113,7 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
                 """Agent ``index``'s own release: its update, or its noise share alone (its generator)."""
                 if index in trained:
                     return trained[index].astype(np.float64)
-                return self._agents[index].noise_share((d,), training.noise_std)
+                return self._agents[index].noise_share((width,), training.noise_std)
 
             # The N - m noise shares are most of a round (N·d Gaussians: 10⁷ on MNIST). Each
             # agent draws from its own generator, so the agents may draw at once, one thread a
@@ -119,7 +121,7 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
             with ThreadPoolExecutor(max_workers=outer_threads()) as pool:
                 releases = list(pool.map(release_of, range(n)))
         if codec is None:
-            total = np.zeros(d, dtype=np.float64)
+            total = np.zeros(width, dtype=np.float64)
             for release in releases:  # in the agents' order, as they arrive
                 total += release
             return total
