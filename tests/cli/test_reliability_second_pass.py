@@ -446,13 +446,13 @@ def test_summary_header_names_the_target_of_a_domain_shift():
 
 
 def test_label_interrupted_after_an_answer_states_the_charge(tmp_path, capsys, monkeypatch):
-    import fedvote.cli.label as label_command
+    import fedvote.labelling.session as label_protocol
     from fedvote.data.datasets import load_digits
 
     def interrupted(sums):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(label_command, "noisy_argmax", interrupted)
+    monkeypatch.setattr(label_protocol, "noisy_argmax", interrupted)
     path = tmp_path / "q.npy"
     np.save(path, load_digits().features[-2:].reshape(2, -1))
     ledger = tmp_path / "l.db"
