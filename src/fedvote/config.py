@@ -22,7 +22,7 @@ from fedvote.data.framing import FRAMINGS
 from fedvote.data.partition import PartitionSpec
 from fedvote.data.query_selection import QUERY_SELECTIONS
 from fedvote.errors import ConfigError
-from fedvote.models.config import TrainingConfig, check_student_training
+from fedvote.models.config import INPUT_FEATURES, TrainingConfig, check_student_training
 from fedvote.privacy.config import ACCOUNTANTS, SIGMA_CEILING
 
 # With neither --sigma nor --epsilon, σ is calibrated to this agent-level ε (the
@@ -62,6 +62,9 @@ class FederationConfig:
     ``partition``. ``image_size`` resamples all images to a square of that side.
     ``framing`` frames digit images as MNIST's are (:mod:`fedvote.data.framing`):
     ``auto`` when a target's grey images differ in size from the sources'.
+    ``input_features`` is what every record is seen through (:data:`INPUT_FEATURES`,
+    :mod:`fedvote.models.input_features`): a public map fitted on the pool alone; ``auto``
+    is the patch features for natural photos (CIFAR-10), the records as they are otherwise.
     """
 
     dataset: str = "digits"
@@ -74,6 +77,7 @@ class FederationConfig:
     image_size: int | None = None
     label_column: str = "label"
     framing: str = "auto"
+    input_features: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str) or not any(name.strip() for name in self.dataset.split(",")):
@@ -84,6 +88,10 @@ class FederationConfig:
             raise ConfigError("image_size", f"must be from 1 to {MAX_IMAGE_SIZE}, got {self.image_size}")
         if self.framing not in FRAMINGS:
             raise ConfigError("framing", f"must be one of {', '.join(FRAMINGS)}, got {self.framing!r}")
+        if self.input_features not in INPUT_FEATURES:
+            raise ConfigError(
+                "input_features", f"must be one of {', '.join(INPUT_FEATURES)}, got {self.input_features!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -295,6 +303,8 @@ class RunConfig:
         federation = dict(_section(data.pop("federation", {}), "federation"))
         # A run recorded before ``framing`` existed resampled its domains plainly: rerun it so.
         federation.setdefault("framing", "none")
+        # ... and before ``input_features`` existed saw the records as they are.
+        federation.setdefault("input_features", "none")
         partition_values = _section(federation.pop("partition", {}), "federation.partition")
         _check_types(PartitionSpec, partition_values, "federation.partition.")
         _check_types(FederationConfig, federation, "federation.")

@@ -55,6 +55,7 @@ from fedvote.methods.settings import Setting as Setting
 from fedvote.methods.settings import build_config as build_config
 from fedvote.methods.settings import configs_from_settings as configs_from_settings
 from fedvote.methods.settings import federation_config as federation_config
+from fedvote.models.input_features import resolve_input_features, with_input_features
 from fedvote.models.training import predict_labels
 from fedvote.privacy.accountant import PLDTooLarge, accountant_for, epsilon_for, pld_discretization
 from fedvote.privacy.calibrate import calibrate_sigma
@@ -186,15 +187,18 @@ def check_agents_data(federation: Federation) -> Federation:
     return federation
 
 
-def prepare_public(config: RunConfig, federation: Federation) -> Federation:
-    """``federation`` with what the configured method asked of the public side (a labelled validation set).
+def prepare_public(config: RunConfig, federation: Federation, progress: Progress = NO_PROGRESS) -> Federation:
+    """``federation`` with what the method asked of the public side, seen through the input features.
 
     Methods never receive the federation: they declare their needs
-    (:meth:`~fedvote.methods.base.Method.validation_need`) and the runner provides them.
-    Idempotent.
+    (:meth:`~fedvote.methods.base.Method.validation_need`, a labelled validation set) and the
+    runner provides them; then every record is mapped through the run's public input
+    features (``--input-features``, :mod:`fedvote.models.input_features`). Idempotent.
     """
     need = check_method(config).validation_need(config)
-    return provide_validation(federation, need, config.seed)
+    federation = provide_validation(federation, need, config.seed)
+    kind = resolve_input_features(config.federation.input_features, config.federation.dataset)
+    return with_input_features(federation, kind, seed=config.seed, progress=progress)
 
 
 def plan(config: RunConfig, public: PublicMetadata) -> Method:
@@ -309,9 +313,12 @@ def run(
         if federation is None:
             federation = make_federation(config)
         records = federation  # the ledger's key: these agents' records
-        federation = prepare_public(config, federation)  # what the method asked of the public side
         bar.advance()
     timings["data_s"] = time.perf_counter() - started
+    mark = time.perf_counter()
+    # what the method asked of the public side, then the records seen through the input features
+    federation = prepare_public(config, federation, progress)
+    timings["input_features_s"] = time.perf_counter() - mark
 
     mark = time.perf_counter()
     with progress.step("planning (σ from the public sizes)", total=1) as bar:

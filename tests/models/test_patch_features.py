@@ -70,7 +70,7 @@ def test_the_folded_convolution_equals_the_patchwise_encoding():
 def test_extractor_wraps_the_module():
     pool = _images(30, 0)
     extractor = patch_extractor(pool, seed=0, settings=SMALL)
-    assert extractor.kind == "patches" and extractor.dim == SMALL.dim()
+    assert extractor.kind == "patch" and extractor.dim == SMALL.dim()
     assert extractor.input_shape == (3, 12, 12)
     out = extractor.transform(_images(4, 2).reshape(4, -1))  # flat rows are reshaped
     assert out.shape == (4, SMALL.dim()) and out.dtype == np.float32

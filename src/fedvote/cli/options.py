@@ -15,6 +15,7 @@ from fedvote.errors import ConfigError
 from fedvote.methods.options import OptionSpec, option_specs
 from fedvote.methods.registry import METHOD_NAMES, OPTIONS
 from fedvote.methods.settings import FEDERATION_SETTINGS, federation_config
+from fedvote.models.config import INPUT_FEATURES
 
 # Python argument names that differ from their CLI flags.
 _FLAG_NAMES = {
@@ -76,6 +77,11 @@ _FEDERATION_OPTIONS = (
                  help="mnist: frame every digit image as MNIST's are (ink in a 20/28 box, centred by "
                       "its centre of mass); auto: so when a --target's grey images differ in size "
                       "from the sources'; none: plain resampling."),
+    click.option("--input-features", type=click.Choice(INPUT_FEATURES), default="auto", show_default=True,
+                 help="What every record is seen through, for every method: patch = single-layer patch "
+                      "features (Coates & Ng: k-means on whitened 6x6 patches) fitted on the public pool "
+                      "alone, applied by each agent to its own records, so it costs no ε; none = the "
+                      "records as they are; auto: patch for natural photos (cifar10), else none."),
     click.option("--label-column", default="label", show_default=True,
                  help="Label column of a csv: dataset."),
     click.option("--data-dir", envvar="FEDVOTE_DATA", type=click.Path(file_okay=False), default=None,

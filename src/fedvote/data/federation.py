@@ -79,6 +79,8 @@ class Federation:
     a slice of the pool the server had labelled (:func:`fedvote.data.validation.with_validation`).
     ``attribute_names`` are a multi-label dataset's A attributes: every label is then the
     bitmask Σ_a y_a·2^a (:mod:`fedvote.data.attributes`); empty for single-label data.
+    ``input_features`` names the public map every record has been seen through
+    (:mod:`fedvote.models.input_features`; ``"none"``: the records as loaded).
     """
 
     dataset_name: str
@@ -91,6 +93,7 @@ class Federation:
     agent_public_access: bool = True
     validation: LabeledData | None = None
     attribute_names: tuple[str, ...] = ()
+    input_features: str = "none"
 
     @property
     def num_agents(self) -> int:

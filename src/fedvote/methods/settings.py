@@ -25,7 +25,14 @@ from fedvote.data.partition import PARTITION_SCHEMES, PartitionSpec
 from fedvote.data.query_selection import QUERY_SELECTIONS
 from fedvote.errors import ConfigError
 from fedvote.methods.registry import check_options, check_secure_noise, method_option_specs, option_names
-from fedvote.models.config import DEFAULT_EPOCHS, MODEL_NAMES, PRECISIONS, STUDENT_TRAINING, TrainingConfig
+from fedvote.models.config import (
+    DEFAULT_EPOCHS,
+    INPUT_FEATURES,
+    MODEL_NAMES,
+    PRECISIONS,
+    STUDENT_TRAINING,
+    TrainingConfig,
+)
 from fedvote.privacy.config import ACCOUNTANTS
 
 
@@ -51,6 +58,7 @@ FEDERATION_SETTINGS: tuple[Setting, ...] = (
     Setting("target", str),
     Setting("image_size", int),
     Setting("framing", str, "auto", FRAMINGS),
+    Setting("input_features", str, "auto", INPUT_FEATURES),
     Setting("label_column", str, "label"),
     Setting("data_dir", str),
     Setting("agents", int, 50),

@@ -29,7 +29,16 @@ CONV_MODELS: tuple[str, ...] = ("cnn", "cifar-cnn", "resnet8")
 # with probability 1/2); "auto" is crop-flip for the RGB models ("cifar-cnn", "resnet8"), else none.
 AUGMENTATIONS: tuple[str, ...] = ("auto", "none", "crop-flip")
 # The public feature extractors of :func:`fedvote.models.features.fit_feature_extractor`.
-FEATURE_KINDS: tuple[str, ...] = ("identity", "pca", "random", "autoencoder", "contrastive", "module")
+FEATURE_KINDS: tuple[str, ...] = (
+    "identity", "pca", "random", "autoencoder", "contrastive", "patch", "module"
+)
+# What every record of a run is seen through (fedvote.models.input_features): "patch" is the
+# single-layer patch features of Coates & Ng fitted on the public pool only (a public map φ
+# that every agent applies to its own records, so every method trains on φ(x)); "none" the
+# records as they are; "auto" is "patch" for the datasets of natural photos
+# (:data:`PHOTO_DATASETS`, known by name: public) and "none" for every other.
+INPUT_FEATURES: tuple[str, ...] = ("auto", "none", "patch")
+PHOTO_DATASETS: tuple[str, ...] = ("cifar10",)
 # The local noisy optimizers of :mod:`fedvote.models.batched_dp_sgd`.
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 # The class head's replace-one sensitivity: "tight" 2√2/(λ·n) (max per-record gradient

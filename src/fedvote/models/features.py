@@ -17,6 +17,9 @@ Kinds
 ``contrastive``  the encoder of a small CNN trained by SimCLR (Chen, Kornblith, Norouzi,
                  Hinton 2020) on two augmentations of every public image, without labels
                  (:mod:`fedvote.models.contrastive`); images (C, H, W) of at least 8×8 only.
+``patch``        single-layer patch features (Coates, Lee & Ng 2011): a k-means dictionary of
+                 whitened 6×6 patches of the pool, soft-threshold codes pooled over
+                 quadrants (:mod:`fedvote.models.patch_features`); images only, 3,200 outputs.
 ``module``       a user-supplied ``torch.nn.Module`` or a TorchScript file (e.g. a
                  pretrained backbone without its classifier layer).
 
@@ -45,15 +48,18 @@ from fedvote.models.contrastive import (
     train_contrastive_encoder,
 )
 from fedvote.models.extractor_cache import default_cache_dir, extractor_key, load_or_train
+from fedvote.models.patch_features import PatchSettings, patch_extractor
 
 # The kinds that are trained (seconds to a minute), so worth a disk cache; pca is fast.
 CACHED_KINDS: tuple[str, ...] = ("autoencoder", "contrastive")
 # The kinds that need image examples (C, H, W).
-IMAGE_KINDS: tuple[str, ...] = ("contrastive",)
+IMAGE_KINDS: tuple[str, ...] = ("contrastive", "patch")
 
 _AUTOENCODER_BATCH = 128
 _AUTOENCODER_LEARNING_RATE = 1e-3
 _CONTRASTIVE = ContrastiveConfig()
+
+_PATCHES_PER_IMAGE = 40  # the patch kind's dictionary draws at most this many windows per pool image
 
 _TRANSFORM_BATCH = 4096  # examples per forward pass of a torch extractor
 
@@ -122,8 +128,8 @@ def fit_feature_extractor(
     dim : int
         Output dimension for ``pca``, ``random``, ``autoencoder`` and ``contrastive`` (the
         size of SimCLR's representation h, before the projection head; ``pca`` keeps at most
-        min(P, D) components, D the flattened input size). Ignored by ``identity`` and
-        ``module``, whose dimension is what they produce.
+        min(P, D) components, D the flattened input size). Ignored by ``identity``, ``patch``
+        and ``module``, whose dimension is what they produce.
     seed : int
         Seeds the random projection, PCA's randomised solver, the autoencoder and the
         contrastive encoder (initialisation, batch order, augmentations).
@@ -173,6 +179,10 @@ def fit_feature_extractor(
 
     if kind == "identity":
         return FeatureExtractor(kind, input_shape, flat_dim, normalize, 0, _flatten)
+    if kind == "patch":
+        # Coates & Ng's 100,000 patches, fewer for a small pool (40 windows of each image at most).
+        settings = PatchSettings(patches=min(PatchSettings.patches, _PATCHES_PER_IMAGE * pool.shape[0]))
+        return patch_extractor(pool.astype(np.float32), seed=seed, settings=settings, normalize=normalize)
     if kind == "pca":
         return _fit_pca(flat, input_shape, min(int(dim), *flat.shape), seed, normalize)
     if kind == "random":

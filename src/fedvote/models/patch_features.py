@@ -117,17 +117,40 @@ class PatchFeatures(nn.Module):
         return 2 * int(self.kernels.shape[0]) * self.grid * self.grid
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """φ(x) for images ``x`` (b, C, H, W) float32: (b, dim)."""
+        """φ(x) for images ``x`` (b, C, H, W) float32: (b, dim).
+
+        Written to pass over the (b, K, H', W') window codes as few times as it can (the
+        encoding is bound by memory traffic on a CPU, not by the convolution): the
+        normalisation in place, and each half of the polarity split pooled by one product
+        with the (H'·W', grid²) averaging matrix, equal to ``adaptive_avg_pool2d``.
+        """
         size = float(self.window.numel())  # values per patch, C·p²
         mean = F.conv2d(x, self.window) / size  # (b, 1, H', W')
         square = F.conv2d(x * x, self.window) / size
-        variance = (square - mean * mean).clamp(min=0.0) * (size / (size - 1.0))  # unbiased, as torch.var
-        scale = torch.sqrt(variance + self.norm_eps)
-        dots = (F.conv2d(x, self.kernels) - mean * self.kernel_sums[None, :, None, None]) / scale
-        dots = dots + self.offsets[None, :, None, None]  # (b, K, H', W')
-        codes = torch.cat([F.relu(dots - self.alpha), F.relu(-dots - self.alpha)], dim=1)  # (b, 2K, H', W')
-        pooled = F.adaptive_avg_pool2d(codes, self.grid)  # (b, 2K, grid, grid)
-        return pooled.reshape(x.shape[0], -1)
+        variance = (square - mean * mean).clamp_(min=0.0) * (size / (size - 1.0))  # unbiased, as torch.var
+        inverse_scale = torch.rsqrt(variance + self.norm_eps)  # (b, 1, H', W')
+        dots = F.conv2d(x, self.kernels)  # (b, K, H', W')
+        dots.sub_(mean * self.kernel_sums[None, :, None, None]).mul_(inverse_scale)
+        dots.add_(self.offsets[None, :, None, None])
+        batch, filters, rows, cols = dots.shape
+        pooling = _pooling_matrix(rows, cols, self.grid).to(dots.dtype)  # (H'·W', grid²)
+        dots = dots.reshape(batch, filters, rows * cols)
+        positive = (dots - self.alpha).clamp_(min=0.0) @ pooling  # (b, K, grid²)
+        negative = dots.neg_().sub_(self.alpha).clamp_(min=0.0) @ pooling
+        return torch.cat([positive, negative], dim=1).reshape(batch, -1)  # (b, 2K·grid²)
+
+
+def _pooling_matrix(rows: int, cols: int, grid: int) -> torch.Tensor:
+    """(rows·cols, grid²) weights averaging each cell of ``adaptive_avg_pool2d``'s grid×grid partition."""
+
+    def axis(size: int) -> torch.Tensor:
+        weights = torch.zeros(size, grid)
+        for cell in range(grid):
+            start, stop = (cell * size) // grid, -((-(cell + 1) * size) // grid)
+            weights[start:stop, cell] = 1.0 / (stop - start)
+        return weights  # (size, grid)
+
+    return torch.einsum("ai,bj->abij", axis(rows), axis(cols)).reshape(rows * cols, grid * grid)
 
 
 def check_images(pool: np.ndarray, settings: PatchSettings) -> tuple[int, int, int]:
@@ -228,7 +251,7 @@ def patch_extractor(
 ) -> FeatureExtractor:
     """φ fitted by :func:`fit_patch_features`, as a :class:`~fedvote.models.features.FeatureExtractor`.
 
-    The extractor's kind is ``"patches"``; it ships as its buffers' floats.
+    The extractor's kind is ``"patch"``; it ships as its buffers' floats.
     """
     from fedvote.models.features import FeatureExtractor
 
@@ -239,4 +262,4 @@ def patch_extractor(
     def apply(x: torch.Tensor) -> torch.Tensor:
         return module(x)
 
-    return FeatureExtractor("patches", shape, module.dim, normalize, floats, apply)
+    return FeatureExtractor("patch", shape, module.dim, normalize, floats, apply)
