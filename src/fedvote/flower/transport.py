@@ -230,8 +230,8 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         ks = np.array(
             [_int(reply.content.config_records[RECORD]["k"]) for reply in replies.values()], dtype=np.int64
         )  # (live agents,)
-        self.communication.download_floats += len(replies) * extractor.num_floats
-        self.communication.upload_floats += len(replies)
+        # the extractor down, each agent's k up; the round itself was counted by _broadcast
+        self.communication.count(down=len(replies) * extractor.num_floats, up=len(replies), rounds=0)
         self._report(f"kNN prepared on {len(replies)} agents, k from {ks.min()} to {ks.max()}")
         return ks
 
@@ -253,8 +253,7 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         queries = np.asarray(query_indices, dtype=np.int64).reshape(-1)  # (Q,)
         nodes = sorted(self._agents.agent_of)
         self._vote_round += 1
-        self.communication.download_floats += len(nodes) * queries.shape[0]
-        self.communication.rounds += 1
+        self.communication.count(down=len(nodes) * queries.shape[0])  # the votes up once released
         record = RoundRecord(self._vote_round, kind, int(queries.shape[0]), len(nodes), 0, False)
         self.rounds.append(record)
         if len(nodes) < min_responders:  # too few agents left: ask nobody, release nothing
@@ -310,7 +309,7 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         sums = round_.mean * record.responders  # (Q, C): SecAgg+ returns the mean over contributors
         if self._secure_noise:
             sums = exact_integer_sums(sums)
-        self.communication.upload_floats += record.responders * queries.shape[0] * self._num_classes
+        self.communication.count(up=record.responders * queries.shape[0] * self._num_classes, rounds=0)
         record.released = True
         if self._record_votes:
             record.sums = sums.tolist()
@@ -334,7 +333,7 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         ]
         self._grid.missing.clear()
         replies = self._grid.send_and_receive(messages, timeout=self._train_timeout)
-        self.communication.rounds += 1
+        self.communication.count()  # one round; its callers count what it carried
         good = {reply.metadata.src_node_id: reply for reply in replies if not reply.has_error()}
         for reply in replies:
             if reply.has_error():

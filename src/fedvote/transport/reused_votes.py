@@ -200,9 +200,11 @@ class ReusedVotesTransport(
         before = self._inner.communication.as_dict()
         result = action()
         after = self._inner.communication.as_dict()
-        self.communication.upload_floats += after["upload_floats"] - before["upload_floats"]
-        self.communication.download_floats += after["download_floats"] - before["download_floats"]
-        self.communication.rounds += after["rounds"] - before["rounds"]
+        self.communication.count(
+            down=after["download_floats"] - before["download_floats"],
+            up=after["upload_floats"] - before["upload_floats"],
+            rounds=after["rounds"] - before["rounds"],
+        )
         return result
 
     def confident_labels(
@@ -220,9 +222,7 @@ class ReusedVotesTransport(
         """
         responders = self.num_agents  # in-process every agent responds
         q = query_indices.shape[0]
-        self.communication.download_floats += self.num_agents * q
-        self.communication.upload_floats += responders * 2 * q * self._inner.num_classes
-        self.communication.rounds += 1
+        self.communication.count(down=self.num_agents * q, up=responders * 2 * q * self._inner.num_classes)
         if responders < min_responders:
             return None
         clean = self.clean_vote_histograms(query_indices)  # (Q, C)
@@ -235,9 +235,8 @@ class ReusedVotesTransport(
     def _noisy_sum(self, query_indices: np.ndarray, noise_std: float, min_responders: int) -> VoteSum | None:
         responders = self.num_agents  # in-process every agent responds
         num_classes = self._inner.num_classes
-        self.communication.download_floats += self.num_agents * query_indices.shape[0]
-        self.communication.upload_floats += responders * query_indices.shape[0] * num_classes
-        self.communication.rounds += 1
+        q = query_indices.shape[0]
+        self.communication.count(down=self.num_agents * q, up=responders * q * num_classes)
         if responders < min_responders:
             return None
         sums = self.clean_vote_histograms(query_indices)  # (Q, C)
