@@ -5,6 +5,8 @@ arrays below. The released ones:
 
 * ``query_indices``, ``pseudo_labels`` (R,) — the released queries in release order and
   their noisy-argmax labels; ``true_labels`` (R,) their public-pool labels (simulation).
+* ``agent_epsilons`` (N,) — with ``--agent-budgets``, each agent's agent-level ε (its budget
+  group's, ``privacy.agent_groups``); ``agent_budgets`` (N,) each agent's budget.
 
 The **simulation diagnostics** — noiseless functions of the agents' private data, listed
 by name in the file's ``diagnostics`` entry beside ``diagnostics_note``
@@ -180,6 +182,8 @@ class RunAnalysis:
     pseudo_labels: np.ndarray | None = None
     true_labels: np.ndarray | None = None
     vote_histograms: np.ndarray | None = None
+    agent_epsilons: np.ndarray | None = None
+    agent_budgets: np.ndarray | None = None
     release: VoteRelease | None = None
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -229,6 +233,14 @@ def collect_analysis(
     if queries.size == 0:  # gradient methods: no votes, no teachers
         return RunAnalysis(class_counts=federation.class_counts())
     histograms = None
+    per_agent: dict[str, np.ndarray] = {}
+    if outcome.agent_groups:  # --agent-budgets: each agent's ε and budget, (N,)
+        per_agent["agent_epsilons"] = np.full(transport.num_agents, np.nan)
+        per_agent["agent_budgets"] = np.full(transport.num_agents, np.nan)
+        for group in outcome.agent_groups:
+            members = list(group.agent_ids)
+            per_agent["agent_epsilons"][members] = np.nan if group.epsilon is None else group.epsilon
+            per_agent["agent_budgets"][members] = group.budget
     clean = transport.clean_vote_histograms if isinstance(transport, SimulationDiagnostics) else None
     if clean is not None:  # simulation transports only
         histograms = np.asarray(clean(queries), dtype=np.float64)  # (R, C)
@@ -243,6 +255,7 @@ def collect_analysis(
         pseudo_labels=np.asarray(outcome.pseudo_labels, dtype=np.int64),
         true_labels=np.asarray(federation.public.labels[queries], dtype=np.int64),
         vote_histograms=histograms,
+        **per_agent,
         release=vote_release(outcome.details, queries.shape[0], clean),
     )
 

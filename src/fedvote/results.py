@@ -85,6 +85,30 @@ class AgentGroup:
     agent_ids: tuple[int, ...] = ()
 
 
+def agent_group_lines(groups: tuple[AgentGroup, ...] | list[dict[str, Any]]) -> list[str]:
+    """The text summary's lines for ``--agent-budgets``: each group's budget, size, weight and ε.
+
+    Takes the report's :class:`AgentGroup` entries or result.json's dicts of them.
+    """
+    if not groups:
+        return []
+    rows = [group if isinstance(group, dict) else asdict(group) for group in groups]
+    top = max((row["epsilon"] for row in rows if row["epsilon"] is not None), default=None)
+    lines = [
+        "  agent budgets         each group's own ε (agent level; the headline above is the largest, "
+        + ("unbounded" if top is None else f"{top:.4f}")
+        + ")"
+    ]
+    for row in rows:
+        spent = "unbounded" if row["epsilon"] is None else f"{row['epsilon']:.4f}"
+        inst = "unbounded" if row["instance_epsilon"] is None else f"{row['instance_epsilon']:.4f}"
+        lines.append(
+            f"      budget {row['budget']:g}: {row['agents']} agents, weight {row['weight']:.3f}, "
+            f"ε {spent} (instance {inst})"
+        )
+    return lines
+
+
 @dataclass(frozen=True)
 class PrivacyReport:
     """Privacy of a run at both levels; data-independent, at the run's δ."""

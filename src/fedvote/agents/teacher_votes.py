@@ -57,6 +57,7 @@ def release_individual_votes(
         raise ValueError(f"agent {agent.agent_id}: a vote weight must be finite and >= 0, got {weight}")
     rows = np.asarray(votes, dtype=np.float64)  # (Q, C)
     if sampling_rate < 1.0:
-        coins = np.random.default_rng(agent.privacy_seed()).random(rows.shape[0]) < sampling_rate  # (Q,)
-        rows = rows * coins[:, None]
+        draws = np.random.default_rng(agent.privacy_seed()).random(rows.shape[0])  # (Q,)
+        sampled = np.asarray(draws < sampling_rate, dtype=np.float64)  # (Q,) b_j ∈ {0, 1}
+        rows = rows * sampled[:, None]
     return agent.release(weight * rows, noise_std, VoteOutput(num_queries=num_queries, bound=weight))

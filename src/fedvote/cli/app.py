@@ -35,6 +35,7 @@ from fedvote.results import (
     LevelPrivacy,
     PrivacyStatement,
     RunResult,
+    agent_group_lines,
     check_writable,
     fallback_message,
     write_atomic,
@@ -254,6 +255,7 @@ def summary(result: RunResult) -> str:
     else:
         lines.append("  NOT PRIVATE: no noise protects the releases; ε is unbounded (reported as null)")
     lines.extend(statement_lines(privacy.statements))
+    lines.extend(agent_group_lines(privacy.agent_groups))  # --agent-budgets (issue 45)
     lines.extend(diagnostic_lines(result.diagnostics))
     comm = result.communication
     lines.append(

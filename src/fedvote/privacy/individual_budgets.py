@@ -43,7 +43,6 @@ __all__ = [
     "BudgetSpec",
     "GroupLedger",
     "IndividualRelease",
-    "agent_epsilons",
     "assign_budgets",
     "group_privacy",
     "parse_budget_spec",
@@ -80,7 +79,7 @@ class BudgetPlan:
         return tuple(i for i, b in enumerate(self.budgets) if b == budget)
 
 
-def plan_budgets(budgets: Sequence[float], unit_sigma: Callable[[float], float]) -> BudgetPlan:
+def plan_budgets(budgets: Sequence[float] | np.ndarray, unit_sigma: Callable[[float], float]) -> BudgetPlan:
     """The groups of ``budgets`` (N,) with weights w_b = σ_{b_max} / σ_b, ``unit_sigma(b)`` = σ_b.
 
     ``unit_sigma`` returns the smallest σ at which an agent of weight 1 spends at most b over
@@ -171,11 +170,3 @@ def group_privacy(
         )
     return tuple(groups)
 
-
-def agent_epsilons(groups: Sequence[AgentGroup], num_agents: int) -> np.ndarray:
-    """Each agent's agent-level ε, (N,) (NaN for an agent in no group or unbounded)."""
-    epsilons = np.full(num_agents, np.nan)
-    for group in groups:
-        if group.epsilon is not None:
-            epsilons[list(group.agent_ids)] = group.epsilon
-    return epsilons

@@ -314,7 +314,31 @@ def _privacy_section(privacy: dict[str, Any]) -> str:
         )
     return (
         f"<section><h2>Privacy</h2><p>All ε at δ = {delta}; noise from {noise}.{calibrated}</p>"
-        f"{''.join(blocks)}{_statements_table(privacy.get('statements') or [])}{note}</section>"
+        f"{''.join(blocks)}{_statements_table(privacy.get('statements') or [])}"
+        f"{_agent_groups_table(privacy.get('agent_groups') or [])}{note}</section>"
+    )
+
+
+def _agent_groups_table(groups: list[dict[str, Any]]) -> str:
+    """``--agent-budgets``: each budget group's size, vote weight and ε (``privacy.agent_groups``)."""
+    if not groups:
+        return ""
+    rows = []
+    for index, entry in enumerate(groups):
+        key = f"privacy.agent_groups.{index}"
+        rows.append(
+            (
+                _value(f"{key}.budget", entry.get("budget")),
+                _value(f"{key}.agents", entry.get("agents")),
+                _value(f"{key}.weight", entry.get("weight")),
+                _value(f"{key}.epsilon", entry.get("epsilon"), "∞"),
+                _value(f"{key}.instance_epsilon", entry.get("instance_epsilon"), "∞"),
+            )
+        )
+    header = ("budget ε", "agents", "vote weight", "agent-level ε", "instance-level ε")
+    return (
+        "<h3>Individual budgets</h3><p>Each group's ε from its own releases; the agent-level "
+        "headline above is the largest over agents.</p>" + _table(header, rows)
     )
 
 
