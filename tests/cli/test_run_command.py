@@ -277,7 +277,8 @@ def test_knn_and_gradient_flags_keep_their_names_and_come_from_the_methods_optio
     gradient = {spec.flag for spec in option_specs(DpFedAvgOptions) + option_specs(DpFedSgdOptions)}
     assert gradient == {"--rounds", "--sampling-rate", "--local-steps", "--clip-norm", "--per-sample-clip",
                         "--learning-rate", "--lr-decay", "--batch-size", "--batch-sampling-rate", "--noise",
-                        "--gradient-model", "--center-inputs", "--local-da"}
+                        "--gradient-model", "--center-inputs", "--local-da", "--clipping", "--clip-quantile",
+                        "--clip-learning-rate", "--clip-count-stddev"}
     flags = {flag for param in run.params for flag in param.opts + param.secondary_opts}
     assert knn | gradient | {"--no-normalize-features", "--no-center-inputs"} <= flags
 

@@ -199,6 +199,22 @@ class GradientMethod(Method):
         """Method-specific result keys (the values the accounting used)."""
         return {}
 
+    def events_of_round(self, round_index: int) -> LevelEvents:
+        """What round ``round_index`` charges before its updates are used (default: :meth:`round_events`)."""
+        return self.round_events()
+
+    def participants(self, round_index: int, num_agents: int, rng: np.random.Generator) -> np.ndarray:
+        """The agents taking part in round ``round_index``: Poisson sampling at rate q (default).
+
+        Drawn from the privacy generator ``rng`` (the sample must stay unknown to the adversary
+        for the amplification the events assume). DP-FTRL overrides it: no sampling.
+        """
+        return np.flatnonzero(rng.random(num_agents) < self.sampling_rate)
+
+    def participation_details(self) -> dict[str, object]:
+        """How agents took part, for result.json (default: the Poisson rate q)."""
+        return {"sampling_rate": self.sampling_rate}
+
     def check_transport(self, transport: Transport) -> None:
         """Refuse, before the first round, a transport this run cannot use as its accounting assumes."""
 
@@ -248,8 +264,8 @@ class GradientMethod(Method):
         sampled_per_round: list[int] = []
         with progress.step(f"{self.name}: {self.rounds} rounds", total=self.rounds) as bar:
             for t in range(self.rounds):
-                chosen = np.flatnonzero(rng.random(n) < self.sampling_rate)  # Poisson sampling
-                ledger.charge(self.round_events())
+                chosen = self.participants(t, n, rng)
+                ledger.charge(self.events_of_round(t))
                 training = self.round_training(t, self.learning_rate_at(t), int(chosen.shape[0]), n)
                 if shift is not None:
                     training = dataclasses.replace(training, input_shift=shift)
@@ -267,7 +283,7 @@ class GradientMethod(Method):
             details={
                 **self.details(transport),
                 "rounds": self.rounds,
-                "sampling_rate": self.sampling_rate,
+                **self.participation_details(),
                 "mean_sampled_agents": float(np.mean(sampled_per_round)) if sampled_per_round else 0.0,
                 "model_floats": int(theta.shape[0]),
                 "local_steps_per_round": self.local_steps,

@@ -23,6 +23,7 @@ from fedvote.methods.options.fedaux import FedAuxOptions
 from fedvote.methods.options.gradient import (
     DpFedAvgOptions,
     DpFedSgdOptions,
+    DpFtrlOptions,
     FedAvgOptions,
     PriFedSyncOptions,
 )
@@ -37,6 +38,7 @@ OPTIONS: dict[str, type | None] = {
     "dp-fedavg": DpFedAvgOptions,
     "dp-fedavg-multilabel": DpFedAvgOptions,
     "dp-fedsgd": DpFedSgdOptions,
+    "dp-ftrl": DpFtrlOptions,
     "fedaux-f": FedAuxOptions,
     "fedaux-fdp": FedAuxOptions,
     "fedavg": FedAvgOptions,
@@ -64,6 +66,7 @@ SECURE_NOISE_SOURCES: dict[str, str] = {
 _NO_SECURE_NOISE: dict[str, str] = {
     "majority-vote": "adds no noise",
     "fedavg": "adds no noise",
+    "dp-ftrl": "its tree's noise is added by the server from the run's generator, not from agents' shares",
     "prifedsync": "its clients' DP-SGD noise comes from the batched trainer's generator, not yet a "
     "CSPRNG-seeded one",
     "fedaux-fdp": "its heads' output perturbation is not on the secure path yet",

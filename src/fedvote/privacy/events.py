@@ -566,6 +566,27 @@ def dp_fedavg_events(
     return LevelEvents(agent=agent, instance=instance, agent_sensitivity=1.0, instance_sensitivity=2.0)
 
 
+def dp_ftrl_events(noise_multiplier: float, gaussians: int) -> LevelEvents:
+    """DP-FTRL with tree aggregation (Kairouz et al., ICML 2021): ``gaussians`` node Gaussians.
+
+    Each released node of the trees carries N(0, z²C²); an agent lies in at most ``gaussians``
+    of them, Σ_e (⌊log₂ k_e⌋ + 1) over the epochs' trees of k_e leaves, one leaf per tree
+    (:func:`fedvote.privacy.tree_aggregation.gaussian_count`); no sampling, so no amplification.
+    Agent level (zero-out): its clipped update leaves its leaf, each of those nodes moves by ≤ C:
+    ``SelfComposed(Gaussian(z), gaussians)`` — one Gaussian of sensitivity C·√gaussians, the
+    paper's ρ = gaussians/(2z²) zCDP. Instance level (replace-one record): the update moves
+    between two points of the C-ball, ≤ 2C: ``SelfComposed(Gaussian(z/2), gaussians)``.
+    """
+    _check_multiplier("noise_multiplier", noise_multiplier)
+    _check_count("gaussians", gaussians)
+    return LevelEvents(
+        agent=gaussian_release_event(noise_multiplier, 1.0, gaussians),
+        instance=gaussian_release_event(noise_multiplier, 2.0, gaussians),
+        agent_sensitivity=1.0,
+        instance_sensitivity=2.0,
+    )
+
+
 # --- FedAUXfdp: output-perturbed logistic heads (fedaux-fdp.txt) ------------------------------
 
 

@@ -1,0 +1,134 @@
+"""DP-FTRL (Kairouz et al. 2021): the bar command's ε against an independent computation, who
+takes part (each agent once per epoch, nobody sampled), the tree's restarts, and refusals."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+from fedvote.cli import main
+from fedvote.methods import METHODS
+from fedvote.methods.dp_ftrl import DpFtrl
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.transport.local import LocalTransport
+
+
+def invoke(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return int(exit_info.value.code or 0), captured.out, captured.err
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """Exact ε of μ-GDP at δ (Balle & Wang 2018), solved independently of fedvote."""
+    return brentq(lambda e: norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2) - delta,
+                  1e-9, 200.0, xtol=1e-12)
+
+
+def brute_force_gaussians(rounds: int, epoch: int) -> int:
+    """Σ over restarted trees of the most released nodes one leaf lies in, by enumeration."""
+    total = 0
+    for start in range(0, rounds, epoch):
+        k = min(epoch, rounds - start)
+        blocks = []
+        for t in range(1, k + 1):
+            length = t & -t
+            blocks.append(range(t - length + 1, t + 1))
+        total += max(sum(leaf in block for block in blocks) for leaf in range(1, k + 1))
+    return total
+
+
+def test_bar_command_epsilon_at_most_4_and_equal_to_an_independent_computation(capsys):
+    code, out, err = invoke(["run", "--method", "dp-ftrl", "--epsilon", "4", "--json"], capsys)
+    assert code == 0, err
+    result = json.loads(out)
+    privacy = result["privacy"]
+    gaussians = brute_force_gaussians(100, 20)
+    assert gaussians == 25 == result["node_gaussians_per_agent"]
+    z, delta = result["sigma"], privacy["delta"]
+    assert privacy["agent"]["epsilon"] <= 4.0
+    assert privacy["agent"]["epsilon"] == pytest.approx(gdp_epsilon(math.sqrt(gaussians) / z, delta), rel=1e-6)
+    assert privacy["instance"]["epsilon"] == pytest.approx(gdp_epsilon(2 * math.sqrt(gaussians) / z, delta),
+                                                           rel=1e-6)
+    assert result["sampling_rate"] is None and "server" in result["epsilon_holds_against"]
+
+
+class Participation(LocalTransport):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.rounds: list[list[int]] = []
+
+    def local_updates(self, global_params, agent_ids, training):
+        self.rounds.append(sorted(int(i) for i in agent_ids))
+        assert training.noise_std == 0 and training.clip_norm == 0.08  # agents add no noise
+        return super().local_updates(global_params, agent_ids, training)
+
+
+def test_each_agent_takes_part_once_per_epoch_and_the_ledger_equals_the_plan(small_federation):
+    method = DpFtrl(sigma=3.0, rounds=7, epoch_rounds=3, local_steps=1, model="logistic", noise_seed=0)
+    transport = Participation(small_federation, noise_seed=0)
+    ledger = PrivacyLedger()
+    method.run(small_federation.server_data(), transport, ledger)
+    n = small_federation.num_agents
+    for start in range(0, 6, 3):  # two full epochs: every agent exactly once
+        epoch = [a for r in transport.rounds[start:start + 3] for a in r]
+        assert sorted(epoch) == list(range(n))
+    assert transport.rounds[6] == transport.rounds[0]  # the cycle starts again
+    delta = 1e-3
+    planned = epsilon_for(method.planned_events().agent, delta)
+    assert epsilon_for(ledger.event("agent"), delta) == pytest.approx(planned, rel=1e-6)
+    assert method.gaussians() == brute_force_gaussians(7, 3) == 2 + 2 + 1
+
+
+def test_noiseless_run_is_ftrl_on_exact_prefix_sums(small_federation):
+    """σ = 0: θ_t = θ_e + η_s·(Σ clipped updates of the epoch)/(N/K); the first epoch's last θ
+    equals θ⁰ plus every update of the epoch, recomputed here round by round."""
+    theta_seen: list[np.ndarray] = []
+
+    class Recorder(LocalTransport):
+        def local_updates(self, global_params, agent_ids, training):
+            theta_seen.append(np.array(global_params, dtype=np.float64))
+            received = super().local_updates(global_params, agent_ids, training)
+            sums.append(received.updates.astype(np.float64).sum(axis=0))
+            return received
+
+    sums: list[np.ndarray] = []
+    method = DpFtrl(sigma=0.0, rounds=3, epoch_rounds=3, local_steps=1, model="logistic",
+                    server_learning_rate=0.5, noise_seed=0)
+    method.run(small_federation.server_data(), Recorder(small_federation, noise_seed=0), PrivacyLedger())
+    start = theta_seen[0]
+    for t in (1, 2):
+        expected = start + 0.5 * np.sum(sums[:t], axis=0) / (small_federation.num_agents / 3)
+        np.testing.assert_allclose(theta_seen[t], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_registered():
+    assert METHODS["dp-ftrl"] is DpFtrl
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--epoch-rounds", "0"], "epoch-rounds"),
+        (["--server-learning-rate", "-1"], "server-learning-rate"),
+        (["--secure-noise"], "secure-noise"),
+        (["--epoch-rounds", "11"], "epoch-rounds"),  # K > N = 10
+    ],
+)
+def test_bad_input_is_one_line_exit_2_nothing_charged(args, flag, capsys, tmp_path):
+    ledger = tmp_path / "ledger.db"
+    code, _, err = invoke(["run", "--method", "dp-ftrl", "--agents", "10", "--rounds", "2", "--sigma", "1",
+                           "--ledger", str(ledger), *args], capsys)
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("fedvote run [")]
+    assert len(lines) == 1, err
+    assert flag in lines[0] or flag.replace("-", "_") in lines[0], err
+    assert not ledger.exists()  # refused before the ledger was opened: nothing charged
