@@ -41,10 +41,10 @@ from fedvote.methods.voting import (
     check_voting_settings,
     label_and_teach,
     label_and_teach_confident,
+    label_and_teach_individual,
 )
 from fedvote.models.config import teacher_training
 from fedvote.models.training import TrainingConfig
-from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.calibrate import calibrate_sigma
 from fedvote.privacy.events import (
     PATE_FL_AGENT_SENSITIVITY,
@@ -56,10 +56,10 @@ from fedvote.privacy.events import (
 )
 from fedvote.privacy.individual_budgets import (
     BudgetPlan,
-    GroupLedger,
     IndividualRelease,
     assign_budgets,
-    group_privacy,
+    check_group_budgets,
+    individual_release,
     parse_budget_spec,
     plan_budgets,
 )
@@ -139,6 +139,9 @@ class PateFL(Method):
     requires: ClassVar[tuple[type, ...]] = (TeacherVotes,)
     votes_with_unit_mass: ClassVar[bool] = True
     options_type: ClassVar[type | None] = PateFLOptions
+    audit_release = "teacher-votes"
+    audit_secure_noise = True
+    flower_support = True
 
     sigma: float
     queries: int
@@ -319,37 +322,8 @@ class PateFL(Method):
         """
         rate = self.release_options.sampling_rate
         weights = self.group_weights()
-        groups = tuple(
-            individual_vote_events(self.sigma, count, weight=w, sampling_rate=rate) for w in weights
-        )
-        top = groups[weights.index(max(weights))]
-        return IndividualRelease(
-            agent=top.agent,
-            instance=top.instance,
-            agent_sensitivity=top.agent_sensitivity,
-            instance_sensitivity=top.instance_sensitivity,
-            groups=groups,
-        )
-
-    def check_budgets(self, num_agents: int) -> None:
-        """Refuse, before anything is trained or charged, a plan in which a group would exceed its budget.
-
-        The weights make each group's planned ε at most its budget; this checks it with
-        the σ the run was calibrated to (and that the plan has one budget per agent).
-        """
-        plan = self.budget_plan
-        if plan is None:
-            return
-        if len(plan.budgets) != num_agents:
-            raise ConfigError("agent_budgets", f"{len(plan.budgets)} budgets planned for {num_agents} agents")
-        planned = self.individual_events(self.queries).groups
-        for budget, events in zip(plan.levels, planned, strict=True):
-            spent = epsilon_for(events.agent, self.delta, self.accountant)
-            if not spent <= budget:
-                raise ConfigError(
-                    "agent_budgets",
-                    f"at σ = {self.sigma:.4g} the agents of budget {budget:g} would spend ε {spent:.4g}",
-                )
+        groups = [individual_vote_events(self.sigma, count, weight=w, sampling_rate=rate) for w in weights]
+        return individual_release(groups, weights)
 
     def requirements(self) -> tuple[type, ...]:
         """Teacher votes; with ``--release labels`` an aggregator that lets out labels only; DANN teachers."""
@@ -417,35 +391,31 @@ class PateFL(Method):
     ) -> MethodOutcome:
         """Vote with budget weights and/or subsampling (issue 45); each group's ε into the outcome.
 
-        The sums are scaled by 1/q (unbiased for the full weighted sums). With budgets each
-        round is charged to a :class:`~fedvote.privacy.individual_budgets.GroupLedger`,
-        which charges ``ledger`` with the largest weight's events and keeps each group's.
+        Refused before anything is charged when a group's planned ε would exceed its budget
+        at this σ (:func:`~fedvote.privacy.individual_budgets.check_group_budgets`).
         """
         assert isinstance(transport, IndividualTeacherVotes)  # required by requirements()
         plan = self.budget_plan
-        self.check_budgets(transport.num_agents)
+        if plan is not None:
+            if len(plan.budgets) != transport.num_agents:
+                raise ConfigError(
+                    "agent_budgets", f"{len(plan.budgets)} budgets for {transport.num_agents} agents"
+                )
+            planned = self.individual_events(self.queries).groups
+            check_group_budgets(plan, planned, self.delta, self.accountant, self.sigma)
         weights = np.ones(transport.num_agents) if plan is None else plan.agent_weights()  # (N,)
         rate = self.release_options.sampling_rate
-        charged = ledger if plan is None else GroupLedger(ledger, len(plan.levels))
-        outcome = label_and_teach(
+        return label_and_teach_individual(
             self,
             server,
             events=self.sum_events,
             vote_sum=lambda batch, std, t: transport.individual_vote_sum(
                 batch, std, t, weights=weights, sampling_rate=rate
             ),
-            ledger=charged,
+            ledger=ledger,
+            plan=plan,
+            sampling_rate=rate,
+            delta=self.delta,
+            accountant=self.accountant,
             progress=progress,
-            vote_scale=1.0 / rate,
         )
-        details: dict[str, Any] = {**outcome.details, "vote_sampling": rate}
-        if plan is None:
-            return dataclasses.replace(outcome, details=details)
-        assert isinstance(charged, GroupLedger)
-        groups = group_privacy(charged, plan, self.delta, self.accountant)
-        details["agent_budgets"] = {
-            "spec": self.release_options.agent_budgets,
-            "weights": dict(zip((f"{b:g}" for b in plan.levels), plan.weights, strict=True)),
-            "unit_sigmas": dict(zip((f"{b:g}" for b in plan.levels), plan.unit_sigmas, strict=True)),
-        }
-        return dataclasses.replace(outcome, details=details, agent_groups=groups)

@@ -23,6 +23,7 @@ noisy sum, and the student learns from the answered queries.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -39,6 +40,7 @@ from fedvote.models.precision import resolve_precision
 from fedvote.models.student import train_student
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import LevelEvents
+from fedvote.privacy.individual_budgets import BudgetPlan, GroupLedger, group_privacy
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport.base import ReleasedLabels, VoteSum
@@ -340,6 +342,44 @@ def label_and_teach(
         pseudo_labels=votes.pseudo_labels,
         details=voting_details(settings, server=server, student_queries=used, release="sums"),
     )
+
+
+def label_and_teach_individual(
+    settings: VotingSettings,
+    server: ServerData,
+    *,
+    events: Callable[[int], LevelEvents],
+    vote_sum: Callable[[np.ndarray, float, int], VoteSum | None],
+    ledger: PrivacyLedger,
+    plan: BudgetPlan | None,
+    sampling_rate: float,
+    delta: float,
+    accountant: str,
+    progress: Progress = NO_PROGRESS,
+) -> MethodOutcome:
+    """:func:`label_and_teach` with budget weights and/or subsampled votes (issue 45).
+
+    ``vote_sum`` is the transport's individual vote (weights and rate already bound); its
+    sums are scaled by 1/q (unbiased for the full weighted sums). With a budget ``plan`` each
+    round's :class:`~fedvote.privacy.individual_budgets.IndividualRelease` is charged to a
+    :class:`~fedvote.privacy.individual_budgets.GroupLedger` over ``ledger``, and each
+    group's ε (``delta``, ``accountant``) goes into the outcome's ``agent_groups``.
+    """
+    charged = ledger if plan is None else GroupLedger(ledger, len(plan.levels))
+    outcome = label_and_teach(
+        settings, server, events=events, vote_sum=vote_sum, ledger=charged, progress=progress,
+        vote_scale=1.0 / sampling_rate,
+    )
+    details: dict[str, object] = {**outcome.details, "vote_sampling": sampling_rate}
+    if plan is None:
+        return dataclasses.replace(outcome, details=details)
+    assert isinstance(charged, GroupLedger)
+    details["agent_budgets"] = {
+        "weights": dict(zip((f"{b:g}" for b in plan.levels), plan.weights, strict=True)),
+        "unit_sigmas": dict(zip((f"{b:g}" for b in plan.levels), plan.unit_sigmas, strict=True)),
+    }
+    groups = group_privacy(charged, plan, delta, accountant)
+    return dataclasses.replace(outcome, details=details, agent_groups=groups)
 
 
 def scaled(result: VoteSum | None, scale: float) -> VoteSum | None:

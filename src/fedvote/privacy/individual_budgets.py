@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from dp_accounting import dp_event
 
+from fedvote.errors import ConfigError
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.budget_spec import BudgetSpec, assign_budgets, parse_budget_spec
 from fedvote.privacy.events import LevelEvents, compose_events
@@ -44,6 +45,8 @@ __all__ = [
     "GroupLedger",
     "IndividualRelease",
     "assign_budgets",
+    "check_group_budgets",
+    "individual_release",
     "group_privacy",
     "parse_budget_spec",
     "plan_budgets",
@@ -102,6 +105,36 @@ class IndividualRelease(LevelEvents):
     """
 
     groups: tuple[LevelEvents, ...] = ()
+
+
+def individual_release(groups: Sequence[LevelEvents], weights: Sequence[float]) -> IndividualRelease:
+    """One release as each group sees it (``groups``, one per weight), charged as the heaviest sees it."""
+    if len(groups) != len(weights) or not groups:
+        raise ValueError(f"{len(groups)} groups' events for {len(weights)} weights")
+    top = groups[list(weights).index(max(weights))]
+    return IndividualRelease(
+        agent=top.agent,
+        instance=top.instance,
+        agent_sensitivity=top.agent_sensitivity,
+        instance_sensitivity=top.instance_sensitivity,
+        groups=tuple(groups),
+    )
+
+
+def check_group_budgets(
+    plan: BudgetPlan, planned: Sequence[LevelEvents], delta: float, accountant: str, sigma: float
+) -> None:
+    """Refuse (``agent_budgets``) a plan in which a group's planned agent-level ε exceeds its budget.
+
+    ``planned`` holds each level's events of the whole run at noise ``sigma`` (named in the error).
+    """
+    for budget, events in zip(plan.levels, planned, strict=True):
+        spent = epsilon_for(events.agent, delta, accountant)
+        if not spent <= budget:
+            raise ConfigError(
+                "agent_budgets",
+                f"at σ = {sigma:.4g} the agents of budget {budget:g} would spend ε {spent:.4g}",
+            )
 
 
 class GroupLedger(PrivacyLedger):
