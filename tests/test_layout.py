@@ -84,3 +84,44 @@ def test_transports_count_communication_through_one_helper() -> None:
     assert set(found) <= inside, sorted(set(found) - inside)
     assert (PACKAGE / "transport" / "reused_votes.py").read_text().count("communication.count(") >= 3
     assert (PACKAGE / "flower" / "transport.py").read_text().count("communication.count(") >= 4
+
+
+# Issue 44's grep: Flower, the audit and the report read the methods' hooks (Method.flower_support,
+# flower_secure_noise_refusal, audit_release, audit_secure_noise, agent_models), never a method's name
+# or type.
+SWITCH = re.compile(
+    r"isinstance\(.*(PateFL|PrivateKnnFL|DpFedAvg|WeightedPate|FedAuxFdp)|method ==|\.name (not )?in|\"private-knn-fl\""
+)
+
+
+def _hook_readers() -> list[Path]:
+    return [path for package in ("flower", "audit", "report") for path in sorted((PACKAGE / package).rglob("*.py"))]
+
+
+def test_flower_audit_and_report_have_no_method_name_or_type_switch() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for path in _hook_readers()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if SWITCH.search(line)
+    ]
+    assert not found, found
+
+
+def test_flower_audit_and_report_name_no_registered_method_or_method_class() -> None:
+    """The wider net: any registered method's name quoted (but as a keyword's default), any method
+    class in an ``isinstance``, ``type(method)``."""
+    from fedvote.methods import METHODS
+
+    names = "|".join(re.escape(name) for name in METHODS)
+    classes = "|".join(sorted({method.__name__ for method in METHODS.values()}))
+    quoted = re.compile(rf"[\"']({names})[\"']")
+    default = re.compile(rf"^\s*\w+: str = \"({names})\",?$")
+    typed = re.compile(rf"isinstance\(.*\b({classes})\b|type\(method\)")
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for path in _hook_readers()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if (quoted.search(line) and not default.match(line)) or typed.search(line)
+    ]
+    assert not found, found

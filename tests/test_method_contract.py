@@ -251,6 +251,59 @@ def test_planned_on_its_defaults_a_method_leaves_no_training_unplanned(method: s
         assert training.model != "auto" or training is getattr(planned, "student", None)
 
 
+# --- the hooks Flower, the audit and the report read (issue 44) ---------------------------
+
+
+def _audited_through() -> dict[str, tuple[type, ...]]:
+    """Each audit release (``Method.audit_release``) and the capabilities its mechanism comes through."""
+    from fedvote.transport import capabilities as c
+
+    return {
+        "teacher-votes": (c.TeacherVotes,),
+        "knn-votes": (c.KnnVotes,),
+        "weighted-votes": (c.WeightedVotes,),
+        "heads": (c.PrivateHeads,),
+        "fedavg-run": (c.LocalUpdates,),
+        "trainer-run": (c.LocalUpdates, c.PersonalisedModels),
+    }
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_the_hooks_flower_audit_and_report_read_say_what_the_method_does(method: str):
+    """Flower, the audit and the report switch on these, never on a method's name or type.
+
+    The audit release is one the audit reproduces, through a capability the method uses;
+    a method Flower runs needs only what :class:`FlowerTransport` serves and carries a
+    voting method's settings; a secure-noise refusal or audit needs the support it qualifies.
+    """
+    from fedvote.audit.api import audit_releases
+    from fedvote.flower.transport import FlowerTransport
+
+    declared = METHODS[method]
+    config = small_config(method)
+    planned = plan(config, prepare_public(config, make_federation(config)).public_metadata())
+    requirements = set(planned.requirements())
+    if declared.audit_release is not None:
+        assert declared.audit_release in audit_releases()
+        assert requirements & set(_audited_through()[declared.audit_release]), declared.audit_release
+    assert not declared.audit_secure_noise or declared.audit_release is not None
+    if declared.flower_support:
+        assert all(issubclass(FlowerTransport, need) for need in requirements), requirements
+        for setting in ("sigma", "queries", "min_responders", "query_batch_size"):
+            assert hasattr(planned, setting), setting
+    else:
+        assert declared.flower_secure_noise_refusal is None
+    assert isinstance(declared.agent_models, str) and declared.agent_models
+
+
+def test_the_report_names_the_agents_models_by_the_hook(runs: Runs):
+    diagnostics = runs.first.diagnostics
+    if "teacher_accuracy" in diagnostics:
+        assert diagnostics["teacher_kind"] == METHODS[runs.config.method].agent_models
+    else:
+        assert "teacher_kind" not in diagnostics
+
+
 # --- --min-responders t: refused, or every noise share carries the total over √t ---------
 
 T_OF_TEN = 5  # half the contract federation's 10 agents are honest

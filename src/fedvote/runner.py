@@ -493,6 +493,7 @@ def measure(
         teacher_test_points = len(sample)
         diagnostics["teacher_accuracy"] = float(np.mean(teacher_accuracies))
         diagnostics["teacher_accuracy_test_points"] = teacher_test_points
+        diagnostics["teacher_kind"] = method.agent_models  # what the report calls them
     level = calibration_level(config, method)
     accounting = time.perf_counter()
     privacy = privacy_report(

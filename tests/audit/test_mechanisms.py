@@ -75,5 +75,5 @@ def test_a_release_the_audit_does_not_simulate_is_refused_not_misreported() -> N
     from fedvote.errors import ConfigError
 
     # --secure-noise is audited for PATE-FL's sums and DP-FedAvg's run only: kNN's count-scale release is refused
-    with pytest.raises(ConfigError, match="pate-fl's vote sums and dp-fedavg's run only"):
+    with pytest.raises(ConfigError, match="dp-fedavg's run and pate-fl's vote sums only, not private-knn-fl"):
         audit("private-knn-fl", "agent", 100, agents=5, queries=10, secure_noise=True)

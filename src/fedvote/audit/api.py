@@ -27,6 +27,15 @@ from fedvote.progress import NO_PROGRESS, Progress
 # of the selection scores needs few trials, and the rest evaluate (bounds._select).
 SELECTION_FRACTION = 0.3
 
+# The releases (Method.audit_release) audited by many releases on each neighbour: the vote
+# sums (fedvote.audit.vote_release) and FedAUX's heads (fedvote.audit.head_release).
+MULTI_TRIAL_RELEASES: dict[str, str] = {
+    "teacher-votes": "vote sums",
+    "knn-votes": "kNN vote sums",
+    "weighted-votes": "weighted vote sums",
+    "heads": "heads",
+}
+
 
 def audit(
     method: str = "pate-fl",
@@ -58,11 +67,11 @@ def audit_config(
     progress: Progress = NO_PROGRESS,
 ) -> AuditResult:
     """:func:`audit` of an already validated run config."""
-    from fedvote.audit.one_run import ONE_RUN_METHODS, one_run_audit
-    from fedvote.audit.vote_release import VOTE_METHODS
-    from fedvote.methods import FedAuxFdp, check_method
+    from fedvote.audit.one_run import ONE_RUN_RELEASES, one_run_audit
+    from fedvote.methods import check_method
     from fedvote.privacy.accountant import epsilon_for
     from fedvote.runner import make_federation, plan, prepare_public
+    from fedvote.transport.capabilities import LabelRelease
 
     _check_arguments(level, trials, confidence)
     check_method(config)
@@ -76,21 +85,41 @@ def audit_config(
         raise ConfigError("method", f"{method.name} is not private at any level; nothing to audit")
     if not math.isfinite(claimed[level]):
         raise ConfigError("level", f"{method.name} claims no finite ε at the {level} level; nothing to audit")
-    if config.privacy.secure_noise and method.name not in ("pate-fl", "dp-fedavg"):
-        raise ConfigError(
-            "secure_noise", f"is audited for pate-fl's vote sums and dp-fedavg's run only, not {method.name}"
-        )
+    if config.privacy.secure_noise and not method.audit_secure_noise:  # Method.audit_secure_noise
+        raise ConfigError("secure_noise", f"is audited for {secure_noise_audits()} only, not {method.name}")
     run = AuditRun(
         config, method.name, float(method.sigma), level, claimed[level], confidence, trials, started
     )
-    release = getattr(method, "release_options", None)
-    if release is not None and release.labels_only:
+    if LabelRelease in method.requirements():  # --release labels: what leaves is labels, not sums
         return _label_audit(run, method, federation, progress)
-    if isinstance(method, (*VOTE_METHODS, FedAuxFdp)):
+    if method.audit_release in MULTI_TRIAL_RELEASES:  # Method.audit_release
         return _multi_trial_audit(run, method, federation, progress)
-    if isinstance(method, ONE_RUN_METHODS):
+    if method.audit_release in ONE_RUN_RELEASES:
         return one_run_audit(run, method, federation, progress)
     raise ConfigError("method", f"no audit is defined for {method.name}")
+
+
+def audit_releases() -> dict[str, str]:
+    """Every release the audit reproduces (a method's :attr:`~fedvote.methods.base.Method.audit_release`).
+
+    Each named with what it tests: the vote sums or heads, multi-trial; a run, one-run.
+    """
+    from fedvote.audit.one_run import ONE_RUN_RELEASES
+
+    return {**MULTI_TRIAL_RELEASES, **ONE_RUN_RELEASES}
+
+
+def secure_noise_audits() -> str:
+    """What is audited on the secure-noise path: each such method's name and its release, in one phrase."""
+    from fedvote.methods import METHODS
+
+    releases = audit_releases()
+    audited = [
+        f"{name}'s {releases[method.audit_release]}"
+        for name, method in sorted(METHODS.items())
+        if method.audit_secure_noise and method.audit_release is not None
+    ]
+    return " and ".join(audited)
 
 
 def _check_arguments(level: str, trials: int, confidence: float) -> None:
@@ -109,11 +138,10 @@ def _multi_trial_audit(run: AuditRun, method: Any, federation: Any, progress: Pr
     from fedvote.audit.head_release import build_head_release
     from fedvote.audit.runner import release_scores
     from fedvote.audit.vote_release import VoteRelease, build_vote_release
-    from fedvote.methods import FedAuxFdp
 
     config, level, trials = run.config, run.level, run.trials
     release: VoteRelease | Any
-    if isinstance(method, FedAuxFdp):
+    if method.audit_release == "heads":
         release = build_head_release(method, federation, level, noise_seed=config.privacy.noise_seed)
         rows, description = 1, release.description
         details: dict[str, Any] = {"noise_stds": list(release.stds)}

@@ -45,15 +45,14 @@ from fedvote.audit.result import AuditResult, AuditRun
 from fedvote.audit.trainer_canaries import TRAINER, trainer_audit_scores
 from fedvote.data.federation import Federation
 from fedvote.errors import ConfigError
-from fedvote.methods.dp_fedavg import DpFedAvg
-from fedvote.methods.dp_fedsgd import DpFedSgd
-from fedvote.methods.prifedsync import PriFedSync
 from fedvote.progress import Progress
 
 # The guesses tried: r = fraction·m (half "in" from the top, half "out" from the bottom).
 GUESS_FRACTIONS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
-ONE_RUN_METHODS: tuple[type, ...] = (DpFedAvg, DpFedSgd, PriFedSync)
+# The releases (Method.audit_release) audited by one run: DP-FedAvg's own run on canary
+# clients; a DP-SGD trainer's (DP-FedSGD, PriFedSync) on record canaries.
+ONE_RUN_RELEASES: dict[str, str] = {"fedavg-run": "run", "trainer-run": "trainer's run"}
 
 
 def p_value(canaries: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
@@ -153,7 +152,7 @@ def one_run_audit(run: AuditRun, method: Any, federation: Federation, progress: 
     if canaries < 2:
         raise ConfigError("trials", f"a one-run audit needs at least 2 canaries, got {canaries}")
     noise_seed = config.privacy.noise_seed
-    if isinstance(method, DpFedAvg):  # every noise mode: the method's own run, on canary clients
+    if method.audit_release == "fedavg-run":  # every noise mode: the method's own run, on canary clients
         record_canaries = fedavg_trainer_audit(
             method, federation, level, canaries, seed=config.seed, noise_seed=noise_seed,
             secure_sum=config.privacy.secure_sum, secure_noise=config.privacy.secure_noise, progress=progress,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -48,7 +49,6 @@ from fedvote.transport.base import agent_noise_seeds, agent_training_seeds
 # How one agent releases votes (rows, C) with noise std s: the method's agent-side function.
 Release = Callable[[np.ndarray, float, int], np.ndarray]
 
-VOTE_METHODS: tuple[type, ...] = (PateFL, PrivateKnnFL)  # weighted-pate is a PateFL
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,11 +113,10 @@ def build_vote_release(
     the agents' noise streams come from ``noise_seed`` (None: OS entropy). With
     ``secure_noise`` (PATE-FL only) the agents draw discrete Gaussian shares from the CSPRNG.
     """
-    if secure_noise and (type(method) is not PateFL or noise_seed is not None):
-        raise ConfigError(
-            "secure_noise",
-            "is audited for PATE-FL's vote sums only, and cannot be seeded (drop --noise-seed)",
-        )
+    if secure_noise and not method.audit_secure_noise:  # Method.audit_secure_noise
+        raise ConfigError("secure_noise", f"is not audited for {method.name}'s vote sums")
+    if secure_noise and noise_seed is not None:
+        raise ConfigError("secure_noise", "cannot be seeded (drop --noise-seed)")
     entropy = noise_seed if noise_seed is not None else secrets.randbits(128)
     training_seeds = agent_training_seeds(seed, federation.num_agents)
     agents = tuple(
@@ -137,14 +136,16 @@ def build_vote_release(
     queries = choose_queries(
         federation.public.features, method.queries, method.seed, method.query_selection
     )  # (Q,)
-    if isinstance(method, PrivateKnnFL):
-        releases, clean, k = _knn_voters(method, federation, agents, queries, progress)
+    if method.audit_release == "knn-votes":  # Method.audit_release: which votes to reproduce
+        knn = cast(PrivateKnnFL, method)
+        releases, clean, k = _knn_voters(knn, federation, agents, queries, progress)
         canary = vote_canary(level, clean[1:].sum(axis=0), k=k)
-    elif isinstance(method, WeightedPate):
-        releases, clean, weight = _weighted_voters(method, federation, agents, queries, progress)
+    elif method.audit_release == "weighted-votes":
+        weighted = cast(WeightedPate, method)
+        releases, clean, weight = _weighted_voters(weighted, federation, agents, queries, progress)
         canary = vote_canary(level, clean[1:].sum(axis=0), weight=weight)
-    else:
-        releases, clean = _teacher_voters(method, agents, queries, progress)
+    else:  # "teacher-votes"
+        releases, clean = _teacher_voters(cast(PateFL, method), agents, queries, progress)
         canary = vote_canary(level, clean[1:].sum(axis=0))
     noise_std = aggregation_voting.noise_share_std(method.sigma, method.min_responders)
     return VoteRelease(agents=agents, releases=releases, clean=clean, noise_std=noise_std, canary=canary)

@@ -23,7 +23,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -33,11 +33,16 @@ from fedvote.data.federation import LabeledData, PublicMetadata, ServerData
 from fedvote.data.record_hashes import sorted_hashes_of
 from fedvote.errors import ConfigError
 from fedvote.flower.secagg import check_secagg_plan, secagg_settings
-from fedvote.methods.pate_fl import PateFL
-from fedvote.methods.private_knn_fl import PrivateKnnFL
 from fedvote.results import write_atomic
 from fedvote.runner import federation_content_key, federation_fingerprint, make_federation, plan
 from fedvote.transport.base import agent_training_seeds
+
+if TYPE_CHECKING:
+    from fedvote.methods.base import Method
+    from fedvote.methods.voting import VotingSettings
+
+    class FlowerMethod(Method, VotingSettings):
+        """A method Flower runs: a method with a voting method's settings."""
 
 AGENT_FILE = "agent-{agent_id}.npz"
 SERVER_FILE = "server.npz"
@@ -181,27 +186,31 @@ def load_server_file(path: str | Path) -> ServerFile:
 
 def planned_method(
     config: RunConfig, files: ServerFile, *, clip_sigmas: float, query_batch_size: int = 0
-) -> PateFL | PrivateKnnFL:
+) -> FlowerMethod:
     """The voting method a Flower run of ``config`` executes, its SecAgg+ plan checked.
 
     Built from the server's file alone, as the ServerApp builds it (σ given or
     calibrated; ``query_batch_size`` > 0 sets the queries per SecAgg+ round). Refuses a
-    file of another federation, a method Flower does not run, and a clipping range
-    whose δ slack could exceed 1 % of δ (:func:`~.flower_secagg.check_secagg_plan`) —
-    before anything is trained, released or charged.
+    file of another federation, a method Flower does not run (one that does not declare
+    :attr:`~fedvote.methods.base.Method.flower_support`), a label-only release, and a
+    clipping range whose δ slack could exceed 1 % of δ
+    (:func:`~.flower_secagg.check_secagg_plan`) — before anything is trained, released or charged.
     """
+    from fedvote.transport.capabilities import LabelRelease
+
     if files.fingerprint != federation_fingerprint(config):
         raise ConfigError("server_data", "the server file is another federation's (see its config)")
-    method = plan(config, files.public_metadata(config.federation.agents))
-    if not isinstance(method, PateFL | PrivateKnnFL):
-        raise ConfigError("method", f"Flower runs pate-fl or private-knn-fl, not {config.method}")
-    if isinstance(method, PateFL) and method.release_options.labels_only:
+    planned = plan(config, files.public_metadata(config.federation.agents))
+    if not planned.flower_support:
+        raise ConfigError("method", f"Flower runs {' or '.join(flower_methods())}, not {config.method}")
+    if LabelRelease in planned.requirements():
         raise ConfigError(
             "release",
             "Flower releases the SecAgg+ vote sums; label release (Confident-GNMax) runs in process only",
         )
-    if query_batch_size > 0:  # queries per SecAgg+ round: a deployment setting
-        method = dataclasses.replace(method, query_batch_size=query_batch_size)
+    if query_batch_size > 0:  # queries per SecAgg+ round: a deployment setting (a voting method's field)
+        planned = dataclasses.replace(cast(Any, planned), query_batch_size=query_batch_size)
+    method = cast("FlowerMethod", planned)  # a method declaring flower_support is a voting method
     t = method.min_responders
     settings = secagg_settings(
         noise_share_std(method.sigma, t),
@@ -237,25 +246,22 @@ def deployed_config(config: RunConfig, *, secure_noise: bool) -> RunConfig:
             "is fedvote deploy's default and cannot be seeded, but the config sets noise_seed: "
             "drop it, or pass --no-secure-noise for a seeded simulation",
         )
-    if secure_noise and config.method in _NOT_SECURE_ON_FLOWER:
-        raise ConfigError(
-            "secure_noise",
-            f"does not apply to {config.method} on Flower: {_NOT_SECURE_ON_FLOWER[config.method]}",
-        )
+    from fedvote.methods import METHODS
+
+    refusal = METHODS[config.method].flower_secure_noise_refusal if config.method in METHODS else None
+    if secure_noise and refusal is not None:  # Method.flower_secure_noise_refusal
+        raise ConfigError("secure_noise", f"does not apply to {config.method} on Flower: {refusal}")
     privacy = dataclasses.replace(config.privacy, secure_noise=secure_noise)
     deployed = dataclasses.replace(config, privacy=privacy)
     check_secure_noise(deployed)
     return deployed
 
 
-# Secure noise runs in process (fedvote run) for these, not yet on Flower: SecAgg+'s integer
-# clip (flower/secagg.py) is set for one-hot votes, not for counts up to k or weights up to K·w_max.
-_NOT_SECURE_ON_FLOWER: dict[str, str] = {
-    "private-knn-fl": "kNN neighbour counts exceed the SecAgg+ integer clip set for one-hot votes; "
-    "pass --no-secure-noise",
-    "weighted-pate": "integer weighted votes exceed the SecAgg+ integer clip set for one-hot votes; "
-    "pass --no-secure-noise",
-}
+def flower_methods() -> list[str]:
+    """The methods Flower runs (declaring :attr:`~fedvote.methods.base.Method.flower_support`), sorted."""
+    from fedvote.methods import METHODS
+
+    return sorted(name for name, method in METHODS.items() if method.flower_support)
 
 
 class _open:

@@ -65,6 +65,25 @@ class Method(ABC):
     # one unit per query (one-hot or probability votes): the vote mass is N, so σ / N says how
     # much of it the noise drowns (the runner's default Q reads it: fedvote.runner.plan).
     votes_with_unit_mass: ClassVar[bool] = False
+    # --- What Flower, the audit and the report need to know of the method (its hooks; the
+    # contract suite checks them for every method). Those packages read these, never the
+    # method's name or type.
+    # ``fedvote audit``: the release it reproduces to test the method's claim, one of
+    # fedvote.audit.api.AUDIT_RELEASES — multi-trial on the vote sums ("teacher-votes",
+    # "knn-votes", "weighted-votes") or on FedAUX's heads ("heads"); one run of DP-FedAvg on
+    # canary clients ("fedavg-run") or of a DP-SGD trainer on record canaries ("trainer-run");
+    # None: no audit is defined for it ...
+    audit_release: ClassVar[str | None] = None
+    # ... and whether that audit covers the --secure-noise path too.
+    audit_secure_noise: ClassVar[bool] = False
+    # ``fedvote deploy``: True where Flower runs the method (a voting method whose vote sums
+    # go through SecAgg+; fedvote.flower.files.planned_method) ...
+    flower_support: ClassVar[bool] = False
+    # ... and, where --secure-noise does not apply on Flower yet, why not (one line, the fix).
+    flower_secure_noise_refusal: ClassVar[str | None] = None
+    # What the agents' local models are called in the report ("Teacher accuracy across
+    # agents"); recorded in result.json's diagnostics.teacher_kind beside their accuracies.
+    agent_models: ClassVar[str] = "teacher"
     sigma: float  # the noise parameter of the method's releases (σ or noise multiplier)
 
     def requirements(self) -> tuple[type, ...]:

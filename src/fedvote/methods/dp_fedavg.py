@@ -141,6 +141,8 @@ class DpFedAvg(GradientMethod):
     requires: ClassVar[tuple[type, ...]] = (capabilities.LocalUpdates,)
     calibration_level: ClassVar[str | None] = "agent"
     options_type: ClassVar[type | None] = DpFedAvgOptions
+    audit_release = "fedavg-run"
+    audit_secure_noise = True
 
     clip_norm: float = 0.08
     noise: str = "distributed"

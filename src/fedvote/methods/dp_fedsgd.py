@@ -80,6 +80,7 @@ class DpFedSgd(GradientMethod):
     requires: ClassVar[tuple[type, ...]] = (capabilities.LocalUpdates,)
     calibration_level: ClassVar[str | None] = "instance"
     options_type: ClassVar[type | None] = DpFedSgdOptions
+    audit_release = "trainer-run"
 
     sampling_rate: float = 1.0
     local_steps: int = 1

@@ -244,6 +244,7 @@ class FedAuxFdp(Method):
     requires: ClassVar[tuple[type, ...]] = (PrivateHeads,)
     calibration_level: ClassVar[str | None] = None  # the budget is given per head, not calibrated
     options_type: ClassVar[type | None] = FedAuxOptions
+    audit_release = "heads"
     # What distinguishes the variants.
     uses_scores: ClassVar[bool] = True
     class_head_kind: ClassVar[str] = "logistic"

@@ -48,6 +48,7 @@ class MultiLabelDpFedAvg(DpFedAvg):
     """
 
     name = "dp-fedavg-multilabel"
+    audit_secure_noise = False  # DP-FedAvg's audit, not on the secure path
 
     task: AttributeTask | None = None
 

@@ -140,6 +140,7 @@ class PriFedSync(Method):
     requires: ClassVar[tuple[type, ...]] = (PersonalisedModels,)
     calibration_level: ClassVar[str | None] = "instance"
     options_type: ClassVar[type | None] = PriFedSyncOptions
+    audit_release = "trainer-run"
 
     sigma: float = 1.0
     rounds: int = 200

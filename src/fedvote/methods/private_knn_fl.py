@@ -121,6 +121,12 @@ class PrivateKnnFL(Method):
     requires: ClassVar[tuple[type, ...]] = (KnnVotes,)
     votes_with_unit_mass: ClassVar[bool] = True
     options_type: ClassVar[type | None] = KnnOptions
+    audit_release = "knn-votes"
+    flower_support = True
+    flower_secure_noise_refusal = (
+        "kNN neighbour counts exceed the SecAgg+ integer clip set for one-hot votes; pass --no-secure-noise"
+    )
+    agent_models = "kNN classifier"
 
     sigma: float
     queries: int

@@ -84,6 +84,9 @@ class WeightedPate(PateFL):
     name = "weighted-pate"
     requires: ClassVar[tuple[type, ...]] = (TeacherVotes, WeightedVotes)
     options_type = WeightedVotingOptions
+    audit_release = "weighted-votes"
+    audit_secure_noise = False
+    flower_support = False  # FlowerTransport serves no weighted votes
 
     # PATE-FL's fields and checks, plus the scheme's options.
     options: WeightedVotingOptions = WeightedVotingOptions()

@@ -476,7 +476,8 @@ def _run_panels(run: RunData) -> list[Panel]:
             )
         )
     else:
-        label = "kNN classifier accuracy across agents" if result["method"] == "private-knn-fl" else None
+        kind = (result.get("diagnostics") or {}).get("teacher_kind")  # Method.agent_models
+        label = f"{kind[:1].upper()}{kind[1:]} accuracy across agents" if kind else None
         points = analysis.teacher_accuracy_test_points
         figure = plots.teacher_accuracy_figure(
             analysis.teacher_accuracies,
