@@ -24,6 +24,9 @@ Privacy (Theorem 3; ``docs/privacy.md``)
   public); the server divides the sum by K. Accounted in counts
   (:func:`~fedvote.privacy.events.private_knn_fl_discrete_events`): agent level Δ₂ = K
   (ratio 1/σ), instance level two coordinates by 1 (ratio √2/(Kσ) ≤ √2/(k_min σ)).
+* ``--agent-budgets`` / ``--vote-sampling`` (issue 45): as for PATE-FL (weights from the
+  budgets, each agent's own coins), with the instance level at w·√2/k_min and no sampling
+  credit (:func:`~fedvote.privacy.subsampled_votes.individual_knn_events`).
 """
 
 from __future__ import annotations
@@ -42,7 +45,12 @@ from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.integer_votes import VoteSumFn, on_integer_scale
 from fedvote.methods.options.voting import KnnOptions
-from fedvote.methods.voting import check_voting_run, check_voting_settings, label_and_teach
+from fedvote.methods.voting import (
+    check_voting_run,
+    check_voting_settings,
+    label_and_teach,
+    label_and_teach_individual,
+)
 from fedvote.models.features import (
     FEATURE_KINDS,
     FeatureExtractor,
@@ -51,6 +59,7 @@ from fedvote.models.features import (
 )
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.calibrate import calibrate_sigma
 from fedvote.privacy.events import (
     KNN_BOUNDS,
     LevelEvents,
@@ -59,11 +68,21 @@ from fedvote.privacy.events import (
     private_knn_fl_events,
     private_knn_fl_sensitivity,
 )
+from fedvote.privacy.individual_budgets import (
+    BudgetPlan,
+    IndividualRelease,
+    assign_budgets,
+    check_group_budgets,
+    individual_release,
+    parse_budget_spec,
+    plan_budgets,
+)
 from fedvote.privacy.ledger import PrivacyLedger
+from fedvote.privacy.subsampled_votes import individual_knn_events
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import PrivacyStatement
 from fedvote.transport.base import Transport
-from fedvote.transport.capabilities import KnnVotes
+from fedvote.transport.capabilities import IndividualKnnVotes, KnnVotes
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
@@ -150,9 +169,15 @@ class PrivateKnnFL(Method):
     delta: float = 1e-5
     accountant: str = "pld"
     secure_noise: bool = False
+    agent_budgets: str | None = None
+    vote_sampling: float | None = None
+    budget_plan: BudgetPlan | None = None
 
     def __post_init__(self) -> None:
         check_voting_settings(self)
+        if self.individual and self.secure_noise:
+            flag = "agent_budgets" if self.agent_budgets is not None else "vote_sampling"
+            raise ConfigError(flag, "needs real-valued weighted votes: drop --secure-noise")
         resolve_k(1, self.k, self.k_fraction)  # validates k and k_fraction
         if self.features not in FEATURE_KINDS:
             raise ConfigError(
@@ -176,6 +201,17 @@ class PrivateKnnFL(Method):
     ) -> PrivateKnnFL:
         """Private-kNN-FL with the run's options (:class:`KnnOptions`), student settings and seed."""
         options: KnnOptions = cls.options_from(config)
+        if options.agent_budgets is not None:
+            privacy = config.privacy
+            if privacy.epsilon is not None or privacy.sigma is not None:
+                raise ConfigError(
+                    "agent_budgets",
+                    "sets each agent's ε (σ follows from the largest): drop --epsilon/--sigma",
+                )
+            if privacy.calibrate_level == "instance":
+                raise ConfigError(
+                    "agent_budgets", "budgets are agent-level ε: drop --calibrate-level instance"
+                )
         return cls(
             sigma=sigma,
             queries=queries,
@@ -195,6 +231,8 @@ class PrivateKnnFL(Method):
             delta=config.privacy.delta,
             accountant=config.privacy.accountant,
             secure_noise=config.privacy.secure_noise,
+            agent_budgets=options.agent_budgets,
+            vote_sampling=options.vote_sampling,
         )
 
     def with_sigma(self, sigma: float) -> PrivateKnnFL:
@@ -212,8 +250,13 @@ class PrivateKnnFL(Method):
         would be all its records, divided by a k it cannot reach (k = 10⁹: instance ε 0.0,
         accuracy 0.126, issue 47); ``--k-fraction`` scales k with each agent's records.
         """
+        method = self
+        if self.agent_budgets is not None:
+            spec = parse_budget_spec(self.agent_budgets)
+            budgets = assign_budgets(spec, public.num_agents, self.seed)  # (N,)
+            method = dataclasses.replace(self, budget_plan=plan_budgets(budgets, self.unit_sigma))
         if public.agent_records is None:
-            return self
+            return method
         smallest = min((int(n) for n in public.agent_records), default=0)
         if self.k is not None and smallest and self.k > smallest:
             raise ConfigError(
@@ -221,7 +264,50 @@ class PrivateKnnFL(Method):
                 f"{self.k} neighbours but the smallest agent holds {smallest} records; give k <= {smallest} "
                 "(or --k-fraction, a share of each agent's records)",
             )
-        return self.with_agent_records(public.agent_records)
+        return method.with_agent_records(public.agent_records)
+
+    @property
+    def individual(self) -> bool:
+        """Whether votes are weighted by agent budgets or subsampled (issue 45)."""
+        return self.agent_budgets is not None or self.vote_sampling is not None
+
+    @property
+    def sampling_rate(self) -> float:
+        """Q (1 without ``--vote-sampling``)."""
+        return 1.0 if self.vote_sampling is None else float(self.vote_sampling)
+
+    def unit_sigma(self, budget: float) -> float:
+        """σ_b: the smallest noise at which an agent of weight 1 spends at most ``budget`` (agent level)."""
+        rate = self.sampling_rate
+        return calibrate_sigma(
+            lambda sigma: individual_knn_events(sigma, self.queries, 1, sampling_rate=rate).agent,
+            budget,
+            self.delta,
+            self.accountant,
+        )
+
+    def calibration_target(self, target: float | None) -> float | None:
+        """With ``--agent-budgets``, the largest budget (the agent of weight 1 spends it); else ``target``."""
+        return target if self.budget_plan is None else self.budget_plan.max_budget
+
+    def group_weights(self) -> tuple[float, ...]:
+        """The vote weight of each budget group (one group of weight 1 without budgets)."""
+        return (1.0,) if self.budget_plan is None else self.budget_plan.weights
+
+    def individual_events(self, count: int, k_min: int) -> IndividualRelease:
+        """``count`` weighted, subsampled kNN vote sums, as the heaviest agent and as each group sees them."""
+        weights = self.group_weights()
+        groups = [
+            individual_knn_events(
+                self.sigma, count, k_min, bound=self.bound, weight=w, sampling_rate=self.sampling_rate
+            )
+            for w in weights
+        ]
+        return individual_release(groups, weights)
+
+    def requirements(self) -> tuple[type, ...]:
+        """KNN votes; with budgets or vote sampling, the individual kNN votes."""
+        return (*self.requires, IndividualKnnVotes) if self.individual else self.requires
 
     @property
     def instance_bound(self) -> str:
@@ -254,6 +340,8 @@ class PrivateKnnFL(Method):
 
     def events(self, count: int, k_min: int, k_max: int) -> LevelEvents:
         """``count`` kNN vote sums: Gaussian (Theorem 3), or integer counts on the scale k_max (secure)."""
+        if self.individual:
+            return self.individual_events(count, k_min)
         if self.secure_noise:
             return private_knn_fl_discrete_events(
                 self.sigma, self.min_responders, count, k_min, k_max, self.bound
@@ -296,6 +384,8 @@ class PrivateKnnFL(Method):
             ks = transport.prepare_knn(extractor, k=self.k, k_fraction=self.k_fraction)  # (N,)
             bar.advance()
         k_min, k_max = int(np.min(ks)), int(np.max(ks))
+        if self.individual:
+            return self.individual_run(server, transport, ledger, progress, ks, extractor)
         # --secure-noise: integer counts on the public scale K = k_max, the sum divided by K.
         vote_sum: VoteSumFn = transport.knn_vote_sum
         if self.secure_noise:
@@ -321,6 +411,48 @@ class PrivateKnnFL(Method):
                 "feature_dim": extractor.dim,
             },
         )
+
+    def individual_run(
+        self,
+        server: ServerData,
+        transport: Transport,
+        ledger: PrivacyLedger,
+        progress: Progress,
+        ks: np.ndarray,
+        extractor: FeatureExtractor,
+    ) -> MethodOutcome:
+        """Vote with budget weights and/or subsampling (issue 45), as PATE-FL does; each group's ε."""
+        assert isinstance(transport, IndividualKnnVotes)  # required by requirements()
+        k_min = int(np.min(ks))
+        plan = self.budget_plan
+        if plan is not None:
+            if len(plan.budgets) != transport.num_agents:
+                raise ConfigError(
+                    "agent_budgets", f"{len(plan.budgets)} budgets for {transport.num_agents} agents"
+                )
+            planned = self.individual_events(self.queries, k_min).groups
+            check_group_budgets(plan, planned, self.delta, self.accountant, self.sigma)
+        weights = np.ones(transport.num_agents) if plan is None else plan.agent_weights()  # (N,)
+        rate = self.sampling_rate
+        outcome = label_and_teach_individual(
+            self,
+            server,
+            events=lambda count: self.individual_events(count, k_min),
+            vote_sum=lambda batch, std, t: transport.individual_knn_vote_sum(
+                batch, std, t, weights=weights, sampling_rate=rate
+            ),
+            ledger=ledger,
+            plan=plan,
+            sampling_rate=rate,
+            delta=self.delta,
+            accountant=self.accountant,
+            progress=progress,
+        )
+        details = {
+            **outcome.details, "bound": self.bound, "k": k_min, "k_per_agent": [int(k) for k in ks],
+            "features": extractor.kind, "feature_dim": extractor.dim,
+        }
+        return dataclasses.replace(outcome, details=details)
 
     def paper_statement(
         self, k_min: int, released: int, k_max: int | None = None

@@ -99,7 +99,8 @@ def _parse_file(path: str) -> BudgetSpec:
 def assign_budgets(spec: BudgetSpec, num_agents: int, seed: int) -> np.ndarray:
     """Each agent's budget, (N,): the file's, or the groups' drawn by a seeded permutation.
 
-    Group sizes are the fractions of N rounded by largest remainder (they add up to N);
+    Group sizes are the fractions of N rounded by largest remainder, ties to the group given
+    first (they add up to N);
     agent ids are then dealt to the groups in a random order from ``seed`` (public, like
     the partition).
     """
@@ -112,7 +113,8 @@ def assign_budgets(spec: BudgetSpec, num_agents: int, seed: int) -> np.ndarray:
     fractions = np.array([fraction for _, fraction in spec.groups])
     exact = fractions * num_agents
     counts = np.floor(exact).astype(np.int64)
-    order = np.argsort(-(exact - counts), kind="stable")  # largest remainders first
+    remainders = np.round(exact - counts, 9)  # 0.23·20 = 4.6000000000000005 ties with 0.43·20's .6
+    order = np.argsort(-remainders, kind="stable")  # largest remainders first, ties to the earlier group
     counts[order[: num_agents - int(counts.sum())]] += 1
     dealt = np.repeat(np.array([budget for budget, _ in spec.groups]), counts)  # (N,)
     rng = np.random.default_rng([int(seed), 45])

@@ -40,6 +40,7 @@ from fedvote.privacy.events import (
     LevelEvents,
     gaussian_release_event,
     poisson_gaussian_event,
+    private_knn_fl_sensitivity,
     replace_one,
 )
 
@@ -82,4 +83,33 @@ def individual_vote_events(
         instance_used = instance_s
     return LevelEvents(
         agent=agent, instance=instance, agent_sensitivity=agent_s, instance_sensitivity=instance_used
+    )
+
+
+def individual_knn_events(
+    sigma: float,
+    count: int,
+    k_min: int,
+    *,
+    bound: str = "tight",
+    weight: float = 1.0,
+    sampling_rate: float = 1.0,
+) -> LevelEvents:
+    """Private-kNN-FL's ``count`` weighted, subsampled vote sums (issue 45).
+
+    Agent level as :func:`individual_vote_events` (the mean-label vote has norm ≤ 1, so the
+    weighted one ≤ w). Instance level: one record moves the vote by ≤ w·√2/k_min (``"tight"``;
+    the paper's √(2/k_min) with ``"paper"``) while the vote itself may be far from 0, so no
+    sampling credit is taken: by joint convexity the sampled mixture is no worse than the
+    unsampled Gaussian of that sensitivity.
+    """
+    agent = individual_vote_events(sigma, count, weight=weight, sampling_rate=sampling_rate)
+    instance_s = weight * private_knn_fl_sensitivity(k_min, "instance", bound)
+    if weight == 0 or count == 0:
+        return LevelEvents(agent.agent, agent.instance, agent.agent_sensitivity, instance_s)
+    return LevelEvents(
+        agent=agent.agent,
+        instance=gaussian_release_event(sigma, instance_s, count),
+        agent_sensitivity=agent.agent_sensitivity,
+        instance_sensitivity=instance_s,
     )

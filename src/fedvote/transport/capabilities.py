@@ -168,6 +168,27 @@ class KnnVotes(Capability):
         """
 
 
+class IndividualKnnVotes(Capability):
+    """kNN votes weighted by each agent's public budget weight and/or Poisson-subsampled (issue 45)."""
+
+    description: ClassVar[str] = "individually weighted, subsampled kNN votes"
+
+    @abstractmethod
+    def individual_knn_vote_sum(
+        self,
+        query_indices: np.ndarray,
+        noise_std: float,
+        min_responders: int,
+        *,
+        weights: np.ndarray,
+        sampling_rate: float,
+    ) -> VoteSum | None:
+        """As :meth:`IndividualTeacherVotes.individual_vote_sum` with the agents' kNN votes.
+
+        Needs :meth:`KnnVotes.prepare_knn` first.
+        """
+
+
 class WeightedVotes(Capability):
     """Reputation-weighted voting (reputation-weighted-pate.txt): weights stay inside the agents."""
 

@@ -279,6 +279,12 @@ class KnnOptions:
         choices=KNN_BOUNDS,
         flag="--knn-bound",
     )
+    agent_budgets: str | None = method_option(
+        None, "Each agent its own agent-level ε, as for pate-fl ('ε:fraction,…' or 'file:PATH')."
+    )
+    vote_sampling: float | None = method_option(
+        None, "Subsampled voting, as for pate-fl: an agent's vote enters each query's sum with probability q."
+    )
 
     def __post_init__(self) -> None:
         resolve_k(1, self.k, self.k_fraction)  # validates k and k_fraction
@@ -296,3 +302,17 @@ class KnnOptions:
             )
         if self.bound not in KNN_BOUNDS:
             raise ConfigError("bound", f"must be one of {', '.join(KNN_BOUNDS)}, got {self.bound!r}")
+        if self.agent_budgets is not None:
+            parse_budget_spec(self.agent_budgets)
+        if self.vote_sampling is not None:
+            check_rate(self.vote_sampling)
+
+    @property
+    def individual(self) -> bool:
+        """Whether votes are weighted by agent budgets or subsampled (issue 45)."""
+        return self.agent_budgets is not None or self.vote_sampling is not None
+
+    @property
+    def sampling_rate(self) -> float:
+        """q, the probability that an agent's vote enters a query's sum (1 without --vote-sampling)."""
+        return 1.0 if self.vote_sampling is None else float(self.vote_sampling)

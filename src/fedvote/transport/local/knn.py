@@ -12,16 +12,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedvote.agents import teacher_votes
 from fedvote.agents.knn_votes import KnnVoter
 from fedvote.aggregation.knn import KnnIndex
 from fedvote.data.federation import LabeledData
 from fedvote.models.features import FeatureExtractor
 from fedvote.transport.base import VoteSum
-from fedvote.transport.capabilities import KnnVotes
+from fedvote.transport.capabilities import IndividualKnnVotes, KnnVotes
 from fedvote.transport.local.shared import LocalAgents
 
 
-class KnnVoteSkills(LocalAgents, KnnVotes):
+class KnnVoteSkills(LocalAgents, KnnVotes, IndividualKnnVotes):
     """Agents voting by their k nearest records in φ's embedding."""
 
     _knn: _LocalKnn | None = None  # after prepare_knn
@@ -90,6 +91,44 @@ class KnnVoteSkills(LocalAgents, KnnVotes):
         q = query_indices.shape[0]
         releases = [
             voter.release_votes(vote, noise_std, q) for voter, vote in zip(responders, votes, strict=True)
+        ]
+        return self._released_sum(releases, min_responders)
+
+    def individual_knn_vote_sum(
+        self,
+        query_indices: np.ndarray,
+        noise_std: float,
+        min_responders: int,
+        *,
+        weights: np.ndarray,
+        sampling_rate: float,
+    ) -> VoteSum | None:
+        """Sum of every agent's weighted, subsampled noisy kNN votes (issue 45); in-process all respond.
+
+        Each agent's mean-label vote (Q, C) leaves through
+        :func:`~fedvote.agents.teacher_votes.release_individual_votes` (its own coins, its
+        noise share on every query).
+        """
+        if self._knn is None:
+            raise RuntimeError("call prepare_knn before individual_knn_vote_sum")
+        weights = np.asarray(weights, dtype=np.float64)  # (N,)
+        if weights.shape != (self.num_agents,):
+            raise ValueError(f"weights of shape {weights.shape} for {self.num_agents} agents")
+        responders = self._knn.voters
+        q = query_indices.shape[0]
+        self.communication.count(down=len(self._agents) * q, up=len(responders) * q * self._num_classes)
+        if len(responders) < min_responders:
+            return None
+        if self._knn.index is None:
+            votes = np.stack([voter.noisy_votes(query_indices, 0.0) for voter in responders])  # (N, Q, C)
+        else:
+            votes = self._knn.index.votes(self._knn.public[query_indices])  # (N, Q, C)
+        releases = [
+            teacher_votes.release_individual_votes(
+                voter.agent, vote, weight=float(weight), sampling_rate=sampling_rate, noise_std=noise_std,
+                num_queries=q,
+            )
+            for voter, vote, weight in zip(responders, votes, weights, strict=True)
         ]
         return self._released_sum(releases, min_responders)
 
