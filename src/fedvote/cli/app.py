@@ -21,7 +21,7 @@ from fedvote.cli.data import data
 from fedvote.cli.deploy import deploy
 from fedvote.cli.label import label
 from fedvote.cli.ledger import ledger
-from fedvote.cli.options import flag_for, refuse_empty_out, reject_flags_besides
+from fedvote.cli.options import MethodHelp, flag_for, refuse_empty_out, reject_flags_besides
 from fedvote.cli.report import plot, report
 from fedvote.cli.run_options import run_config_options
 from fedvote.cli.sweep import sweep
@@ -53,7 +53,7 @@ def cli() -> None:
     """Differentially private federated learning by noisy voting."""
 
 
-@cli.command()
+@cli.command(cls=MethodHelp)  # --method M --help: M's own options only
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="Rerun the config recorded in FILE (a result.json, or its 'config' object); "
                    "only --out and --json may be given with it.")

@@ -13,7 +13,7 @@ from fedvote.data.framing import FRAMINGS
 from fedvote.data.partition import PARTITION_SCHEMES
 from fedvote.errors import ConfigError
 from fedvote.methods.options import OptionSpec, option_specs
-from fedvote.methods.registry import METHOD_NAMES, OPTIONS
+from fedvote.methods.registry import METHOD_NAMES, OPTIONS, option_names
 from fedvote.methods.settings import FEDERATION_SETTINGS, federation_config
 from fedvote.models.config import INPUT_FEATURES
 
@@ -157,6 +157,54 @@ def method_option_flags(command: Callable[..., Any]) -> Callable[..., Any]:
 
 _OPTION_OWNERS: dict[str, list[str]] = {}
 _OPTION_FLAGS: dict[str, str] = {}  # option name -> its flag, for error messages
+
+
+class MethodHelp(click.Command):
+    """A command whose ``--help`` with ``--method M`` lists, of the methods' own options, only M's.
+
+    ``fedvote run --method dp-fedavg --help`` shows the run and federation flags and DP-FedAvg's
+    own; ``fedvote run --help`` every method's. Only the help is narrowed: the flags are parsed
+    as before, so another method's flag is still refused by name, in one line.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Note the method named on the command line (a registered one) before the flags are parsed."""
+        ctx.meta[_HELP_METHOD] = _named_method(args)
+        return super().parse_args(ctx, args)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The options, less the other methods' own when ``--method`` was given."""
+        method = ctx.meta.get(_HELP_METHOD)
+        if method is None:
+            super().format_options(ctx, formatter)
+            return
+        own = set(option_names(method))
+        records = [
+            record
+            for param in self.get_params(ctx)
+            if (param.name not in _OPTION_OWNERS or param.name in own)
+            and (record := param.get_help_record(ctx)) is not None
+        ]
+        with formatter.section("Options"):
+            formatter.write_dl(records)
+        formatter.write_paragraph()
+        formatter.write_text(f"The options of {method} only; without --method, every method's.")
+
+
+_HELP_METHOD = "fedvote.help_method"
+
+
+def _named_method(args: list[str]) -> str | None:
+    """The registered method ``--method M`` or ``--method=M`` names in ``args`` (the last one), if any."""
+    named = None
+    for index, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--method" and index + 1 < len(args):
+            named = args[index + 1]
+        elif arg.startswith("--method="):
+            named = arg.removeprefix("--method=")
+    return named if named in METHOD_NAMES else None
 
 
 def _all_method_option_specs() -> dict[str, OptionSpec]:
