@@ -183,3 +183,27 @@ def test_compare_refuses_a_gradient_flag_no_compared_method_takes(capsys):
     assert capsys.readouterr().err.strip() == (
         "fedvote: error: --rounds: is not an option of method 'pate-fl' or 'private-knn-fl'"
     )
+
+
+def test_compare_takes_every_methods_own_options_as_fedvote_run_does(monkeypatch, capsys):
+    """Issue 44: compare's method flags are run's (cli.options.method_option_flags), each routed to
+    the rows whose method takes it; before, only five gradient flags were declared by hand."""
+    import fedvote.compare as compare_module
+    from fedvote.cli import main
+
+    seen = {}
+
+    def stop(config, names, **kwargs):
+        seen.update(config=config, names=names)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(compare_module, "run_comparison", stop)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--methods", "private-knn-fl,dp-fedavg", "--k", "3", "--noise", "server",
+              "--rounds", "5"])  # fmt: skip
+    assert exit_info.value.code == 0, capsys.readouterr().err
+    assert seen["config"].options == {"k": 3, "noise": "server", "rounds": 5}
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--methods", "pate-fl,dp-fedavg", "--k", "3"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == "fedvote: error: --k: is not an option of method 'pate-fl' or 'dp-fedavg'"

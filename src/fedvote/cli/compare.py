@@ -9,10 +9,14 @@ from typing import Any
 
 import click
 
-from fedvote.cli.options import federation_options, refuse_empty_out, reject_flags_besides
+from fedvote.cli.options import (
+    federation_options,
+    method_option_flags,
+    refuse_empty_out,
+    reject_flags_besides,
+)
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig, load_run_config
 from fedvote.errors import ConfigError
-from fedvote.methods.options.gradient import NOISE_PLACEMENTS
 from fedvote.methods.registry import METHOD_NAMES, option_names
 from fedvote.models.config import DEFAULT_EPOCHS, TrainingConfig
 from fedvote.privacy.config import ACCOUNTANTS
@@ -39,19 +43,7 @@ from fedvote.results import check_writable, fallback_message, write_or_fallback
 @click.option("--epochs", type=int, default=None,
               help="Training epochs of teachers and student (voting methods) [default: as fedvote run: "
                    "student 40, teachers chosen with their model from public metadata].")
-@click.option("--rounds", type=int, default=None,
-              help="T for the gradient methods (σ is calibrated at this fixed T) [default: 100].")
-@click.option("--sampling-rate", type=float, default=None,
-              help="Agent sampling probability q per round [default: 0.05; DP-FedSGD 1].")
-@click.option("--local-steps", type=int, default=None,
-              help="Local (DP-)SGD iterations E per round [default: 20; DP-FedSGD 1].")
-@click.option("--clip-norm", type=float, default=None, help="DP-FedAvg update clip S [default: 0.08].")
-@click.option("--noise", type=click.Choice(NOISE_PLACEMENTS), default=None,
-              help="DP-FedAvg noise: distributed = every agent adds its share and the updates are "
-                   "summed by secure aggregation (Alg. 5, sample hidden from the server); "
-                   "distributed-unmasked = Alg. 5 as the paper writes it (the server sees each noisy "
-                   "update and who was sampled; ε is stated against the server); server = Alg. 3 "
-                   "(trusted server adds the noise) [default: distributed].")
+@method_option_flags  # every method's own options, as fedvote run takes them; each row gets its method's
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--noise-seed", type=int, default=None,
               help="Seed the privacy noise and sampling for a reproducible simulation; each method "
@@ -77,11 +69,7 @@ def compare(
     accountant: str,
     queries: int | None,
     epochs: int,
-    rounds: int | None,
-    sampling_rate: float | None,
-    local_steps: int | None,
-    clip_norm: float | None,
-    noise: str | None,
+    method_flags: dict[str, Any],
     seed: int,
     noise_seed: int | None,
     ledger: str | None,
@@ -109,11 +97,10 @@ def compare(
         )
         config = with_ledger(load_run_config(config_file), ledger, budget_epsilon)
     else:
-        # The gradient settings typed, each handed to the rows whose method takes it
-        # (fedvote.compare); one that no compared method takes is refused by name.
-        given = {"rounds": rounds, "sampling_rate": sampling_rate, "local_steps": local_steps,
-                 "clip_norm": clip_norm, "noise": noise}  # fmt: skip
-        options = {name: value for name, value in given.items() if value is not None}
+        # The methods' own options typed (the gradient settings --rounds, …, a voting method's),
+        # each handed to the rows whose method takes it (fedvote.compare); one that no compared
+        # method takes is refused by name.
+        options = dict(method_flags)
         for name in options:
             if not any(name in option_names(method) for method in names):
                 raise ConfigError(name, f"is not an option of method {' or '.join(map(repr, names))}")
