@@ -1,4 +1,5 @@
-"""``fedvote run --method M --help`` lists, of the methods' own options, only M's (issue 44 item 2)."""
+"""``fedvote run --method M --help`` lists, of the methods' own options, only M's (issue 44 item 2);
+``sweep --method M,N`` and ``compare --methods M,N`` the listed methods'."""
 
 import pytest
 
@@ -7,9 +8,9 @@ from fedvote.methods.options import option_specs
 from fedvote.methods.registry import METHOD_NAMES, OPTIONS
 
 
-def help_text(args, capsys) -> str:
+def help_text(args, capsys, command: str = "run") -> str:
     with pytest.raises(SystemExit) as exit_info:
-        main(["run", *args])
+        main([command, *args])
         raise SystemExit(0)
     assert exit_info.value.code == 0
     return capsys.readouterr().out
@@ -56,3 +57,14 @@ def test_another_methods_flag_is_still_refused_by_name(capsys):
         raise SystemExit(0)
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip() == "fedvote: error: --k: is not an option of method 'pate-fl'"
+
+
+@pytest.mark.parametrize(("command", "flag"), [("sweep", "--method"), ("compare", "--methods")])
+def test_sweep_and_compare_list_the_options_of_the_methods_they_name(command, flag, capsys):
+    text = help_text([flag, "private-knn-fl,dp-fedavg", "--help"], capsys, command)
+    own = flags_of("private-knn-fl") | flags_of("dp-fedavg")
+    assert all(listed(text, option) for option in own), own
+    assert not [option for option in every_method_flag() - own if listed(text, option)]
+    assert f"without {flag}, every method's" in " ".join(text.split())
+    everything = help_text(["--help"], capsys, command)
+    assert all(listed(everything, option) for option in every_method_flag())

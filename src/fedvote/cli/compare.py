@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from fedvote.cli.options import (
+    MethodsHelp,
     federation_options,
     method_option_flags,
     refuse_empty_out,
@@ -23,7 +24,7 @@ from fedvote.privacy.config import ACCOUNTANTS
 from fedvote.results import check_writable, fallback_message, write_or_fallback
 
 
-@click.command()
+@click.command(cls=MethodsHelp)  # --methods M,… --help: their own options only
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="Compare on the federation and settings recorded in FILE (a run config or "
                    "result.json); only --methods, --epsilon, --delta, --ledger, --budget-epsilon, --out "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 
@@ -163,22 +163,26 @@ class MethodHelp(click.Command):
     """A command whose ``--help`` with ``--method M`` lists, of the methods' own options, only M's.
 
     ``fedvote run --method dp-fedavg --help`` shows the run and federation flags and DP-FedAvg's
-    own; ``fedvote run --help`` every method's. Only the help is narrowed: the flags are parsed
-    as before, so another method's flag is still refused by name, in one line.
+    own; ``fedvote run --help`` every method's; a comma-separated list (``fedvote sweep``) the
+    listed methods'. Only the help is narrowed: the flags are parsed as before, so another
+    method's flag is still refused by name, in one line. :attr:`method_flag` is the flag that
+    names the methods.
     """
 
+    method_flag: ClassVar[str] = "--method"
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """Note the method named on the command line (a registered one) before the flags are parsed."""
-        ctx.meta[_HELP_METHOD] = _named_method(args)
+        """Note the methods named on the command line (registered ones) before the flags are parsed."""
+        ctx.meta[_HELP_METHOD] = _named_methods(args, self.method_flag)
         return super().parse_args(ctx, args)
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The options, less the other methods' own when ``--method`` was given."""
-        method = ctx.meta.get(_HELP_METHOD)
-        if method is None:
+        """The options, less the other methods' own when the methods were named."""
+        methods = ctx.meta.get(_HELP_METHOD)
+        if methods is None:
             super().format_options(ctx, formatter)
             return
-        own = set(option_names(method))
+        own = {name for method in methods for name in option_names(method)}
         records = [
             record
             for param in self.get_params(ctx)
@@ -188,23 +192,34 @@ class MethodHelp(click.Command):
         with formatter.section("Options"):
             formatter.write_dl(records)
         formatter.write_paragraph()
-        formatter.write_text(f"The options of {method} only; without --method, every method's.")
+        formatter.write_text(
+            f"The options of {', '.join(methods)} only; without {self.method_flag}, every method's."
+        )
 
 
-_HELP_METHOD = "fedvote.help_method"
+class MethodsHelp(MethodHelp):
+    """:class:`MethodHelp` for ``fedvote compare``, whose methods are named by ``--methods``."""
+
+    method_flag: ClassVar[str] = "--methods"
 
 
-def _named_method(args: list[str]) -> str | None:
-    """The registered method ``--method M`` or ``--method=M`` names in ``args`` (the last one), if any."""
+_HELP_METHOD = "fedvote.help_methods"
+
+
+def _named_methods(args: list[str], flag: str) -> list[str] | None:
+    """The methods ``flag M[,M…]`` or ``flag=M[,M…]`` names in ``args`` (the last); None unless registered."""
     named = None
     for index, arg in enumerate(args):
         if arg == "--":
             break
-        if arg == "--method" and index + 1 < len(args):
+        if arg == flag and index + 1 < len(args):
             named = args[index + 1]
-        elif arg.startswith("--method="):
-            named = arg.removeprefix("--method=")
-    return named if named in METHOD_NAMES else None
+        elif arg.startswith(f"{flag}="):
+            named = arg.removeprefix(f"{flag}=")
+    if named is None:
+        return None
+    methods = [name.strip() for name in named.split(",") if name.strip()]
+    return methods if methods and all(name in METHOD_NAMES for name in methods) else None
 
 
 def _all_method_option_specs() -> dict[str, OptionSpec]:

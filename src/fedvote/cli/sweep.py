@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fedvote.cli.options import refuse_empty_out
+from fedvote.cli.options import MethodHelp, refuse_empty_out
 from fedvote.cli.run_options import run_config_options
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from fedvote.sweep import SweepStore
 
 
-@click.command()
+@click.command(cls=MethodHelp)  # --method M[,M…] --help: their own options only
 @run_config_options(several_methods=True)
 @click.option("--grid", "grid_text", required=True,
               help="Grid axes (epsilon, sigma, queries, delta), ';'-separated, values ','-separated; "
