@@ -207,3 +207,20 @@ def test_compare_takes_every_methods_own_options_as_fedvote_run_does(monkeypatch
         main(["compare", "--methods", "pate-fl,dp-fedavg", "--k", "3"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip() == "fedvote: error: --k: is not an option of method 'pate-fl' or 'dp-fedavg'"
+
+
+def test_compare_declares_the_run_flags_it_takes_once_with_run():
+    """Issue 44: compare's --delta, --accountant, --queries, --epochs, --seed are run's declarations."""
+    from fedvote.cli.app import run as run_command
+    from fedvote.cli.run_options import run_flags
+
+    def declared(command, name):
+        (param,) = [param for param in command.params if param.name == name]
+        return param.opts, repr(param.type), param.default, param.help
+
+    for name in ("delta", "accountant", "queries", "epochs", "seed", "ledger", "budget_epsilon", "noise_seed"):
+        assert declared(compare_command, name)[:3] == declared(run_command, name)[:3], name
+    for name in ("delta", "accountant", "queries", "epochs", "seed"):
+        assert declared(compare_command, name) == declared(run_command, name), name
+    with pytest.raises(TypeError):
+        run_flags("no_such_flag")

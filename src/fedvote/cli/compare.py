@@ -16,11 +16,11 @@ from fedvote.cli.options import (
     refuse_empty_out,
     reject_flags_besides,
 )
+from fedvote.cli.run_options import run_flags
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig, load_run_config
 from fedvote.errors import ConfigError
 from fedvote.methods.registry import METHOD_NAMES, option_names
 from fedvote.models.config import DEFAULT_EPOCHS, TrainingConfig
-from fedvote.privacy.config import ACCOUNTANTS
 from fedvote.results import check_writable, fallback_message, write_or_fallback
 
 
@@ -32,30 +32,25 @@ from fedvote.results import check_writable, fallback_message, write_or_fallback
 @click.option("--methods", default="pate-fl,dp-fedavg,dp-fedsgd", show_default=True,
               help="Comma-separated methods to compare.")
 @federation_options
-@click.option("--epsilon", type=float, default=4.0, show_default=True,
-              help="Target ε every method is calibrated to (agent level, zero-out, where the method "
-                   "can protect it; DP-FedSGD: instance level, replace-one record).")
-@click.option("--delta", type=float, default=1e-3, show_default=True)
-@click.option("--accountant", type=click.Choice(ACCOUNTANTS), default="pld", show_default=True)
-@click.option("--queries", type=int, default=None,
-              help="Public queries Q for the voting methods "
-                   "[default: one per 15 pool points, 100 to 200, at most the pool; 100 where "
-                       "a small --epsilon would make σ exceed N/4].")
-@click.option("--epochs", type=int, default=None,
-              help="Training epochs of teachers and student (voting methods) [default: as fedvote run: "
-                   "student 40, teachers chosen with their model from public metadata].")
+# The run flags compare takes, declared once for run, sweep and compare (cli/run_options.py);
+# what compare means otherwise by a flag is its change here.
+@run_flags(
+    "epsilon", "delta", "accountant", "queries", "epochs",
+    epsilon={"default": 4.0, "show_default": True,
+             "help": "Target ε every method is calibrated to (agent level, zero-out, where the method "
+                     "can protect it; DP-FedSGD: instance level, replace-one record)."},
+)  # fmt: skip
 @method_option_flags  # every method's own options, as fedvote run takes them; each row gets its method's
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--noise-seed", type=int, default=None,
-              help="Seed the privacy noise and sampling for a reproducible simulation; each method "
-                   "draws its own stream derived from it [default: OS entropy].")
-@click.option("--ledger", type=click.Path(dir_okay=False), default=None,
-              help="SQLite privacy ledger every row is charged to before it releases anything "
-                   "[default: the --config run's ledger, if any].")
-@click.option("--budget-epsilon", type=float, default=None,
-              help="The federation's agent-level ε budget in --ledger (stored on first use; a stored "
-                   "budget binds, change it with `fedvote ledger set-budget`). A compare whose rows "
-                   "together would exceed it is refused before the first row.")
+@run_flags(
+    "seed", "noise_seed", "ledger", "budget_epsilon",
+    noise_seed={"help": "Seed the privacy noise and sampling for a reproducible simulation; each method "
+                        "draws its own stream derived from it [default: OS entropy]."},
+    ledger={"help": "SQLite privacy ledger every row is charged to before it releases anything "
+                    "[default: the --config run's ledger, if any]."},
+    budget_epsilon={"help": "The federation's agent-level ε budget in --ledger (stored on first use; a "
+                            "stored budget binds, change it with `fedvote ledger set-budget`). A compare "
+                            "whose rows together would exceed it is refused before the first row."},
+)  # fmt: skip
 @click.option("--out", type=click.Path(file_okay=False), default=None, callback=refuse_empty_out,
               help="Write DIR/compare.json.")
 @click.option("--json", "as_json", is_flag=True, help="Print compare.json's rows instead of the table.")

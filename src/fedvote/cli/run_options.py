@@ -10,6 +10,7 @@ A method option given to a method that does not take it is refused by name.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -24,66 +25,88 @@ from fedvote.methods.settings import RUN_SETTINGS, configs_from_settings
 from fedvote.models.config import MODEL_NAMES, PRECISIONS, STUDENT_TRAINING
 from fedvote.privacy.config import ACCOUNTANTS
 
+
+@dataclasses.dataclass(frozen=True)
+class _Flag:
+    """One run flag's declaration (click's ``option`` arguments), kept so that commands share it."""
+
+    decls: tuple[str, ...]
+    attrs: dict[str, Any]
+
+    @classmethod
+    def of(cls, *decls: str, **attrs: Any) -> _Flag:
+        return cls(decls, attrs)
+
+    @property
+    def name(self) -> str:
+        """The Python name: ``--secure-sum/--no-secure-sum`` -> ``secure_sum``."""
+        return self.decls[0].split("/")[0].removeprefix("--").replace("-", "_")
+
+    def option(self, **changes: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """The click option, with ``changes`` (a command's own default or help) applied."""
+        return click.option(*self.decls, **{**self.attrs, **changes})
+
+
 _RUN_OPTIONS = (
-    click.option("--sigma", type=float, default=None,
+    _Flag.of("--sigma", type=float, default=None,
                   help="Std σ of the total noise on each vote sum; 0 = non-private reference."),
-    click.option("--epsilon", type=float, default=None,
+    _Flag.of("--epsilon", type=float, default=None,
                   help=f"Target agent-level ε; σ is calibrated to it [default: {DEFAULT_EPSILON:g} "
                        "when --sigma is not given]."),
-    click.option("--delta", type=float, default=1e-3, show_default=True),
-    click.option("--accountant", type=click.Choice(ACCOUNTANTS), default="pld", show_default=True),
-    click.option("--calibrate-level", type=click.Choice(["agent", "instance"]), default=None,
+    _Flag.of("--delta", type=float, default=1e-3, show_default=True),
+    _Flag.of("--accountant", type=click.Choice(ACCOUNTANTS), default="pld", show_default=True),
+    _Flag.of("--calibrate-level", type=click.Choice(["agent", "instance"]), default=None,
                   help="The level whose ε --epsilon targets [default: the method's own: agent for "
                        "voting and DP-FedAvg, instance for DP-FedSGD]."),
-    click.option("--queries", type=int, default=None,
+    _Flag.of("--queries", type=int, default=None,
                   help="Public queries Q to label "
                        "[default: one per 15 pool points, 100 to 200, at most the pool; 100 where "
                        "a small --epsilon would make σ exceed N/4]."),
-    click.option("--query-selection", type=click.Choice(QUERY_SELECTIONS), default="auto",
+    _Flag.of("--query-selection", type=click.Choice(QUERY_SELECTIONS), default="auto",
                   show_default=True,
                   help="Which pool points to label: 'typical' = the most typical point of each of Q "
                        "k-means clusters of the pool (TypiClust), 'random' = a seeded random subset; "
                        "'auto': typical with at least 10 pool points per query, else random. "
                        "Public: costs no ε."),
-    click.option("--min-responders", type=int, default=None,
+    _Flag.of("--min-responders", type=int, default=None,
                   help="t: minimum honest responders; each agent adds N(0, σ²/t) [default: N]."),
-    click.option("--teacher-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
+    _Flag.of("--teacher-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
                   help="'auto': the small CNN for images of at least 16x16 when every agent holds at "
                        "least 320 records, else an MLP (public metadata only); cifar-cnn and resnet8 "
                        "(with crop-and-flip) by name, for RGB photos."),
-    click.option("--student-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
+    _Flag.of("--student-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
                   help="'auto': a small CNN for image data, else an MLP; cifar-cnn and resnet8 by name."),
-    click.option("--epochs", type=int, default=None,
+    _Flag.of("--epochs", type=int, default=None,
                   help="Training epochs (teachers and student) [default: student 40; teachers 40, a CNN "
                        "teacher ⌈3000/n⌉ for the smallest agent's n, 5 to 40]."),
-    click.option("--student-epochs", type=int, default=None,
+    _Flag.of("--student-epochs", type=int, default=None,
                   help="Student epochs [default: --epochs, else 40]."),
-    click.option("--augment-shift", type=int, default=0, show_default=True,
+    _Flag.of("--augment-shift", type=int, default=0, show_default=True,
                   help="Student: shift each image batch by up to this many pixels (augmentation)."),
-    click.option("--semi-supervised", type=click.Choice(STUDENT_TRAINING), default="auto", show_default=True,
+    _Flag.of("--semi-supervised", type=click.Choice(STUDENT_TRAINING), default="auto", show_default=True,
                   help="Student: how it learns from the unlabelled public pool. 'auto': fixmatch for images "
                        "of at least 16x16, else vat; self-training; supervised = the released labels alone."),
-    click.option("--student-precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
+    _Flag.of("--student-precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
                   help="Student: the arithmetic of its training steps. 'auto': bfloat16 products (float32 "
                        "weights) for images of at least 16x16 where the CPU has native bfloat16 "
                        "(AVX512-BF16, AMX), else float32."),
-    click.option("--self-training-rounds", type=int, default=2, show_default=True,
+    _Flag.of("--self-training-rounds", type=int, default=2, show_default=True,
                   help="Student, --semi-supervised self-training: rounds of self-training."),
-    click.option("--seed", type=int, default=0, show_default=True,
+    _Flag.of("--seed", type=int, default=0, show_default=True,
                   help="Seeds data split, training and query choice (not the privacy noise)."),
-    click.option("--noise-seed", type=int, default=None,
+    _Flag.of("--noise-seed", type=int, default=None,
                   help="Seed the privacy noise for a reproducible simulation; never in deployment "
                        "[default: OS entropy]."),
-    click.option("--ledger", type=click.Path(dir_okay=False), default=None,
+    _Flag.of("--ledger", type=click.Path(dir_okay=False), default=None,
                   help="SQLite privacy ledger: every release is charged here before it happens, "
                        "accumulating across runs on the same federation."),
-    click.option("--budget-epsilon", type=float, default=None,
+    _Flag.of("--budget-epsilon", type=float, default=None,
                   help="Agent-level ε budget of the federation in --ledger; a run that would exceed "
                        "it stops before releasing anything."),
-    click.option("--secure-sum/--no-secure-sum", default=False, show_default=True,
+    _Flag.of("--secure-sum/--no-secure-sum", default=False, show_default=True,
                   help="Sum the agents' noisy votes by the pairwise-mask secure-sum protocol "
                        "(the simulated server sees only masked vectors and the total)."),
-    click.option("--secure-noise", is_flag=True, default=False,
+    _Flag.of("--secure-noise", is_flag=True, default=False,
                   help="Deployment-grade noise: exact discrete Gaussian on integer votes from the OS "
                        "CSPRNG (pate-fl), CSPRNG-seeded Gaussians (dp-fedavg, dp-fedsgd); not with "
                        "--noise-seed. Needs fedvote[secure]."),
@@ -116,8 +139,8 @@ def run_config_options(
             return command(*args, **kwargs)
 
         wrapped = method_option_flags(wrapper)
-        for option in reversed(_RUN_OPTIONS):
-            wrapped = option(wrapped)
+        for flag in reversed(_RUN_OPTIONS):
+            wrapped = flag.option()(wrapped)
         params = getattr(wrapped, "__click_params__", [])
         omitted.update({param.name: param.default for param in params if param.name in exclude})
         params[:] = [param for param in params if param.name not in exclude]
@@ -138,3 +161,22 @@ def run_config_options(
 
 # The run flags' Python names: the run settings (fedvote.methods.settings.RUN_SETTINGS).
 _RUN_PARAMS = tuple(setting.name for setting in RUN_SETTINGS)
+
+
+def run_flags(*names: str, **changes: dict[str, Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add the run flags ``names`` (Python names) as ``fedvote run`` declares them: one declaration.
+
+    For a command that takes some run flags but builds its configs itself (``fedvote compare``);
+    ``changes`` maps a name to what the command declares otherwise (its default, its help).
+    """
+    flags = {flag.name: flag for flag in _RUN_OPTIONS}
+    unknown = set(names) - set(flags) or set(changes) - set(names)
+    if unknown:
+        raise TypeError(f"not run flags of this call: {sorted(unknown)}")
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for name in reversed(names):
+            command = flags[name].option(**changes.get(name, {}))(command)
+        return command
+
+    return decorate
