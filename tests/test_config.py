@@ -183,7 +183,7 @@ def test_framing_defaults_to_auto_and_a_legacy_result_reruns_unframed():
 
 def test_the_student_precision_defaults_to_auto_and_a_legacy_result_reruns_in_float32():
     """A result.json written before bfloat16 students trained its student in float32; it reruns so."""
-    from fedvote.methods.settings import build_config
+    from fedvote.settings import build_config
 
     assert RunConfig().student.precision == "auto"
     assert RunConfig().teacher.precision == "float32"

@@ -38,13 +38,13 @@ from fedvote.cli import main
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
-from fedvote.methods.settings import build_config
 from fedvote.models.config import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import LEVELS
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.results import RunResult
 from fedvote.runner import make_federation, plan, planned_release, prepare_public, run
+from fedvote.settings import build_config
 
 METHOD_NAMES = sorted(METHODS)
 NOISE_SEED = 11

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from fedvote.data.federation import PublicMetadata
-from fedvote.methods.settings import build_config
 from fedvote.runner import (
     DEFAULT_MAX_QUERIES,
     DEFAULT_MIN_QUERIES,
@@ -15,6 +14,7 @@ from fedvote.runner import (
     make_federation,
     plan,
 )
+from fedvote.settings import build_config
 
 
 @pytest.mark.parametrize(

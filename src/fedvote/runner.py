@@ -4,7 +4,7 @@
   keywords, by the same names) turned into a validated :class:`~fedvote.config.RunConfig`:
   one path, one set of defaults (:data:`FEDERATION_SETTINGS`, :data:`RUN_SETTINGS`) and
   one set of refusals for the command line and the Python API (defined in the light
-  :mod:`fedvote.methods.settings`, which the command line reads without importing torch;
+  :mod:`fedvote.settings`, which the command line reads without importing torch;
   re-exported here);
 * :func:`plan` — the method from the config and the federation's *public* metadata
   (σ given or calibrated); everything is validated before anything is trained or charged;
@@ -44,17 +44,8 @@ from fedvote.data.record_hashes import sorted_hashes_of
 from fedvote.data.validation import provide_validation
 from fedvote.errors import ConfigError
 from fedvote.methods import Method, MethodOutcome, check_method
-
-# The settings → RunConfig path lives in the light fedvote.methods.settings (the command
-# line reads it without importing torch); its names stay part of this module's API.
 from fedvote.methods.registry import method_option_specs as method_option_specs
 from fedvote.methods.registry import noise_source
-from fedvote.methods.settings import FEDERATION_SETTINGS as FEDERATION_SETTINGS
-from fedvote.methods.settings import RUN_SETTINGS as RUN_SETTINGS
-from fedvote.methods.settings import Setting as Setting
-from fedvote.methods.settings import build_config as build_config
-from fedvote.methods.settings import configs_from_settings as configs_from_settings
-from fedvote.methods.settings import federation_config as federation_config
 from fedvote.models.input_features import resolve_input_features, with_input_features
 from fedvote.models.training import predict_labels
 from fedvote.privacy.accountant import PLDTooLarge, accountant_for, epsilon_for, pld_discretization
@@ -63,6 +54,15 @@ from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import LevelPrivacy, PrivacyReport, PrivacyStatement, RunResult, finite_or_none
+
+# The settings → RunConfig path lives in the light fedvote.settings (the command
+# line reads it without importing torch); its names stay part of this module's API.
+from fedvote.settings import FEDERATION_SETTINGS as FEDERATION_SETTINGS
+from fedvote.settings import RUN_SETTINGS as RUN_SETTINGS
+from fedvote.settings import Setting as Setting
+from fedvote.settings import build_config as build_config
+from fedvote.settings import configs_from_settings as configs_from_settings
+from fedvote.settings import federation_config as federation_config
 from fedvote.transport.base import Transport
 from fedvote.transport.capabilities import SimulationDiagnostics, check_capabilities
 from fedvote.transport.local import LocalTransport

@@ -14,8 +14,8 @@ from fedvote.data.partition import PARTITION_SCHEMES
 from fedvote.errors import ConfigError
 from fedvote.methods.options import OptionSpec, option_specs
 from fedvote.methods.registry import METHOD_NAMES, OPTIONS, option_names
-from fedvote.methods.settings import FEDERATION_SETTINGS, federation_config
 from fedvote.models.config import INPUT_FEATURES
+from fedvote.settings import FEDERATION_SETTINGS, federation_config
 
 # Python argument names that differ from their CLI flags.
 _FLAG_NAMES = {
@@ -109,7 +109,7 @@ def federation_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     The command's other parameters are untouched; ``federation`` is a
     :class:`~fedvote.config.FederationConfig` built (and so validated) from the flags by
-    :func:`fedvote.methods.settings.federation_config`, as :func:`fedvote.run` builds it.
+    :func:`fedvote.settings.federation_config`, as :func:`fedvote.run` builds it.
     """
 
     @functools.wraps(command)

@@ -1,7 +1,7 @@
 """The flags of ``fedvote run`` (and ``fedvote sweep``), turned into RunConfigs.
 
 One list of flags, one function from flags to :class:`~fedvote.config.RunConfig`
-(:func:`fedvote.methods.settings.configs_from_settings`, the path :func:`fedvote.run` takes too):
+(:func:`fedvote.settings.configs_from_settings`, the path :func:`fedvote.run` takes too):
 the commands that run methods share both, and every method's own options
 (``Method.options_type``: the kNN settings ``--k``, …, the gradient settings ``--rounds``,
 …, and the newer methods' own) are added by :func:`~fedvote.cli.options.method_option_flags`.
@@ -21,9 +21,9 @@ from fedvote.cli.options import federation_options, method_option_flags
 from fedvote.config import DEFAULT_EPSILON
 from fedvote.data.query_selection import QUERY_SELECTIONS
 from fedvote.methods.registry import METHOD_NAMES
-from fedvote.methods.settings import RUN_SETTINGS, configs_from_settings
 from fedvote.models.config import MODEL_NAMES, PRECISIONS, STUDENT_TRAINING
 from fedvote.privacy.config import ACCOUNTANTS
+from fedvote.settings import RUN_SETTINGS, configs_from_settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +159,7 @@ def run_config_options(
     return decorate
 
 
-# The run flags' Python names: the run settings (fedvote.methods.settings.RUN_SETTINGS).
+# The run flags' Python names: the run settings (fedvote.settings.RUN_SETTINGS).
 _RUN_PARAMS = tuple(setting.name for setting in RUN_SETTINGS)
 
 

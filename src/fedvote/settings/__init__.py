@@ -7,7 +7,8 @@ Python API) and the command line (:func:`configs_from_settings`, via
 Each method's options are validated as the method builds them
 (:func:`fedvote.methods.registry.check_options`) without importing the method: this
 module imports nothing heavy, so ``fedvote run --agents 0`` is refused at once. Re-exported
-by :mod:`fedvote.runner`, where it used to live.
+by :mod:`fedvote.runner`. A package of its own (issue 44): a run setting is no method's
+concern; the command line (:mod:`fedvote.cli.run_options`) and :func:`fedvote.run` both read it.
 """
 
 from __future__ import annotations
