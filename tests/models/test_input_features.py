@@ -66,6 +66,9 @@ def test_every_part_is_mapped_and_labels_kept():
         assert after.features.shape == (len(before), dim) and after.features.dtype == np.float32
         np.testing.assert_array_equal(after.labels, before.labels)
     assert seen.public_metadata().agent_records == federation.public_metadata().agent_records
+    # standardised by the pool's own statistics (public): the pool has mean 0 and deviation ≤ 1
+    np.testing.assert_allclose(seen.public.features.mean(axis=0), 0.0, atol=1e-4)
+    assert seen.public.features.std(axis=0).max() <= 1.0 + 1e-4
 
 
 def test_the_map_depends_on_the_public_pool_only():

@@ -15,6 +15,7 @@ from fedvote.models.config import (
     CNN_TEACHER_MIN_RECORDS,
     CNN_TEACHER_MIN_SIDE,
     DEFAULT_EPOCHS,
+    LINEAR_TEACHER_MIN_FEATURES,
     TrainingConfig,
     teacher_training,
 )
@@ -41,11 +42,20 @@ def test_mnist_sized_images_with_enough_records_get_cnn_teachers_for_3000_exampl
         (MNIST_SHAPE, (CNN_TEACHER_MIN_RECORDS - 1, 900), "the smallest agent holds too few records"),
         (MNIST_SHAPE, None, "record counts unknown"),
         ((784,), (900,), "flat features: not an image"),
+        ((LINEAR_TEACHER_MIN_FEATURES - 1,), (900,), "a vector just under the wide threshold"),
     ],
 )
 def test_everything_else_gets_mlp_teachers_at_the_default_epochs(shape, records, why):
     chosen = teacher_training(UNSET, shape, records)
     assert (chosen.model, chosen.epochs) == ("mlp", DEFAULT_EPOCHS), why
+
+
+@pytest.mark.parametrize("width", [LINEAR_TEACHER_MIN_FEATURES, 3_200])
+def test_wide_vectors_such_as_patch_features_get_linear_teachers(width):
+    """The 3,200 patch features of --input-features patch: logistic teachers, whatever the counts."""
+    for records in ((124, 1_111), None):
+        chosen = teacher_training(UNSET, (width,), records)
+        assert (chosen.model, chosen.epochs) == ("logistic", DEFAULT_EPOCHS)
 
 
 def test_the_threshold_itself_gets_cnn_teachers():

@@ -72,7 +72,8 @@ _RUN_OPTIONS = (
                   help="t: minimum honest responders; each agent adds N(0, σ²/t) [default: N]."),
     _Flag.of("--teacher-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
                   help="'auto': the small CNN for images of at least 16x16 when every agent holds at "
-                       "least 320 records, else an MLP (public metadata only); cifar-cnn and resnet8 "
+                       "least 320 records, logistic for vectors of at least 1024 features (patch "
+                       "features), else an MLP (public metadata only); cifar-cnn and resnet8 "
                        "(with crop-and-flip) by name, for RGB photos."),
     _Flag.of("--student-model", type=click.Choice(MODEL_NAMES), default="auto", show_default=True,
                   help="'auto': a small CNN for image data, else an MLP; cifar-cnn and resnet8 by name."),

@@ -27,6 +27,7 @@ from fedvote.models.features import fit_feature_extractor
 from fedvote.progress import NO_PROGRESS, Progress
 
 _TRANSFORM_CHUNK = 2_000  # records mapped per step (a step is a progress tick)
+_SCALE_FLOOR = 1e-3  # of the mean deviation, added to every feature's deviation
 
 
 def resolve_input_features(name: str, dataset: str) -> str:
@@ -50,7 +51,8 @@ def with_input_features(
 
     ``kind`` is resolved (``"none"``, or a federation already seen through ``kind``: it comes
     back unchanged). The agents' records, the pool, the test set and any labelled validation
-    set are all mapped by the same φ; labels, domains and sizes are kept. φ's fit reads
+    set are all mapped by the same φ, then standardised by the pool's mean and deviation;
+    labels, domains and sizes are kept. φ's fit reads
     ``federation.public.features`` only. The last mapping is kept, so that the runs of one
     compare or sweep, which share one federation object, fit and map it once.
     """
@@ -65,18 +67,32 @@ def with_input_features(
     total = sum(map(len, parts))
     with progress.step(f"input features ({kind}, fitted on the public pool)", total=total) as bar:
 
-        def mapped(part: LabeledData) -> LabeledData:
+        def raw(part: LabeledData) -> np.ndarray:
             out = np.empty((len(part), extractor.dim), dtype=np.float32)  # (n, d)
             for start in range(0, len(part), _TRANSFORM_CHUNK):
                 stop = min(start + _TRANSFORM_CHUNK, len(part))
                 out[start:stop] = extractor.transform(part.features[start:stop])
                 bar.advance(stop - start)
+            return out
+
+        # Standardised by the pool's own mean and deviation (part of φ: public), as linear
+        # models on these codes want (Coates et al. standardise too); a floor keeps
+        # a feature the pool never fires from blowing up.
+        pool = raw(federation.public)  # (P, d)
+        centre = pool.mean(axis=0)
+        scale = pool.std(axis=0)
+        scale += _SCALE_FLOOR * float(scale.mean()) + np.finfo(np.float32).tiny
+
+        def mapped(part: LabeledData, features: np.ndarray | None = None) -> LabeledData:
+            out = raw(part) if features is None else features
+            out -= centre
+            out /= scale
             return dataclasses.replace(part, features=out)
 
         seen = dataclasses.replace(
             federation,
+            public=mapped(federation.public, pool),
             agents=tuple(mapped(agent) for agent in federation.agents),
-            public=mapped(federation.public),
             test=mapped(federation.test),
             validation=None if federation.validation is None else mapped(federation.validation),
             example_shape=(extractor.dim,),
