@@ -143,3 +143,18 @@ def test_the_exit_refuses_a_vote_heavier_than_the_weight():
         teacher_votes.release_individual_votes(
             make_agent(), 2 * np.eye(4)[:3], weight=1.0, sampling_rate=1.0, noise_std=0.0, num_queries=3
         )
+
+
+def test_without_the_pld_accountant_the_instance_level_takes_no_sampling_credit():
+    """Only the PLD accountant computes the sampled REPLACE_ONE pair: others get the √2·w Gaussian."""
+    from fedvote.methods.options.voting import PateFLOptions
+    from fedvote.methods.pate_fl import PateFL
+
+    events = individual_vote_events(4.0, 30, sampling_rate=0.5, sampled_instance=False)
+    assert events.instance == pate_fl_events(4.0, 30).instance
+    options = PateFLOptions(vote_sampling=0.5)
+    for accountant, sampled in (("pld", True), ("rdp", False), ("classic", False)):
+        method = PateFL(sigma=4.0, queries=30, min_responders=1, release_options=options, accountant=accountant)
+        planned = method.planned_events()
+        assert (planned.instance != pate_fl_events(4.0, 30).instance) is sampled
+        assert planned.agent == individual_vote_events(4.0, 30, sampling_rate=0.5).agent

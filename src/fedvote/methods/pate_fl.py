@@ -322,7 +322,13 @@ class PateFL(Method):
         """
         rate = self.release_options.sampling_rate
         weights = self.group_weights()
-        groups = [individual_vote_events(self.sigma, count, weight=w, sampling_rate=rate) for w in weights]
+        sampled_instance = self.accountant == "pld"  # the only one with the sampled replace-one pair
+        groups = [
+            individual_vote_events(
+                self.sigma, count, weight=w, sampling_rate=rate, sampled_instance=sampled_instance
+            )
+            for w in weights
+        ]
         return individual_release(groups, weights)
 
     def requirements(self) -> tuple[type, ...]:

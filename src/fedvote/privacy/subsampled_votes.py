@@ -49,13 +49,20 @@ SAMPLED_INSTANCE_BOUND_MAX_RATE = 1.0 / math.sqrt(2.0)
 
 
 def individual_vote_events(
-    sigma: float, count: int, *, weight: float = 1.0, sampling_rate: float = 1.0
+    sigma: float,
+    count: int,
+    *,
+    weight: float = 1.0,
+    sampling_rate: float = 1.0,
+    sampled_instance: bool = True,
 ) -> LevelEvents:
     """``count`` queries answered by an agent with vote weight ``weight`` sampled at ``sampling_rate``.
 
     σ is the std of the noise on each query's sum. ``weight`` 1 and ``sampling_rate`` 1
     give exactly :func:`~fedvote.privacy.events.pate_fl_events`. A weight of 0 releases
-    nothing about the agent (no-op).
+    nothing about the agent (no-op). ``sampled_instance`` False keeps the instance level on
+    the unsampled √2·w bound at every rate: only the PLD accountant computes the REPLACE_ONE
+    pair of a sampled event (``docs/privacy.md``, "How releases become ε").
     """
     check_rate(sampling_rate)
     if not (math.isfinite(weight) and weight >= 0):
@@ -74,7 +81,7 @@ def individual_vote_events(
         )
     multiplier = sigma / weight  # noise in units of the vote's norm bound w
     agent = poisson_gaussian_event(sampling_rate, multiplier, count)
-    if sampling_rate <= SAMPLED_INSTANCE_BOUND_MAX_RATE:
+    if sampled_instance and sampling_rate <= SAMPLED_INSTANCE_BOUND_MAX_RATE:
         sampled = poisson_gaussian_event(sampling_rate, multiplier, count)
         instance = replace_one(sampled) if isinstance(sampled, dp_event.SelfComposedDpEvent) else sampled
         instance_used = 2.0 * weight  # the REPLACE_ONE pair ∓w
