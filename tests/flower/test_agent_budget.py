@@ -85,3 +85,54 @@ def test_node_config_round_trip_and_refusals_by_name(tmp_path):
         with pytest.raises(ConfigError) as error:
             budget(tmp_path, **kwargs)
         assert error.value.argument == name
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory):
+    """A split digits federation of 3 agents (``fedvote deploy split``)."""
+    import json
+
+    from fedvote.cli.app import main
+
+    root = tmp_path_factory.mktemp("deploy")
+    (root / "run.json").write_text(json.dumps({"federation": {"dataset": "digits", "agents": 3}, "queries": 20}))
+    with pytest.raises(SystemExit) as stop:
+        main(["deploy", "split", "--config", str(root / "run.json"), "--out", str(root / "fed")])
+        raise SystemExit(0)
+    assert stop.value.code == 0
+    return root / "fed"
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["--budget-epsilon", "-1"], "--budget-epsilon"),
+        (["--budget-epsilon", "nan"], "--budget-epsilon"),
+        (["--budget-delta", "2"], "--budget-delta"),
+        (["--assume-honest", "0"], "--assume-honest"),
+    ],
+)
+def test_deploy_agent_refuses_bad_budget_flags_in_one_line_before_starting(fed, extra, flag, capsys):
+    from fedvote.cli.app import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["deploy", "agent", "--id", "0", "--data", str(fed / "agent-0.npz"), "--insecure", *extra])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"fedvote: error: {flag}")
+    assert not default_ledger_path(fed / "agent-0.npz").exists()  # refused before the ledger opened
+
+
+def test_deploy_agent_refuses_another_budget_than_its_ledgers(fed, capsys):
+    from fedvote.cli.app import main
+    from fedvote.flower.files import load_agent_file
+
+    file = load_agent_file(fed / "agent-1.npz")
+    AgentBudget(
+        path=default_ledger_path(fed / "agent-1.npz"), agent_id=1, fingerprint=file.fingerprint, budget_epsilon=3.0
+    ).check_ready()  # the agent ran before with budget 3
+    with pytest.raises(SystemExit) as stop:
+        main(["deploy", "agent", "--id", "1", "--data", str(fed / "agent-1.npz"), "--insecure", "--budget-epsilon", "4"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("fedvote: error: --budget-epsilon")

@@ -155,6 +155,17 @@ def _client_tls(insecure: bool, root_certificates: str | None) -> list[str]:
               help="Local port of the SuperNode's runtime API [default: a free port].")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Flower's home for this node (FLWR_HOME) [default: a temporary directory].")
+@click.option("--ledger", "ledger_file", type=click.Path(dir_okay=False), default=None,
+              help="The agent's own privacy ledger: every vote request it answers is charged there "
+                   "first [default: <data file>.ledger.sqlite].")
+@click.option("--budget-epsilon", type=float, default=None,
+              help="Refuse a vote request that would take this agent's ε above this (its own ledger; "
+                   "the first budget stored binds).")
+@click.option("--budget-delta", type=float, default=1e-3, show_default=True,
+              help="The δ of the agent's own ledger.")
+@click.option("--assume-honest", type=int, default=1, show_default=True,
+              help="Honest noise shares (its own included) the agent counts on in each sum: 1 trusts "
+                   "nobody; the run's t makes the server's assumption.")
 def agent(
     agent_id: int,
     data_file: str,
@@ -163,25 +174,46 @@ def agent(
     root_certificates: str | None,
     runtime_port: int | None,
     workdir: str | None,
+    ledger_file: str | None,
+    budget_epsilon: float | None,
+    budget_delta: float,
+    assume_honest: int,
 ) -> None:
-    """Start agent i as a Flower SuperNode; it serves runs until stopped (Ctrl-C)."""
+    """Start agent i as a Flower SuperNode; it serves runs until stopped (Ctrl-C).
+
+    It keeps its own ledger and, with ``--budget-epsilon``, refuses what would exceed it
+    (docs/deploy.md, "Each agent's own ledger").
+    """
+    from fedvote.flower.agent_budget import AgentBudget, default_ledger_path
     from fedvote.flower.files import load_agent_file
 
     file = load_agent_file(data_file)
     if file.agent_id != agent_id:
         raise ConfigError("id", f"{data_file} holds agent {file.agent_id}, not agent {agent_id}")
     tls = _client_tls(insecure, root_certificates)
+    budget = AgentBudget(
+        path=Path(ledger_file or default_ledger_path(data_file)).resolve(),
+        agent_id=agent_id,
+        fingerprint=file.fingerprint,
+        budget_epsilon=budget_epsilon,
+        delta=budget_delta,
+        assume_honest=assume_honest,
+    )
+    spent = budget.check_ready()  # a bad ledger file or another budget than the stored one: one line
     port = runtime_port if runtime_port is not None else free_port()
     data = str(Path(data_file).resolve())
+    ledger_config = " ".join(f"{key}={_toml(value)}" for key, value in budget.node_config().items())
     command = [
         _flower_executable("flower-supernode"),
         *tls,
         "--superlink", superlink,
         "--port", str(port),
-        "--node-config", f"agent-id={agent_id} data={json.dumps(data)}",
+        "--node-config", f"agent-id={agent_id} data={json.dumps(data)} {ledger_config}",
     ]
     with _flower_home(workdir, "fedvote-agent-") as home:
         click.echo(f"fedvote: agent {agent_id} ({len(file.data)} records) joins {superlink}", err=True)
+        limit = "no budget" if budget_epsilon is None else f"budget {budget_epsilon:g}"
+        click.echo(f"fedvote: agent {agent_id}'s ledger {budget.path}: ε {spent:.4g}, {limit}", err=True)
         sys.exit(_run_foreground(command, home))
 
 

@@ -26,6 +26,7 @@ leaves the node. The agent's data file comes from the SuperNode's node config
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ from fedvote.flower.protocol import RECORD
 # and the rest of fedvote are imported inside the handlers that use them.
 if TYPE_CHECKING:
     from fedvote.agents.agent import Agent
+    from fedvote.flower.agent_budget import AgentBudget
     from fedvote.flower.files import AgentFile
     from fedvote.results import RunResult
 
@@ -300,7 +302,9 @@ def _vote(message: Message, context: Context) -> Message:
     file = _agent_file(context)
     agent, rng = _agent(file, context, secure=secure)
     state = _node_state(context)
+    budget = _agent_budget(context, file)
     if kind == "pate":
+        _admit(budget, kind, queries, noise_std, secure)  # charged to the agent's own ledger first
         training = TrainingConfig(**json.loads(str(state["training"])))
         teacher = build_model(
             training.model, tuple(file.data.features.shape[1:]), file.num_classes
@@ -309,13 +313,49 @@ def _vote(message: Message, context: Context) -> Message:
         agent.install_teacher(teacher)
         votes = teacher_votes.noisy_votes(agent, queries, noise_std)  # (Q, C), through the agent's exit
     elif kind == "knn":
-        votes = _knn_voter(agent, file, state).noisy_votes(queries, noise_std)  # (Q, C), likewise
+        voter = _knn_voter(agent, file, state)
+        _admit(budget, kind, queries, noise_std, secure, k=voter.k)
+        votes = voter.noisy_votes(queries, noise_std)  # (Q, C), likewise
     else:
         raise ValueError(f"unknown vote kind {kind!r}")
     if file.noise_seed is not None and not secure:  # a seeded stream continues in the next message
         state[_RNG_KEY] = json.dumps(rng.bit_generator.state)
     result = FitRes(status_ok(), ndarrays_to_parameters([votes]), num_examples=1, metrics={})
     return Message(compat.fitres_to_recorddict(result, keep_input=False), reply_to=message)
+
+
+def _agent_budget(context: Context, file: AgentFile) -> AgentBudget | None:
+    """The agent's own ledger named in its node config (``fedvote deploy agent``), else None."""
+    from fedvote.flower.agent_budget import AgentBudget
+
+    return AgentBudget.from_node_config(context.node_config, file.agent_id, file.fingerprint)
+
+
+def _admit(
+    budget: AgentBudget | None,
+    kind: str,
+    queries: np.ndarray,
+    noise_std: float,
+    secure: bool,
+    k: int | None = None,
+) -> None:
+    """Charge a vote request to the agent's own ledger before anything is computed, or refuse it.
+
+    The refusal (:class:`~fedvote.flower.agent_budget.AgentRefusal`) leaves as the ClientApp's
+    error reply: the server's SecAgg+ round counts this agent out (its dropout path).
+    """
+    if budget is None:  # no ledger named in the node config (a simulation, a bare Flower node)
+        return
+    from fedvote.flower.agent_budget import AgentRefusal
+
+    try:
+        events = budget.request_events(kind, int(queries.shape[0]), noise_std, secure=secure, k=k)
+        spent = budget.admit(events, what=f"a vote request of {queries.shape[0]} queries")
+    except AgentRefusal as refusal:
+        print(f"fedvote: {refusal}", file=sys.stderr, flush=True)
+        raise
+    answered = f"fedvote: agent {budget.agent_id} answers {queries.shape[0]} queries; ledger ε {spent:.4g}"
+    print(answered, file=sys.stderr, flush=True)
 
 
 def _agent_file(context: Context) -> AgentFile:
