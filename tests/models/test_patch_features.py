@@ -8,11 +8,11 @@ import torch
 import torch.nn.functional as F
 
 from fedvote.errors import ConfigError
+from fedvote.models.features import _patch_extractor
 from fedvote.models.patch_features import (
     PatchSettings,
     _normalise,
     fit_patch_features,
-    patch_extractor,
 )
 
 SMALL = PatchSettings(patch=4, filters=8, patches=2_000, kmeans_iterations=3, grid=2)
@@ -69,7 +69,7 @@ def test_the_folded_convolution_equals_the_patchwise_encoding():
 
 def test_extractor_wraps_the_module():
     pool = _images(30, 0)
-    extractor = patch_extractor(pool, seed=0, settings=SMALL)
+    extractor = _patch_extractor(pool, 0, SMALL, False)
     assert extractor.kind == "patch" and extractor.dim == SMALL.dim()
     assert extractor.input_shape == (3, 12, 12)
     out = extractor.transform(_images(4, 2).reshape(4, -1))  # flat rows are reshaped

@@ -48,7 +48,7 @@ from fedvote.models.contrastive import (
     train_contrastive_encoder,
 )
 from fedvote.models.extractor_cache import default_cache_dir, extractor_key, load_or_train
-from fedvote.models.patch_features import PatchSettings, patch_extractor
+from fedvote.models.patch_features import PatchSettings, fit_patch_features
 
 # The kinds that are trained (seconds to a minute), so worth a disk cache; pca is fast.
 CACHED_KINDS: tuple[str, ...] = ("autoencoder", "contrastive")
@@ -182,7 +182,7 @@ def fit_feature_extractor(
     if kind == "patch":
         # Coates & Ng's 100,000 patches, fewer for a small pool (40 windows of each image at most).
         settings = PatchSettings(patches=min(PatchSettings.patches, _PATCHES_PER_IMAGE * pool.shape[0]))
-        return patch_extractor(pool.astype(np.float32), seed=seed, settings=settings, normalize=normalize)
+        return _patch_extractor(pool.astype(np.float32), seed, settings, normalize)
     if kind == "pca":
         return _fit_pca(flat, input_shape, min(int(dim), *flat.shape), seed, normalize)
     if kind == "random":
@@ -196,6 +196,20 @@ def fit_feature_extractor(
             kind, input_shape, int(dim), normalize, _parameter_count(encoder), _module_map(encoder)
         )
     return _wrap_module(module, pool, input_shape, normalize)
+
+
+def _patch_extractor(
+    pool: np.ndarray, seed: int, settings: PatchSettings, normalize: bool
+) -> FeatureExtractor:
+    """φ fitted by :func:`~fedvote.models.patch_features.fit_patch_features`; ships as its buffers."""
+    module = fit_patch_features(pool, seed=seed, settings=settings)
+    floats = int(sum(buffer.numel() for buffer in module.buffers()))
+
+    def apply(x: torch.Tensor) -> torch.Tensor:
+        return module(x)
+
+    shape = tuple(int(side) for side in pool.shape[1:])
+    return FeatureExtractor("patch", shape, module.dim, normalize, floats, apply)
 
 
 def check_extractor_input(kind: str, example_shape: tuple[int, ...], *, argument: str = "kind") -> None:

@@ -34,7 +34,6 @@ Coates et al. report 77.9 % test accuracy on CIFAR-10 for a linear SVM on these 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -42,9 +41,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedvote.errors import ConfigError
-
-if TYPE_CHECKING:
-    from fedvote.models.features import FeatureExtractor
 
 _ENCODE_BATCH = 256  # images per convolution when the pool's patches are drawn
 
@@ -240,26 +236,3 @@ def _spherical_kmeans(
         norms = sums.norm(dim=1, keepdim=True)
         centroids = torch.where(norms > 1e-8, sums / norms.clamp(min=1e-8), centroids)  # empty: kept
     return centroids
-
-
-def patch_extractor(
-    public_features: np.ndarray,
-    *,
-    seed: int = 0,
-    settings: PatchSettings = PatchSettings(),
-    normalize: bool = False,
-) -> FeatureExtractor:
-    """φ fitted by :func:`fit_patch_features`, as a :class:`~fedvote.models.features.FeatureExtractor`.
-
-    The extractor's kind is ``"patch"``; it ships as its buffers' floats.
-    """
-    from fedvote.models.features import FeatureExtractor
-
-    module = fit_patch_features(public_features, seed=seed, settings=settings)
-    shape = tuple(int(s) for s in np.asarray(public_features).shape[1:])
-    floats = int(sum(b.numel() for b in module.buffers()))
-
-    def apply(x: torch.Tensor) -> torch.Tensor:
-        return module(x)
-
-    return FeatureExtractor("patch", shape, module.dim, normalize, floats, apply)
