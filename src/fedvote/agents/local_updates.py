@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from fedvote.agents.agent import Agent, ArrayOutput
+from fedvote.aggregation.secure_noise import exact_discrete_gaussian
 from fedvote.errors import ConfigError
 from fedvote.models.local_training import (
     DpSgdDraws,
@@ -149,6 +150,72 @@ class ClipCountTraining(LocalTraining):
             raise ConfigError("clipping", "adaptive clipping counts plain local updates (no DP-SGD, no DANN)")
 
 
+@dataclass(frozen=True)
+class DiscreteTraining(LocalTraining):
+    """A round of DP-FedAvg with ``--secure-noise``: quantised updates and exact discrete Gaussian shares.
+
+    The update clipped to S (``clip_norm``) is divided by ``granularity`` γ and rounded at random
+    to integers, conditionally on an L2 norm ≤ ``norm_bound`` B (Kairouz, Liu & Steinke 2021);
+    the agent adds N_Z(0, ``share_variance``) to every coordinate (its own CSPRNG draws,
+    :func:`~fedvote.aggregation.secure_noise.exact_discrete_gaussian`) and refuses to send a
+    coordinate beyond ``largest_value`` (so the sum cannot wrap: checked by the method).
+    """
+
+    granularity: float = 1.0
+    norm_bound: float = 1.0
+    share_variance: int = 0
+    largest_value: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.clip_norm is None or self.noise_std != 0:
+            raise ConfigError("secure_noise", "discrete shares need a clip norm and no float noise")
+        if not (self.granularity > 0 and self.norm_bound > 0 and self.share_variance >= 0):
+            raise ConfigError(
+                "secure_noise", "granularity and norm bound must be > 0, the share variance >= 0"
+            )
+
+
+# Conditional rounding: tries before the (norm-reducing) rounding toward zero is taken instead.
+_ROUNDING_TRIES = 64
+
+
+def conditional_rounding(values: np.ndarray, bound: float, rng: np.random.Generator) -> np.ndarray:
+    """``values`` (d,) rounded at random to integers (up with probability the fraction), ‖·‖₂ ≤ ``bound``.
+
+    KLS21's conditional randomized rounding: a draw above the bound is drawn again; after
+    :data:`_ROUNDING_TRIES` the rounding toward zero (norm ≤ ‖values‖) is taken. int64.
+    """
+    floor = np.floor(values)
+    fraction = values - floor
+    limit = math.floor(bound * bound)
+    for _ in range(_ROUNDING_TRIES):
+        rounded = (floor + (rng.random(values.shape) < fraction)).astype(np.int64)
+        if int(np.dot(rounded, rounded)) <= limit:
+            return rounded
+    toward_zero = np.trunc(values).astype(np.int64)
+    if int(np.dot(toward_zero, toward_zero)) > limit:
+        raise ValueError(f"the values' norm {np.linalg.norm(values):g} exceeds the bound {bound:g}")
+    return toward_zero
+
+
+def discrete_share(agent: Agent, width: int, training: DiscreteTraining) -> np.ndarray:
+    """An unsampled agent's release: zeros through its exit plus its N_Z(0, σ_l²) share, int64 (width,)."""
+    zeros = agent.release(np.zeros(width), 0.0, ArrayOutput("noise share", (width,)))
+    return _with_discrete_share(zeros.astype(np.int64), training)
+
+
+def _with_discrete_share(values: np.ndarray, training: DiscreteTraining) -> np.ndarray:
+    """``values`` plus an exact discrete Gaussian share (os.urandom); refused beyond ``largest_value``."""
+    noisy = values.copy()
+    if training.share_variance:
+        noisy += exact_discrete_gaussian(training.share_variance, values.shape)
+    largest = int(np.max(np.abs(noisy))) if noisy.size else 0
+    if largest > training.largest_value:  # probability below e^(−2000): refused, never wrapped
+        raise ConfigError("secure_sum", f"a share value {largest} beyond ±{training.largest_value}: not sent")
+    return noisy
+
+
 def released_width(training: LocalTraining, d: int) -> int:
     """The length of what an agent releases for a model of d floats: d, or d + 1 with its clip bit."""
     return d + 1 if isinstance(training, ClipCountTraining) else d
@@ -163,6 +230,14 @@ def release_update(agent: Agent, update: np.ndarray, training: LocalTraining) ->
     check, and the share noises both.
     """
     update = np.asarray(update, dtype=np.float32)
+    if isinstance(training, DiscreteTraining):
+        assert training.clip_norm is not None  # DiscreteTraining refuses None
+        scaled = clip_to_norm(update, training.clip_norm).astype(np.float64) / training.granularity
+        rng = np.random.default_rng(agent.privacy_seed())  # the rounding's coins: the agent's own
+        rounded = conditional_rounding(scaled, training.norm_bound, rng)  # (d,) int64, ‖·‖ ≤ B
+        expected_int = ArrayOutput("quantised update", tuple(rounded.shape), norm_bound=training.norm_bound)
+        checked = agent.release(rounded.astype(np.float64), 0.0, expected_int).astype(np.int64)
+        return _with_discrete_share(checked, training)
     if isinstance(training, ClipCountTraining):
         assert training.clip_norm is not None  # ClipCountTraining refuses None
         below = float(np.linalg.norm(update.astype(np.float64))) <= training.clip_norm

@@ -81,23 +81,24 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from fedvote.agents.local_updates import ClipCountTraining
-from fedvote.aggregation.secure_noise import secure_gaussian
+from fedvote.agents.local_updates import ClipCountTraining, DiscreteTraining
+from fedvote.aggregation.secure_noise import MAX_EXACT_SIGMA_SQUARED, secure_gaussian
 from fedvote.aggregation.secure_sum import FixedPoint
 from fedvote.aggregation.voting import noise_share_std
 from fedvote.errors import ConfigError
 from fedvote.methods.gradient import GradientMethod
 from fedvote.methods.options.gradient import CLIPPINGS, NOISE_PLACEMENTS, DpFedAvgOptions
-from fedvote.models.local_training import LocalTraining, LocalUpdates
-from fedvote.privacy import adaptive_clipping
-from fedvote.privacy.events import LevelEvents, dp_fedavg_events
+from fedvote.models.local_training import LocalTraining, LocalUpdates, flat_parameters
+from fedvote.models.zoo import build_model
+from fedvote.privacy import adaptive_clipping, discrete_sum
+from fedvote.privacy.events import LevelEvents, dp_fedavg_discrete_events, dp_fedavg_events
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.transport import capabilities
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
-    from fedvote.data.federation import ServerData
+    from fedvote.data.federation import PublicMetadata, ServerData
     from fedvote.methods.base import MethodOutcome
 
 # Who each placement's ε holds against (result.json's ``details.epsilon_holds_against``).
@@ -152,6 +153,7 @@ class DpFedAvg(GradientMethod):
     clip_quantile: float = 0.5
     clip_learning_rate: float = adaptive_clipping.DEFAULT_CLIP_LEARNING_RATE
     clip_count_stddev: float | None = None
+    model_floats: int | None = None  # d, for --secure-noise's discrete events (with_public sets it)
     _history: _ClipHistory = field(default_factory=_ClipHistory, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -186,6 +188,16 @@ class DpFedAvg(GradientMethod):
         count = self.clip_count_stddev
         if count is not None and not (count > 0 and math.isfinite(count)):
             raise ConfigError("clip_count_stddev", f"must be > 0, got {count}")
+        if self.secure_noise and self.noise != "distributed":
+            raise ConfigError(
+                "secure_noise",
+                "applies to DP-FedAvg's --noise distributed (integer shares through the secure sum), "
+                f"not {self.noise!r}",
+            )
+        if self.secure_noise and self.clipping == "adaptive":
+            raise ConfigError(
+                "secure_noise", "its discrete shares are not combined with --clipping adaptive yet"
+            )
         if self.clipping != "adaptive":
             return
         if self.name != "dp-fedavg":
@@ -204,6 +216,26 @@ class DpFedAvg(GradientMethod):
                 f"must exceed z/2 = {self.sigma / 2.0:g} (the noise multiplier z = {self.sigma:g} covers "
                 f"the count and the updates together), got {count:g}",
             )
+
+    def discrete(self) -> bool:
+        """Whether the noise is the distributed discrete Gaussian (``--secure-noise``, σ > 0)."""
+        return self.secure_noise and self.sigma > 0
+
+    def with_public(self, public: PublicMetadata) -> DpFedAvg:
+        """With ``--secure-noise``: d (the model's floats, public) and N, for the discrete events."""
+        if not self.secure_noise:
+            return self
+        model = build_model(self.model, tuple(public.example_shape), public.num_classes)
+        return dataclasses.replace(self, model_floats=int(flat_parameters(model).shape[0]),
+                                   num_agents=self.num_agents or public.num_agents)
+
+    def discrete_plan(self) -> discrete_sum.DiscretePlan:
+        """γ, B, σ_l², t, d and the largest value sent, from public values (``docs/privacy.md``)."""
+        if self.model_floats is None or self.num_agents is None:
+            raise ConfigError("secure_noise", "the discrete shares need d and N (planned by with_public)")
+        return discrete_sum.plan_discrete_sum(
+            self.sigma, self.clip_norm, self.model_floats, self.responders(self.num_agents)
+        )
 
     def count_std(self, num_agents: int) -> float:
         """σ_b of the adaptive clip's count (``clip_count_stddev``, or the default from q·N and z)."""
@@ -237,6 +269,11 @@ class DpFedAvg(GradientMethod):
         progress: Progress = NO_PROGRESS,
     ) -> MethodOutcome:
         """The gradient loop; with an adaptive clip, on a copy holding this run's own clip history."""
+        if self.discrete() and (self.model_floats is None or self.num_agents != transport.num_agents):
+            d = int(flat_parameters(self.initial_model(server)).shape[0])  # as with_public plans it
+            return dataclasses.replace(self, model_floats=d, num_agents=transport.num_agents).run(
+                server, transport, ledger, progress
+            )
         if self.clipping != "adaptive":
             return super().run(server, transport, ledger, progress)
         method = dataclasses.replace(self)  # a fresh _ClipHistory
@@ -256,6 +293,11 @@ class DpFedAvg(GradientMethod):
         return self._events(1)
 
     def _events(self, rounds: int) -> LevelEvents:
+        if self.discrete():
+            plan = self.discrete_plan()
+            return dp_fedavg_discrete_events(
+                self.sampling_rate, plan.share_variance, plan.shares, plan.norm_bound, plan.dimension, rounds
+            )
         visible = self.num_agents if self.noise == "distributed-unmasked" else None
         return dp_fedavg_events(self.sampling_rate, self.sigma, rounds, visible_to_server=visible)
 
@@ -302,6 +344,16 @@ class DpFedAvg(GradientMethod):
             raise ConfigError(
                 "min_responders", f"t = {self.min_responders} exceeds the {transport.num_agents} agents"
             )
+        if self.discrete():
+            plan = self.discrete_plan()
+            if plan.share_variance > MAX_EXACT_SIGMA_SQUARED:
+                raise ConfigError(
+                    "sigma",
+                    f"each discrete share would need σ_l² = {plan.share_variance}, beyond the exact "
+                    f"sampler's {MAX_EXACT_SIGMA_SQUARED} (lower sigma or raise --min-responders)",
+                )
+            if transport.num_agents * plan.largest_value >= 2**53:
+                raise ConfigError("secure_sum", f"{transport.num_agents} agents' integer sum could overflow")
 
     def responders(self, num_agents: int) -> int:
         """t: the honest agents whose shares must carry the noise σS (``--min-responders``, default N)."""
@@ -338,6 +390,16 @@ class DpFedAvg(GradientMethod):
             noise_std=self.noise_share(sampled, num_agents),
             min_responders=self.responders(num_agents) if self.noise == "distributed" else None,
         )
+        if self.discrete():
+            plan = self.discrete_plan()
+            settings["noise_std"] = 0.0
+            return DiscreteTraining(
+                **settings,  # type: ignore[arg-type]
+                granularity=plan.granularity,
+                norm_bound=plan.norm_bound,
+                share_variance=plan.share_variance,
+                largest_value=plan.largest_value,
+            )
         if self.clipping != "adaptive":
             return LocalTraining(**settings)  # type: ignore[arg-type]
         return ClipCountTraining(**settings, count_scale=self._count_scale(num_agents))  # type: ignore[arg-type]
@@ -384,6 +446,8 @@ class DpFedAvg(GradientMethod):
         else:
             assert isinstance(transport, capabilities.LocalUpdates)  # check_capabilities refused any other
             total = self._noised_sum(transport.local_updates(theta, chosen, training), training, rng, n)
+        if isinstance(training, DiscreteTraining):
+            total = total * training.granularity  # the integer sum back to update units
         if isinstance(training, ClipCountTraining):
             clip = self.current_clip()  # C_t, the clip this round's training used
             total = self._observe_count(total, n, training.count_scale)
@@ -415,7 +479,7 @@ class DpFedAvg(GradientMethod):
 
     def _reported_share(self, num_agents: int) -> float | None:
         """Each agent's noise std: σS/√t (distributed), None (unmasked: σS/√m_t varies), 0 (server)."""
-        if self.noise == "distributed-unmasked" or self.clipping == "adaptive":
+        if self.noise == "distributed-unmasked" or self.clipping == "adaptive" or self.discrete():
             return None
         return self.noise_share(0, num_agents)
 
@@ -445,4 +509,12 @@ class DpFedAvg(GradientMethod):
             "update_denominator": self.sampling_rate * transport.num_agents,
             "epsilon_holds_against": HOLDS_AGAINST[self.noise],
             **self._adaptive_details(transport.num_agents),
+            **self._discrete_details(),
         }
+
+    def _discrete_details(self) -> dict[str, object]:
+        """The discrete path's public values (γ, B, σ_l², t, d, the largest value sent)."""
+        if not self.discrete():
+            return {}
+        plan = self.discrete_plan()
+        return {"discrete_noise": dataclasses.asdict(plan)}

@@ -60,7 +60,7 @@ SECURE_NOISE_SOURCES: dict[str, str] = {
     "pate-fl": "csprng-discrete-gaussian",
     "private-knn-fl": "csprng-discrete-gaussian",
     "weighted-pate": "csprng-discrete-gaussian",
-    "dp-fedavg": "csprng-seeded-pcg64",
+    "dp-fedavg": "csprng-distributed-discrete-gaussian",
     "dp-fedsgd": "csprng-seeded-torch",
 }
 _NO_SECURE_NOISE: dict[str, str] = {

@@ -31,6 +31,7 @@ from scipy import optimize, special
 from fedvote.errors import ConfigError
 from fedvote.privacy.config import ACCOUNTANTS
 from fedvote.privacy.discrete import DiscreteGaussianDpEvent, discrete_gaussian_rdp, has_pld, is_distributed
+from fedvote.privacy.discrete_sum import sampled_discrete_gaussian_rdp
 from fedvote.privacy.events import ReplaceOneDpEvent
 from fedvote.privacy.gaussian_pld import gaussian_pld
 from fedvote.privacy.gnss import SmoothSensitivityGaussianDpEvent, gnss_rdp, holds_gnss
@@ -575,6 +576,12 @@ class MixedRelationRdpAccountant(rdp.RdpAccountant):
     def _maybe_compose(
         self, event: dp_event.DpEvent, count: int, do_compose: bool
     ) -> PrivacyAccountant.CompositionErrorDetails | None:
+        inner = getattr(event, "event", None)
+        if isinstance(event, dp_event.PoissonSampledDpEvent) and isinstance(inner, DiscreteGaussianDpEvent):
+            if do_compose:  # a sampled distributed discrete Gaussian (privacy/discrete_sum.py; issue 46)
+                q = event.sampling_probability
+                self._rdp += count * sampled_discrete_gaussian_rdp(self._orders, q, inner)
+            return None
         if isinstance(event, DiscreteGaussianDpEvent):
             if do_compose:
                 self._rdp += count * discrete_gaussian_rdp(

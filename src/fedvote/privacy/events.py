@@ -566,6 +566,38 @@ def dp_fedavg_events(
     return LevelEvents(agent=agent, instance=instance, agent_sensitivity=1.0, instance_sensitivity=2.0)
 
 
+def dp_fedavg_discrete_events(
+    sampling_rate: float, share_variance: int, shares: int, bound: float, dimension: int, rounds: int
+) -> LevelEvents:
+    """DP-FedAvg with ``--secure-noise``: quantised updates and distributed discrete Gaussian shares.
+
+    Each round a Poisson sample (rate q) of agents sends integer vectors of L2 norm ≤ ``bound``
+    B (conditional randomized rounding) in ``dimension`` d, and each of t = ``shares`` agents adds
+    N_Z(0, σ_l²), σ_l² = ``share_variance`` (:mod:`fedvote.privacy.discrete_sum`). Agent level
+    (zero-out): ``SelfComposed(PoissonSampled(q, DDG(√(tσ_l²), t, B, d)), T)``, accounted by KLS21's
+    RDP and Zhu & Wang's bound for the sampling. Instance level (replace-one record): the sampled
+    agent's vector moves by ≤ 2B, with no credit for sampling: ``SelfComposed(DDG(·, t, 2B, d), T)``.
+    """
+    _check_probability("sampling_rate", sampling_rate)
+    _check_count("rounds", rounds)
+    sigma = math.sqrt(shares * share_variance)
+    if rounds == 0:
+        none: dp_event.DpEvent = dp_event.NoOpDpEvent()
+        return LevelEvents(none, none, agent_sensitivity=bound, instance_sensitivity=2 * bound)
+    if share_variance == 0:
+        public: dp_event.DpEvent = dp_event.NonPrivateDpEvent()
+        return LevelEvents(public, public, agent_sensitivity=bound, instance_sensitivity=2 * bound)
+    agent = DiscreteGaussianDpEvent(sigma, int(shares), float(bound), int(dimension))
+    instance = DiscreteGaussianDpEvent(sigma, int(shares), 2.0 * float(bound), int(dimension))
+    sampled = dp_event.PoissonSampledDpEvent(sampling_rate, agent) if sampling_rate < 1 else agent
+    return LevelEvents(
+        agent=dp_event.SelfComposedDpEvent(sampled, int(rounds)),
+        instance=dp_event.SelfComposedDpEvent(instance, int(rounds)),
+        agent_sensitivity=float(bound),
+        instance_sensitivity=2.0 * float(bound),
+    )
+
+
 def dp_ftrl_events(noise_multiplier: float, gaussians: int) -> LevelEvents:
     """DP-FTRL with tree aggregation (Kairouz et al., ICML 2021): ``gaussians`` node Gaussians.
 

@@ -17,8 +17,8 @@ import numpy as np
 from fedvote.agents import multilabel_votes
 from fedvote.agents.agent import Agent
 from fedvote.agents.dann_teacher import dann_local_update
-from fedvote.agents.local_updates import local_update, released_width
-from fedvote.aggregation.secure_sum import secure_sum
+from fedvote.agents.local_updates import DiscreteTraining, discrete_share, local_update, released_width
+from fedvote.aggregation.secure_sum import FixedPoint, secure_sum
 from fedvote.errors import ConfigError
 from fedvote.models import local_training
 from fedvote.models.local_training import LocalTraining
@@ -99,6 +99,8 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
         """
         theta = np.asarray(global_params, dtype=np.float32)
         chosen = sorted({int(i) for i in np.asarray(agent_ids).reshape(-1)})
+        if isinstance(training, DiscreteTraining):
+            return self._discrete_update_sum(theta, chosen, training)
         d, n = theta.shape[0], self.num_agents
         width = released_width(training, d)  # d, or d + 1 with adaptive clipping's bit
         codec = self._secure_codec
@@ -127,6 +129,41 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
             return total
         floor = training.min_responders or 0  # t: as for votes (_released_sum), max(t, ⌊N/2⌋ + 1)
         return secure_sum(releases, threshold=min(n, max(floor, n // 2 + 1)), codec=codec)
+
+    def _discrete_update_sum(
+        self, theta: np.ndarray, chosen: list[int], training: DiscreteTraining
+    ) -> np.ndarray:
+        """Σ over every agent of its integer release (quantised update + share, or share alone), (d,).
+
+        Integers all the way: summed exactly in int64 (N·largest_value < 2^53, checked), or with
+        ``--secure-sum`` through the pairwise-masked sum on a 64-bit ring at resolution 1, whose
+        capacity check refuses a federation whose sum could wrap. Returned as float64 (exact).
+        """
+        d, n = theta.shape[0], self.num_agents
+        if n * training.largest_value >= 2**53:
+            raise ConfigError(
+                "secure_sum", f"{n} agents sending up to ±{training.largest_value} could overflow"
+            )
+        self.communication.count(down=(d + training.shift_floats) * n, up=d * n)
+        with single_threaded():
+            updates = self._updates(theta, [self._agents[i] for i in chosen], training)
+        trained = dict(zip(chosen, updates, strict=True))
+
+        def release_of(index: int) -> np.ndarray:
+            """Agent ``index``'s integer release, (d,) int64."""
+            return trained[index] if index in trained else discrete_share(self._agents[index], d, training)
+
+        if self._secure_codec is None:
+            total = np.zeros(d, dtype=np.int64)
+            for index in range(n):  # in the agents' order; memory: one release at a time
+                total += release_of(index)
+            return total.astype(np.float64)  # exact: |total| < 2^53
+        releases = [release_of(index) for index in range(n)]
+        codec = FixedPoint(bits=64, scale_bits=0, bound=float(training.largest_value))
+        codec.check_capacity(n)  # the ring cannot wrap
+        floor = training.min_responders or 0
+        threshold = min(n, max(floor, n // 2 + 1))
+        return secure_sum([r.astype(np.float64) for r in releases], threshold=threshold, codec=codec)
 
     def _gradient_clients(self) -> BatchedUpdates:
         if self._batched_updates is None:
