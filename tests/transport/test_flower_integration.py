@@ -258,7 +258,7 @@ def test_killing_one_of_five_agents_with_t5_stops_releasing(tmp_path):
 
 
 @pytest.mark.slow  # a second real SecAgg+ deployment (~60-90 s): make test-slow (CI); make test keeps
-# tests/transport/test_flower_secure_noise.py's no-slack headline check
+# tests/flower/test_flower_secure_noise.py's no-slack headline check
 def test_secure_noise_flower_run_releases_exact_integer_sums_with_no_slack(tmp_path):
     """fedvote deploy's default: integer votes + discrete Gaussian shares through SecAgg+, nothing rounded."""
     seeded = _config(queries=20, min_responders=EQUIVALENCE_AGENTS, agents=EQUIVALENCE_AGENTS)
