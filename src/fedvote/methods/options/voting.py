@@ -72,14 +72,14 @@ class PateFLOptions:
         "'ε:fraction,…' (e.g. 1:0.34,2:0.43,3:0.23; agents drawn into groups by --seed) or "
         "'file:PATH' (one ε per agent id). Votes are weighted so that every group spends at most "
         "its budget and the largest budget is met; σ is calibrated to the largest budget (drop "
-        "--epsilon/--sigma). --release sums only.",
+        "--epsilon/--sigma). pate-fl (--release sums) and private-knn-fl.",
     )
     vote_sampling: float | None = method_option(
         None,
         "Subsampled voting (Private-kNN, Zhu et al. 2020): each agent's vote enters each query's "
         "sum with probability q (its own coin; it still sends its noise share), accounted as "
         "Poisson-subsampled Gaussians; the sums are scaled by 1/q. --epsilon calibration includes "
-        "the amplification. --release sums only.",
+        "the amplification. pate-fl (--release sums) and private-knn-fl.",
     )
 
     def __post_init__(self) -> None:
