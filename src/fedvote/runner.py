@@ -56,13 +56,11 @@ from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import LevelPrivacy, PrivacyReport, PrivacyStatement, RunResult, finite_or_none
 
 # The settings → RunConfig path lives in the light fedvote.settings (the command
-# line reads it without importing torch); its names stay part of this module's API.
+# line reads it without importing torch); build_config (docs/python.md) and the two
+# settings lists stay importable from here too.
 from fedvote.settings import FEDERATION_SETTINGS as FEDERATION_SETTINGS
 from fedvote.settings import RUN_SETTINGS as RUN_SETTINGS
-from fedvote.settings import Setting as Setting
 from fedvote.settings import build_config as build_config
-from fedvote.settings import configs_from_settings as configs_from_settings
-from fedvote.settings import federation_config as federation_config
 from fedvote.transport.base import Transport
 from fedvote.transport.capabilities import SimulationDiagnostics, check_capabilities
 from fedvote.transport.local import LocalTransport
