@@ -105,6 +105,7 @@ def test_the_masked_secure_sum_is_audited_and_a_noiseless_one_caught(monkeypatch
     assert audit("dp-fedavg", "instance", 80, **settings).violated
 
 
+@pytest.mark.slow  # issue 46: the secure path now draws ~13M exact discrete Gaussians (200 agents, T = 100)
 def test_secure_noise_runs_the_csprng_shares_and_stays_below_its_claim() -> None:
     settings = {key: value for key, value in SETTINGS.items() if key != "noise_seed"}
     result = audit("dp-fedavg", "agent", CANARIES, secure_noise=True, **settings)
