@@ -28,6 +28,10 @@ from fedvote.transport.batched_clients import BatchedUpdates
 from fedvote.transport.capabilities import LocalUpdates, SecureUpdateSum
 from fedvote.transport.local.shared import LocalAgents
 
+# Agents whose releases are held at once while DP-FedAvg's plain sum adds them (issue 46: memory
+# bounded in N; 10,000 agents × MNIST's d would otherwise hold ~8 GB of shares).
+_SUM_CHUNK = 256
+
 
 class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
     """The agents' local (DP-)SGD updates from the global model θ, and their secure sum."""
@@ -121,12 +125,13 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
             # agent draws from its own generator, so the agents may draw at once, one thread a
             # core (numpy draws without the GIL); the releases are the same arrays in the same order.
             with ThreadPoolExecutor(max_workers=outer_threads()) as pool:
+                if codec is None:  # summed chunk by chunk: memory O(chunk·d), not O(N·d)
+                    total = np.zeros(width, dtype=np.float64)
+                    for start in range(0, n, _SUM_CHUNK):
+                        for release in pool.map(release_of, range(start, min(n, start + _SUM_CHUNK))):
+                            total += release  # in the agents' order, as before
+                    return total
                 releases = list(pool.map(release_of, range(n)))
-        if codec is None:
-            total = np.zeros(width, dtype=np.float64)
-            for release in releases:  # in the agents' order, as they arrive
-                total += release
-            return total
         floor = training.min_responders or 0  # t: as for votes (_released_sum), max(t, ⌊N/2⌋ + 1)
         return secure_sum(releases, threshold=min(n, max(floor, n // 2 + 1)), codec=codec)
 
