@@ -17,7 +17,9 @@
 
 The file itself (format, schema, migration, damage, the safe transaction) is
 :mod:`fedvote.privacy.ledger_store`; ``fedvote ledger show / verify / set-budget`` read it
-through :mod:`fedvote.privacy.ledger_audit`. Their public names are importable from here too.
+through :mod:`fedvote.privacy.ledger_audit`. The names of theirs that callers read from here
+(``ledger_report``, ``verify_ledger``, ``set_budget``, ``DEFAULT_DELTA``, ``connect``, an event's
+JSON form, the file's format constants) are importable from here too.
 """
 
 from __future__ import annotations
@@ -36,9 +38,7 @@ from fedvote.errors import ConfigError
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import LEVELS, LevelEvents, compose_events
 from fedvote.privacy.ledger_audit import (
-    DEFAULT_ACCOUNTANT,
     DEFAULT_DELTA,
-    federations,
     ledger_report,
     set_budget,
     verify_ledger,
@@ -64,25 +64,19 @@ from fedvote.privacy.ledger_store import (
 )
 
 __all__ = [
-    "DEFAULT_ACCOUNTANT",
     "DEFAULT_DELTA",
     "LEDGER_APPLICATION_ID",
     "LEDGER_FORMAT_VERSION",
-    "Budget",
     "LedgerSession",
     "PersistentLedger",
     "PrivacyBudgetExceeded",
     "PrivacyLedger",
-    "append_budget",
-    "charges_in_force",
     "compose_releases",
     "connect",
     "event_from_json",
     "event_to_json",
-    "federations",
     "ledger_report",
     "set_budget",
-    "stored_budgets",
     "verify_ledger",
 ]
 

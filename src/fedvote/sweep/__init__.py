@@ -1,12 +1,12 @@
 """Sweeps: one method (or several) over a grid of ε, σ, Q or δ, reusing what does not change.
 
-A privacy–accuracy curve needs many runs that differ only in the noise and the number
-of queries. Everything upstream of the noise — the federation, the teachers (or kNN
-indices) and the *clean* vote sums — is the same at every grid point, so a sweep builds
-them once per (method, seed) and then, per point, redraws only the noise, the noisy
-argmax, the student and the accounting (:class:`ReusedVotesTransport`): PATE-FL,
-Private-kNN-FL and reputation-weighted PATE (:data:`REUSES_VOTES`). Every other method —
-gradient methods, PriFedSync, FedAUXfdp and its baselines, and any method added later —
+A privacy–accuracy curve needs many runs that differ only in the noise and the number of
+queries. Everything upstream of the noise — the federation, the teachers (or kNN indices)
+and the *clean* vote sums — is the same at every grid point, so a sweep builds them once
+per (method, seed) and then, per point, redraws only the noise, the noisy argmax, the
+student and the accounting (:class:`ReusedVotesTransport`): PATE-FL, Private-kNN-FL and
+reputation-weighted PATE (:data:`~fedvote.sweep.points.REUSES_VOTES`). Every other method
+— gradient methods, PriFedSync, FedAUXfdp and its baselines, and any method added later —
 has no clean part the reused transport knows how to keep (its training *is* the noisy
 release) and runs afresh at each point, on a fresh in-process transport seeded with the
 point's own noise seed. Either way the transport holds the federation as the method
@@ -15,9 +15,10 @@ labelled validation slice), so its public pool is the method's.
 
 **A non-private method is a reference.** A method with nothing to calibrate whose every
 planned release is non-private at both levels (FedAvg, majority-vote:
-:func:`is_reference`) is the same run at every ε, σ or δ: it runs once per seed (and per
-value of the axes that still change it, ``queries``) and its row says ``reference: true``,
-without the axes that do not apply. Reports draw it as a dashed horizontal line.
+:func:`~fedvote.sweep.points.is_reference`) is the same run at every ε, σ or δ: it runs
+once per seed (and per value of the axes that still change it, ``queries``) and its row
+says ``reference: true``, without the axes that do not apply. Reports draw it as a dashed
+horizontal line.
 
 Under ``--noise-seed S`` every run of the sweep — each method, seed and grid point —
 draws its own noise: its config carries :func:`fedvote.privacy.noise_seeds.run_noise_seed`
@@ -67,63 +68,21 @@ point), :mod:`~fedvote.sweep.points` (each method's runs, in run order),
 """
 
 from fedvote.sweep.execute import run_sweep
-from fedvote.sweep.grid import (
-    GRID_AXES,
-    PRIVACY_AXES,
-    grid_points,
-    parse_grid,
-    point_config,
-    reference_points,
-    with_run_noise_seed,
-)
-from fedvote.sweep.ledgers import SweepLedgers
-from fedvote.sweep.points import (
-    REUSES_VOTES,
-    SweepPoint,
-    is_reference,
-    reuses_votes,
-    sweep_points,
-    without_privacy_target,
-)
-from fedvote.sweep.results import (
-    SWEEP_CSV,
-    SWEEP_JSON,
-    PointDone,
-    SweepResult,
-    SweepRow,
-    format_duration,
-    machine_description,
-    write_sweep,
-)
-from fedvote.sweep.store import PLAN_JSON, POINTS_DIR, POINTS_FORMAT, POINTS_VERSION, SweepStore
+from fedvote.sweep.grid import grid_points, parse_grid, point_config, reference_points, with_run_noise_seed
+from fedvote.sweep.points import reuses_votes
+from fedvote.sweep.results import PointDone, format_duration, write_sweep
+from fedvote.sweep.store import SweepStore
 
 __all__ = [
-    "GRID_AXES",
-    "PLAN_JSON",
-    "POINTS_DIR",
-    "POINTS_FORMAT",
-    "POINTS_VERSION",
-    "PRIVACY_AXES",
     "PointDone",
-    "REUSES_VOTES",
-    "SWEEP_CSV",
-    "SWEEP_JSON",
-    "SweepLedgers",
-    "SweepPoint",
-    "SweepResult",
-    "SweepRow",
     "SweepStore",
     "format_duration",
     "grid_points",
-    "is_reference",
-    "machine_description",
     "parse_grid",
     "point_config",
     "reference_points",
     "reuses_votes",
     "run_sweep",
-    "sweep_points",
     "with_run_noise_seed",
-    "without_privacy_target",
     "write_sweep",
 ]
