@@ -30,7 +30,10 @@ from fedvote.transport.capabilities import IndividualTeacherVotes, TeacherVotes
 from fedvote.transport.local import LocalTransport
 
 SPEC = "1:0.34,2:0.43,3:0.23"
-FAST = {"teacher_model": "logistic", "student_model": "logistic", "epochs": 10, "self_training_rounds": 0}
+FAST = {
+    "teacher_model": "logistic", "student_model": "logistic", "epochs": 10, "self_training_rounds": 0,
+    "semi_supervised": "supervised",
+}
 
 
 def dp_accounting_epsilon(inner: dp_event.DpEvent, count: int, delta: float, relation=None) -> float:

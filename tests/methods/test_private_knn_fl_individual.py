@@ -17,7 +17,7 @@ from fedvote.transport.capabilities import IndividualKnnVotes, KnnVotes
 
 from .test_pate_fl_individual import SPEC, dp_accounting_epsilon
 
-FAST = {"student_model": "logistic", "epochs": 10, "self_training_rounds": 0}
+FAST = {"student_model": "logistic", "epochs": 10, "self_training_rounds": 0, "semi_supervised": "supervised"}
 
 
 @pytest.fixture(scope="module")
