@@ -61,17 +61,17 @@ NOTES = [
     "Gaussians per agent need z = 4.12 against DP-FedAvg's 0.77 with Poisson sampling at q = 0.05; "
     "its advantage (Kairouz et al.) needs populations where sampling cannot be assumed or verified.",
     "* **DP-FedAvg --secure-noise** (quantised updates, distributed discrete Gaussian shares, KLS21 "
-    "accounting with Zhu & Wang's general subsampling bound, reported by RDP) is not in the 3-seed "
-    "table: at digits' defaults (N = 50, d = 9,610) a run draws 48 million exact discrete Gaussians. "
-    "Measured once (2026-11-28, `fedvote run --method dp-fedavg --secure-noise --epsilon 4 --json`, "
-    "load ~9 on the 2 cores): agent ε 3.9996, noise source csprng-distributed-discrete-gaussian, "
-    "z = 0.911 (the looser RDP bound needs more noise than the float path's PLD at 0.767), accuracy "
-    "0.611, 29.6 min wall / 188 s CPU, peak RSS 320 MB. The float path at the same z = 0.911: "
-    "0.744 / 0.748 / 0.741 (noise seeds 0–2, ε 2.68 by PLD). A smaller check (20 agents, logistic, "
-    "40 rounds, q = 0.5, σ = 1, seeds 0/1): discrete 0.856 / 0.841, float 0.848 / 0.822. So the "
-    "discrete mechanism matches the float one at equal noise on that check, but at equal ε it pays "
-    "for the looser accounting, and the one default run fell 20 points below the float path's mean: "
-    "'within 1 point' is not shown.",
+    "accounting with Zhu & Wang's general subsampling bound, reported by RDP) is not a row of the "
+    "table (a run draws 48 million exact discrete Gaussians at digits' defaults, N = 50, d = 9,610). "
+    "Measured on digits, 2026-11-28, `fedvote run --method dp-fedavg --secure-noise --epsilon 4 "
+    "--seed S --json`: agent ε 3.9996, noise source csprng-distributed-discrete-gaussian, z = 0.911 "
+    "(the looser RDP bound needs more noise than the float path's PLD at 0.767); accuracy seeds "
+    "0/1/2: 0.611 / 0.852 / 0.759 (mean 0.741; its noise is CSPRNG, unseeded), against the float "
+    "path's 0.810 at ε 4 and 0.744 / 0.748 / 0.741 at the same z = 0.911 (seed 0, noise seeds 0–2). "
+    "Seed 0 took 29.6 min wall / 188 s CPU at load ~9 (peak RSS 320 MB); seeds 1, 2 8.5 min each, "
+    "side by side, at load ~3. A small check (20 agents, logistic, 40 rounds, q = 0.5, σ = 1, "
+    "seeds 0/1): discrete 0.856 / 0.841, float 0.848 / 0.822. At equal noise the two match; at "
+    "equal ε the discrete path pays for its looser accounting: 'within 1 point' is not shown.",
 ]
 
 
