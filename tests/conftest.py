@@ -63,7 +63,7 @@ def synthetic_dataset(n: int = 200, num_classes: int = 4, seed: int = 0) -> Data
 
 # The longest files run first: under `make test`'s two workers the Flower run (mostly
 # waiting on its processes) then overlaps the rest of the suite instead of trailing it.
-RUN_FIRST = ("tests/transport/test_flower_integration.py", "tests/test_fuzz_boundaries.py")
+RUN_FIRST = ("tests/flower/test_flower_integration.py", "tests/test_fuzz_boundaries.py")
 
 
 def pytest_collection_modifyitems(config, items):

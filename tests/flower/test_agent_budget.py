@@ -1,7 +1,7 @@
 """An agent's own ledger (issue 45 item 3): charges before release, refusals, restarts.
 
 The deployment itself (a SuperLink, a server asking more than an agent's budget, the agent
-refusing through the dropout path) is tests/transport/test_flower_agent_budget.py (slow).
+refusing through the dropout path) is tests/flower/test_flower_agent_budget.py (slow).
 """
 
 import math
