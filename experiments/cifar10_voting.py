@@ -154,6 +154,18 @@ def section(record: dict[str, Any]) -> str:
                 f"({'below' if means['dp-fedavg'] < means['pate-fl'] else 'not below'} PATE-FL)"
             )
         lines += ["", "Issue 43's bar: " + "; ".join(verdicts) + "."]
+    lines += ["", "Each run's phases (seconds of wall time; the load average before → after the run):", ""]
+    for run in record["runs"]:
+        timings = run.get("timings") or {}
+        phases = ", ".join(
+            f"{name.removesuffix('_s').replace('_', ' ')} {seconds:.0f}"
+            for name, seconds in timings.items()
+            if name != "total_s" and seconds >= 1
+        )
+        lines.append(
+            f"* {run['method']} seed {run['seed']}: {run['wall_seconds']:.0f} s wall, {run['cpu_seconds']:.0f} "
+            f"CPU s, load {run['load_before']:.1f} → {run['load_after']:.1f}; {phases}"
+        )
     return "\n".join(lines)
 
 
@@ -161,10 +173,15 @@ def main(argv: list[str]) -> None:
     """Run every method on every seed, then write the results and the section."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated (default: all six)")
+    parser.add_argument("--render", action="store_true", help="rewrite the section from the saved results only")
     parser.add_argument(
         "--seeds", default=",".join(str(s) for s in SEEDS), help="comma-separated (default 0,1,2)"
     )
     args = parser.parse_args(argv)
+    if args.render:
+        record = json.loads((HERE / "results" / f"{NAME}.json").read_text())
+        save_results(NAME, record, section(record))
+        return
     script = f"experiments/{NAME}.py"
     data_dir = require_data_dir(script, holding="cifar10/")
     methods = tuple(m for m in args.methods.split(",") if m)
