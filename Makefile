@@ -133,6 +133,7 @@ results: install-dev fonts
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/cifar10_voting.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/gradient_baselines.py
 	$(BIN)/python experiments/individual_budgets.py
+	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/individual_budgets_mnist.py
 	FEDVOTE_DATA=$${FEDVOTE_DATA:-../shared/datasets} $(BIN)/python experiments/run.py
 
 # Privacy audit of every method (fedvote audit): the table in docs/privacy.md, about 15 min on 2 cores.
