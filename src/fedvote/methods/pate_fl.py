@@ -37,6 +37,7 @@ from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.options.voting import PateFLOptions
 from fedvote.methods.voting import (
+    IndividualBudgets,
     check_voting_run,
     check_voting_settings,
     label_and_teach,
@@ -88,7 +89,7 @@ DEFAULT_THRESHOLD_SIGMA_RATIO = 2.0  # σ₁ = 2·σ
 
 
 @dataclass(frozen=True)
-class PateFL(Method):
+class PateFL(IndividualBudgets, Method):
     """PATE-FL with aggregate noise std ``sigma`` over ``queries`` public queries.
 
     Parameters
@@ -249,14 +250,6 @@ class PateFL(Method):
             self.delta,
             self.accountant,
         )
-
-    def calibration_target(self, target: float | None) -> float | None:
-        """With ``--agent-budgets``, the largest budget (the agent of weight 1 spends it); else ``target``."""
-        return target if self.budget_plan is None else self.budget_plan.max_budget
-
-    def group_weights(self) -> tuple[float, ...]:
-        """The vote weight of each budget group (one group of weight 1 without budgets)."""
-        return (1.0,) if self.budget_plan is None else self.budget_plan.weights
 
     def with_sigma(self, sigma: float) -> PateFL:
         """The same run with noise std ``sigma``."""

@@ -46,6 +46,7 @@ from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.integer_votes import VoteSumFn, on_integer_scale
 from fedvote.methods.options.voting import KnnOptions
 from fedvote.methods.voting import (
+    IndividualBudgets,
     check_voting_run,
     check_voting_settings,
     label_and_teach,
@@ -93,7 +94,7 @@ PAPER_STATEMENT = "paper's instance sensitivity √(2/k_min)"
 
 
 @dataclass(frozen=True)
-class PrivateKnnFL(Method):
+class PrivateKnnFL(IndividualBudgets, Method):
     """Private-kNN-FL with aggregate noise std ``sigma`` over ``queries`` public queries.
 
     Parameters
@@ -285,14 +286,6 @@ class PrivateKnnFL(Method):
             self.delta,
             self.accountant,
         )
-
-    def calibration_target(self, target: float | None) -> float | None:
-        """With ``--agent-budgets``, the largest budget (the agent of weight 1 spends it); else ``target``."""
-        return target if self.budget_plan is None else self.budget_plan.max_budget
-
-    def group_weights(self) -> tuple[float, ...]:
-        """The vote weight of each budget group (one group of weight 1 without budgets)."""
-        return (1.0,) if self.budget_plan is None else self.budget_plan.weights
 
     def individual_events(self, count: int, k_min: int) -> IndividualRelease:
         """``count`` weighted, subsampled kNN vote sums, as the heaviest agent and as each group sees them."""

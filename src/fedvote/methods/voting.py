@@ -77,6 +77,24 @@ class ConfidentRelease:
         return self.checked[self.answered]
 
 
+class IndividualBudgets:
+    """What a voting method with ``--agent-budgets`` tells the runner: its calibration target, its weights.
+
+    Shared by the methods that weight each budget group's votes (Individualized PATE's
+    weighting): they hold a ``budget_plan`` (None without budgets).
+    """
+
+    budget_plan: BudgetPlan | None
+
+    def calibration_target(self, target: float | None) -> float | None:
+        """With ``--agent-budgets``, the largest budget (the agent of weight 1 spends it); else ``target``."""
+        return target if self.budget_plan is None else self.budget_plan.max_budget
+
+    def group_weights(self) -> tuple[float, ...]:
+        """The vote weight of each budget group (one group of weight 1 without budgets)."""
+        return (1.0,) if self.budget_plan is None else self.budget_plan.weights
+
+
 def check_voting_run(queries: int, pool_size: int, min_responders: int, num_agents: int) -> None:
     """Refuse more queries than the pool holds, or a threshold t above the number of agents."""
     if queries > pool_size:
