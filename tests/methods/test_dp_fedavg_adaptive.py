@@ -100,6 +100,25 @@ def test_clip_settles_at_the_quantile_without_noise(small_federation):
     assert outcome.details["clip_norms"][-1] > 0.08  # it grew toward the median norm
 
 
+def test_each_clip_move_uses_the_damped_step(small_federation):
+    """With few agents a round the count is noisier than the paper's m/20: every move of the clip is
+    exp(−η(b̃ − γ)) with η = η_C·(qN/20)/σ_b < η_C, read back from the run's public clips and fractions."""
+    q, z, rounds = 0.3, 0.9, 6
+    method = DpFedAvg(sigma=z, sampling_rate=q, rounds=rounds, local_steps=2, model="logistic",
+                      clipping="adaptive", noise_seed=0)
+    outcome = method.run(small_federation.server_data(), LocalTransport(small_federation, noise_seed=0),
+                         PrivacyLedger())
+    details = outcome.details
+    expected = q * small_federation.num_agents
+    count_std = details["clip_count_stddev"]
+    assert count_std == pytest.approx(max(expected / 20.0, z / (2.0 * math.sqrt(0.01))), rel=1e-12)
+    step = details["clip_step"]
+    assert step == pytest.approx(0.2 * (expected / 20.0) / count_std, rel=1e-12) and step < 0.2
+    clips, fractions = details["clip_norms"], details["clip_fractions"]
+    for t, fraction in enumerate(fractions):
+        assert math.log(clips[t + 1] / clips[t]) == pytest.approx(-step * (fraction - 0.5), rel=1e-9, abs=1e-12)
+
+
 def test_the_bit_is_below_or_at_the_clip_centred_and_scaled(small_federation):
     agent = LocalTransport(small_federation, noise_seed=0)._agents[0]
     training = ClipCountTraining(model="logistic", steps=1, learning_rate=0.1, clip_norm=1.0, count_scale=3.0)

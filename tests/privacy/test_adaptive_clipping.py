@@ -25,13 +25,42 @@ def test_a_count_noise_at_or_below_half_z_is_refused():
         ac.update_noise_multiplier(1.0, 0.3)
 
 
-@pytest.mark.parametrize(("z", "expected_agents"), [(0.77, 2.5), (1.0, 100.0), (1.2, 1000.0)])
-def test_default_count_std_is_the_papers_or_takes_at_most_a_tenth(z, expected_agents):
+@pytest.mark.parametrize(("z", "expected_agents"), [(0.77, 2.5), (1.0, 100.0), (0.5, 100.0), (1.2, 1000.0)])
+def test_default_count_std_is_the_papers_or_takes_at_most_its_share(z, expected_agents):
+    """σ_b = max(m/20, z/(2√share)) with share 0.01: the paper's count at its m = 100, z = 1."""
+    assert ac.DEFAULT_COUNT_SHARE == 0.01
     count_std = ac.default_count_std(z, expected_agents)
     assert count_std >= expected_agents / 20.0
-    assert (2.0 * count_std) ** -2 <= 0.1 * z**-2 * (1 + 1e-12)
-    if expected_agents / 20.0 > z / (2.0 * math.sqrt(0.1)):  # the paper's value is feasible: kept
+    assert (2.0 * count_std) ** -2 <= 0.01 * z**-2 * (1 + 1e-12)
+    if expected_agents / 20.0 >= z / (2.0 * math.sqrt(0.01)):  # the paper's value is feasible: kept
         assert count_std == expected_agents / 20.0
+    else:  # raised to exactly the share
+        assert (2.0 * count_std) ** -2 == pytest.approx(0.01 * z**-2, rel=1e-12)
+
+
+def test_digits_defaults_cost_the_updates_half_a_percent_of_noise():
+    """qN = 2.5, z = 0.767: σ_b = 5z = 3.84 and σ_Δ = z/√0.99 (was z/√0.9 with a tenth)."""
+    z = 0.767
+    count_std = ac.default_count_std(z, 2.5)
+    assert count_std == pytest.approx(5.0 * z, rel=1e-12)
+    assert ac.update_noise_multiplier(z, count_std) == pytest.approx(z / math.sqrt(0.99), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("count_std", "expected_agents", "step"),
+    [
+        (5.0, 100.0, 0.2),  # the paper's σ_b = m/20: its η_C
+        (2.0, 100.0, 0.2),  # a count less noisy than the paper's: not sped up
+        (3.835, 2.5, 0.2 * 0.125 / 3.835),  # digits' defaults: η_C·(m/20)/σ_b ≈ 0.0065
+        (0.0, 2.5, 0.2),  # non-private: the exact count, η_C
+    ],
+)
+def test_clip_step_keeps_the_papers_log_clip_noise(count_std, expected_agents, step):
+    """η = η_C·min(1, (m/20)/σ_b), so the noise of the log-step, η·σ_b/m, is at most η_C/20."""
+    got = ac.clip_step(0.2, count_std, expected_agents)
+    assert got == pytest.approx(step, rel=1e-12)
+    if count_std > 0:
+        assert got * count_std / expected_agents <= 0.2 / 20.0 * (1 + 1e-12)
 
 
 @pytest.mark.parametrize(("z", "count_std", "clip"), [(0.77, 1.22, 0.08), (1.5, 3.0, 2.0)])
@@ -70,3 +99,5 @@ def test_bad_inputs_are_refused(bad):
         ac.combined_noise_multiplier(bad, 1.0)
     with pytest.raises(ValueError):
         ac.next_clip(bad, 0.5, 0.5, 0.2)
+    with pytest.raises(ValueError):
+        ac.clip_step(bad, 1.0, 2.5)

@@ -47,7 +47,9 @@ denominator at its expectation q·N, which is what is done here.
 **Adaptive clipping** (``clipping="adaptive"``; Andrew et al., NeurIPS 2021,
 :mod:`fedvote.privacy.adaptive_clipping`). The clip starts at S and each round moves
 geometrically toward the ``clip_quantile`` γ of the sampled updates' norms:
-C_{t+1} = C_t·exp(−η_C(b̃_t − γ)), b̃_t the noisy fraction of updates with norm ≤ C_t. Each
+C_{t+1} = C_t·exp(−η(b̃_t − γ)), b̃_t the noisy fraction of updates with norm ≤ C_t and
+η = η_C·min(1, (qN/20)/σ_b) (:func:`fedvote.privacy.adaptive_clipping.clip_step`: the paper's
+η_C at the paper's count noise σ_b = qN/20, less where the count is noisier). Each
 sampled agent's release carries its centred bit as one more coordinate, and the noise of the
 updates (multiplier σ_Δ) and of the count (std σ_b) together are one Gaussian of multiplier
 z = σ (σ_Δ = (z⁻² − (2σ_b)⁻²)^(−1/2)): the events, the calibration and the headline ε are those
@@ -57,7 +59,11 @@ factor: post-processing), so that the step keeps the scale the fixed clip S gave
 server learning rate tied to the clip. Andrew et al. tune a server learning rate per run; with
 θ moved by the raw sum, the clip's growth toward the median norm (≈ 12·S on digits) grew the
 step and the noise with it, and the model diverged (digits, ε = 4, 3 seeds: accuracy 0.10–0.14,
-clip 550–4900 after 100 rounds; with the S/C_t step 0.77–0.81). Not with
+clip 550–4900 after 100 rounds; with the S/C_t step 0.77–0.81). Under the S/C_t step an agent
+adds S·Δ_i/max(C_t, ‖Δ_i‖) and the noise is σ_Δ·S whatever C_t: a clip above an update's norm
+only shrinks that update, so where the fixed S is already below every norm (digits, MNIST:
+‖Δ‖ ≈ 4–15·S throughout) the adaptive clip cannot beat it and the count's share of z⁻² is
+pure cost; hence the small default share and the damped step (``adaptive_clipping``). Not with
 ``distributed-unmasked`` (its ε per agent share has no such analysis here) nor with DANN local
 updates.
 
@@ -251,6 +257,12 @@ class DpFedAvg(GradientMethod):
             return self.sigma
         return adaptive_clipping.update_noise_multiplier(self.sigma, self.count_std(num_agents))
 
+    def clip_step(self, num_agents: int) -> float:
+        """η: the clip's geometric step, η_C scaled to the count's noise (adaptive_clipping.clip_step)."""
+        return adaptive_clipping.clip_step(
+            self.clip_learning_rate, self.count_std(num_agents), self.sampling_rate * num_agents
+        )
+
     def current_clip(self) -> float:
         """C_t: S, or this run's latest adaptive clip."""
         return self._history.clips[-1] if self._history.clips else self.clip_norm
@@ -418,7 +430,7 @@ class DpFedAvg(GradientMethod):
         expected = self.sampling_rate * num_agents
         fraction = adaptive_clipping.estimated_fraction(noisy_count, expected)
         clip = adaptive_clipping.next_clip(
-            self.current_clip(), fraction, self.clip_quantile, self.clip_learning_rate
+            self.current_clip(), fraction, self.clip_quantile, self.clip_step(num_agents)
         )
         low, high = self.clip_norm * _MIN_CLIP_FRACTION, self._largest_clip(num_agents)
         self._history.fractions.append(fraction)
@@ -484,13 +496,14 @@ class DpFedAvg(GradientMethod):
         return self.noise_share(0, num_agents)
 
     def _adaptive_details(self, num_agents: int) -> dict[str, object]:
-        """The adaptive clip's values: σ_b, σ_Δ, γ, η_C and the clips C_0..C_T (public: from the counts)."""
+        """The adaptive clip's values: σ_b, σ_Δ, γ, η_C, the step η used and the clips C_0..C_T (public)."""
         if self.clipping != "adaptive":
             return {"clipping": "fixed"}
         return {
             "clipping": "adaptive",
             "clip_quantile": self.clip_quantile,
             "clip_learning_rate": self.clip_learning_rate,
+            "clip_step": self.clip_step(num_agents),
             "clip_count_stddev": self.count_std(num_agents),
             "update_noise_multiplier": self.update_multiplier(num_agents),
             "clip_norms": list(self._history.clips),
