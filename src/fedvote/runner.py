@@ -205,7 +205,8 @@ def plan(config: RunConfig, public: PublicMetadata) -> Method:
     Everything is refused here, before anything is trained or charged: an unknown method
     or option, Q beyond the pool, t beyond N, a target ε the method cannot meet. A server
     that never holds the agents' data (a Flower deployment) plans from the same metadata.
-    Without ``--queries``, Q is :func:`default_queries` of the pool, or
+    Without ``--queries``, Q is the method's own :meth:`~fedvote.methods.base.Method.default_queries`
+    where it has one; else :func:`default_queries` of the pool, or
     :data:`DEFAULT_MIN_QUERIES` where the target ε would calibrate a voting method's σ above
     :data:`MAX_DEFAULT_VOTE_NOISE_SHARE` of the N agents' vote mass.
     """
@@ -213,6 +214,9 @@ def plan(config: RunConfig, public: PublicMetadata) -> Method:
         return _planned(config, public, config.queries)
     queries, fewer = default_queries(public.pool_size), min(public.pool_size, DEFAULT_MIN_QUERIES)
     method = _planned(config, public, queries)
+    wanted = method.default_queries(public.pool_size)  # the method's own rule, if it has one
+    if wanted is not None:
+        return method if wanted == queries else _planned(config, public, wanted)
     noisy = method.sigma > MAX_DEFAULT_VOTE_NOISE_SHARE * public.num_agents
     calibrated = config.privacy.target_epsilon is not None and config.privacy.sigma is None
     if type(method).votes_with_unit_mass and calibrated and noisy and queries > fewer:

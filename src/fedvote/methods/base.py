@@ -138,6 +138,14 @@ class Method(ABC):
         """
         return self
 
+    def default_queries(self, pool_size: int) -> int | None:
+        """Q when ``--queries`` is not given, planned (default None: the runner's own rule).
+
+        Public metadata only, e.g. PATE-FL with vote-sum targets asks for the whole pool
+        (:data:`~fedvote.models.config.MAX_REGRESSION_QUERIES` at most).
+        """
+        return None
+
     def calibration_target(self, target: float | None) -> float | None:
         """The ε that calibration aims σ at, given the run's target (default: that target).
 

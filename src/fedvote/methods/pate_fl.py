@@ -44,7 +44,7 @@ from fedvote.methods.voting import (
     label_and_teach_confident,
     label_and_teach_individual,
 )
-from fedvote.models.config import teacher_training
+from fedvote.models.config import MAX_REGRESSION_QUERIES, resolve_student_targets, teacher_training
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.calibrate import calibrate_sigma
 from fedvote.privacy.events import (
@@ -220,16 +220,35 @@ class PateFL(IndividualBudgets, Method):
         return DEFAULT_THRESHOLD_FRACTION * num_agents if given is None else given
 
     def planned_details(self) -> dict[str, Any]:
-        """The teachers' model and epochs as trained (chosen from public metadata where not given)."""
-        return {"teacher_model": self.teacher.model, "teacher_epochs": self.teacher.epochs}
+        """The teachers' model and epochs and the student's targets as run (public choices)."""
+        return {
+            "teacher_model": self.teacher.model,
+            "teacher_epochs": self.teacher.epochs,
+            "student_targets": self.release_options.student_targets,
+        }
+
+    def default_queries(self, pool_size: int) -> int | None:
+        """Vote-sum targets: the whole pool, :data:`MAX_REGRESSION_QUERIES` at most; else None."""
+        if self.release_options.student_targets != "vote-sums":
+            return None
+        return min(pool_size, MAX_REGRESSION_QUERIES)
 
     def with_public(self, public: PublicMetadata) -> PateFL:
-        """The teachers' model and epochs chosen from the example shape and record counts if not given.
+        """Teachers' model and epochs and the student's targets chosen from public metadata if not given.
 
         :func:`~fedvote.models.config.teacher_training`: public metadata only, so it costs no ε.
         """
+        options = self.release_options
+        # Confident-GNMax releases no sums: its student learns from the answered labels.
+        targets = (
+            "labels"
+            if options.labels_only
+            else resolve_student_targets(options.student_targets, public.example_shape)
+        )
         method = dataclasses.replace(
-            self, teacher=teacher_training(self.teacher, public.example_shape, public.agent_records)
+            self,
+            teacher=teacher_training(self.teacher, public.example_shape, public.agent_records),
+            release_options=dataclasses.replace(options, student_targets=targets),
         )
         spec = self.release_options.agent_budgets
         if spec is None:
@@ -383,6 +402,7 @@ class PateFL(IndividualBudgets, Method):
             vote_sum=transport.vote_sum,
             ledger=ledger,
             progress=progress,
+            student_targets=self.release_options.student_targets,
         )
 
     def individual_run(
@@ -417,4 +437,5 @@ class PateFL(IndividualBudgets, Method):
             delta=self.delta,
             accountant=self.accountant,
             progress=progress,
+            student_targets=self.release_options.student_targets,
         )

@@ -9,7 +9,8 @@ that vote; the rest of Algorithms 1 and 2 is here:
 * :func:`vote_in_batches` — one round per batch: charge the ledger, ask the transport,
   void the charge when too few agents responded; noisy argmax of what was released;
 * :func:`student_from_votes` — keep the queries whose noisy margin clears the bar and
-  train the student (with self-training on the rest of the public pool);
+  train the student (with self-training on the rest of the public pool), or fit a linear
+  student to every released sum (``--student-targets vote-sums``);
 * :func:`label_and_teach` — lines 3–9 of both algorithms, from the three above.
 
 All of it after the vote sums is post-processing of released values.
@@ -39,6 +40,7 @@ from fedvote.methods.base import MethodOutcome
 from fedvote.models.precision import resolve_precision
 from fedvote.models.student import train_student
 from fedvote.models.training import TrainingConfig
+from fedvote.models.vote_regression import vote_regression_student
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.individual_budgets import BudgetPlan, GroupLedger, group_privacy
 from fedvote.privacy.ledger import PrivacyLedger
@@ -50,11 +52,12 @@ Released = TypeVar("Released")  # what one round of the aggregator lets out (sum
 
 @dataclass(frozen=True, eq=False)
 class ReleasedVotes:
-    """The released queries (R,), their noisy-argmax labels (R,) and noisy top-two gaps (R,)."""
+    """The released queries (R,), their noisy-argmax labels (R,), noisy top-two gaps (R,) and sums (R, C)."""
 
     query_indices: np.ndarray
     pseudo_labels: np.ndarray
     margins: np.ndarray
+    sums: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,6 +152,7 @@ def vote_in_batches(
     released: list[np.ndarray] = []
     labels: list[np.ndarray] = []
     margins: list[np.ndarray] = []
+    sums: list[np.ndarray] = []
     rounds = charged_rounds(
         chosen, batch_size=batch_size, events=events, ask=vote, ledger=ledger, progress=progress,
         step="voting on public queries",
@@ -157,12 +161,14 @@ def vote_in_batches(
         released.append(batch)
         labels.append(noisy_argmax(result.sums))  # result.sums: (batch, C)
         margins.append(top_two_gap(result.sums))
+        sums.append(result.sums)
     if not released:
         raise RuntimeError("no query batch reached the minimum number of responders")
     return ReleasedVotes(
         query_indices=np.concatenate(released),
         pseudo_labels=np.concatenate(labels),
         margins=np.concatenate(margins),
+        sums=np.concatenate(sums),
     )
 
 
@@ -176,14 +182,23 @@ def student_from_votes(
     seed: int,
     self_training_rounds: int,
     semi_supervised: str = "auto",
+    targets: str = "labels",
     progress: Progress = NO_PROGRESS,
 ) -> tuple[nn.Module, int]:
-    """Train the student on the confident released queries; returns it and how many it used.
+    """Train the student on the released queries; returns it and how many it used.
 
-    A query is used when its *noisy* top-two gap is at least ``min_margin · sigma``; the
-    other pool points (the unconfident queries included) are the unlabelled set of
-    self-training.
+    ``targets`` "labels": a query is used when its *noisy* top-two gap is at least
+    ``min_margin · sigma``, with its noisy-argmax label; the other pool points (the
+    unconfident queries included) are the unlabelled set of self-training. "vote-sums": a
+    linear student regresses every released query's noisy sums
+    (:mod:`fedvote.models.vote_regression`).
     """
+    if targets == "vote-sums":
+        with progress.step("fitting the student to the vote sums", total=1) as bar:
+            features = server.public_features[votes.query_indices]  # (R, ...)
+            student = vote_regression_student(features, votes.sums)
+            bar.advance()
+        return student, int(votes.query_indices.shape[0])
     confident = votes.margins >= min_margin * sigma  # (R,)
     student = student_from_labels(
         server,
@@ -322,6 +337,7 @@ def label_and_teach(
     ledger: PrivacyLedger,
     progress: Progress = NO_PROGRESS,
     vote_scale: float = 1.0,
+    student_targets: str = "labels",
 ) -> MethodOutcome:
     """Lines 3–9 of Algorithms 1 and 2: choose queries, vote in charged rounds, train the student.
 
@@ -352,6 +368,7 @@ def label_and_teach(
         seed=settings.seed,
         self_training_rounds=settings.self_training_rounds,
         semi_supervised=settings.semi_supervised,
+        targets=student_targets,
         progress=progress,
     )
     return MethodOutcome(
@@ -374,6 +391,7 @@ def label_and_teach_individual(
     delta: float,
     accountant: str,
     progress: Progress = NO_PROGRESS,
+    student_targets: str = "labels",
 ) -> MethodOutcome:
     """:func:`label_and_teach` with budget weights and/or subsampled votes (issue 45).
 
@@ -386,7 +404,7 @@ def label_and_teach_individual(
     charged = ledger if plan is None else GroupLedger(ledger, len(plan.levels))
     outcome = label_and_teach(
         settings, server, events=events, vote_sum=vote_sum, ledger=charged, progress=progress,
-        vote_scale=1.0 / sampling_rate,
+        vote_scale=1.0 / sampling_rate, student_targets=student_targets,
     )
     details: dict[str, object] = {**outcome.details, "vote_sampling": sampling_rate}
     if plan is None:

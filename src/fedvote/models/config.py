@@ -205,6 +205,25 @@ def resolve_augment(augment: str, model: str, example_shape: tuple[int, ...]) ->
     return "crop-flip" if is_image and model in ("cifar-cnn", "resnet8") else "none"
 
 
+# With vote-sum targets and no --queries, Q is the whole pool up to this many queries: the
+# regression averages the noise over queries, so more (noisier) sums at the same ε cost
+# nothing in what it learns and cover more of the pool (fedvote.models.vote_regression).
+MAX_REGRESSION_QUERIES = 5_000
+
+
+def resolve_student_targets(targets: str, example_shape: tuple[int, ...]) -> str:
+    """``"auto"`` is ``"vote-sums"`` for vectors of at least :data:`LINEAR_TEACHER_MIN_FEATURES` features.
+
+    There the teachers are linear too (:func:`teacher_training`) and a linear student fitted
+    to every noisy sum beats one trained on the few confident noisy-argmax labels; images keep
+    ``"labels"`` (their FixMatch/VAT students need labels). Public metadata only: no ε.
+    """
+    if targets != "auto":
+        return targets
+    is_wide_vector = len(example_shape) == 1 and example_shape[0] >= LINEAR_TEACHER_MIN_FEATURES
+    return "vote-sums" if is_wide_vector else "labels"
+
+
 def teacher_training(
     teacher: TrainingConfig, example_shape: tuple[int, ...], agent_records: tuple[int, ...] | None
 ) -> TrainingConfig:

@@ -25,6 +25,10 @@ RELEASES: tuple[str, ...] = ("sums", "labels")
 # How PATE-FL's teachers learn (--teacher-da): plainly on the agent's records, or by DANN
 # against the public pool (PATE-FL+DA, voting paper Sec. 5.1; fedvote.models.dann).
 TEACHER_DA: tuple[str, ...] = ("none", "dann")
+# What PATE-FL's student learns from (--student-targets): the noisy-argmax labels of the
+# confident queries, or every released vote sum by ridge regression
+# (fedvote.models.vote_regression); "auto" by fedvote.models.config.resolve_student_targets.
+STUDENT_TARGETS: tuple[str, ...] = ("auto", "labels", "vote-sums")
 
 
 @dataclass(frozen=True)
@@ -82,15 +86,31 @@ class PateFLOptions:
         "the amplification. pate-fl (--release sums) and private-knn-fl.",
     )
 
+    student_targets: str = method_option(
+        "auto",
+        "What the student learns from: 'labels' (the noisy-argmax labels of the queries whose noisy "
+        "margin clears the bar, with FixMatch/VAT on the rest of the pool), 'vote-sums' (a linear "
+        "student fitted to every released noisy vote sum by ridge regression, λ by leave-one-out on "
+        "the released sums: post-processing, no ε; Q defaults to the whole pool, up to 5,000), or "
+        "'auto' (vote-sums for vectors of at least 1,024 features, e.g. CIFAR-10's patch features; "
+        "labels otherwise). --release sums only.",
+        choices=STUDENT_TARGETS,
+    )
+
     def __post_init__(self) -> None:
         if self.agent_budgets is not None:
             parse_budget_spec(self.agent_budgets)
         if self.vote_sampling is not None:
             check_rate(self.vote_sampling)
+        if self.student_targets not in STUDENT_TARGETS:
+            choices = ", ".join(STUDENT_TARGETS)
+            raise ConfigError("student_targets", f"must be one of {choices}, got {self.student_targets!r}")
         if self.release == "labels":
             for name in ("agent_budgets", "vote_sampling"):
                 if getattr(self, name) is not None:
                     raise ConfigError(name, "applies to --release sums only")
+            if self.student_targets == "vote-sums":
+                raise ConfigError("student_targets", "vote-sums needs the released sums: --release sums only")
         if self.teacher_da not in TEACHER_DA:
             choices = ", ".join(TEACHER_DA)
             raise ConfigError("teacher_da", f"must be one of {choices}, got {self.teacher_da!r}")
