@@ -41,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 from benchmarks.common import fedvote_command  # noqa: E402
-from run import machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from run import code_version, machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 NAME = "cifar10_voting"
 FLAGS = (
@@ -94,6 +94,7 @@ def one_run(data_dir: str, method: str, seed: int) -> dict[str, Any]:
         + (cpu_after.children_system - cpu_before.children_system),
         "load_before": load_before,
         "load_after": load_after,
+        "commit": code_version(),
     }
 
 
@@ -163,7 +164,8 @@ def section(record: dict[str, Any]) -> str:
             if name != "total_s" and seconds >= 1
         )
         lines.append(
-            f"* {run['method']} seed {run['seed']}: {run['wall_seconds']:.0f} s wall, {run['cpu_seconds']:.0f} "
+            f"* {run['method']} seed {run['seed']} (fedvote {run.get('commit', 'see above')}): "
+            f"{run['wall_seconds']:.0f} s wall, {run['cpu_seconds']:.0f} "
             f"CPU s, load {run['load_before']:.1f} → {run['load_after']:.1f}; {phases}"
         )
     return "\n".join(lines)
@@ -174,6 +176,10 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated (default: all six)")
     parser.add_argument("--render", action="store_true", help="rewrite the section from the saved results only")
+    parser.add_argument(
+        "--keep-other-methods", action="store_true",
+        help="keep the saved runs of the methods not in --methods (each with the commit it ran on)",
+    )  # fmt: skip
     parser.add_argument(
         "--seeds", default=",".join(str(s) for s in SEEDS), help="comma-separated (default 0,1,2)"
     )
@@ -195,6 +201,13 @@ def main(argv: list[str]) -> None:
     if not methods or not seeds:
         refuse(script, "give at least one method and one seed")
     runs: list[dict[str, Any]] = []
+    saved = HERE / "results" / f"{NAME}.json"
+    if args.keep_other_methods and saved.exists():
+        earlier = json.loads(saved.read_text())
+        old_commit = earlier["machine"].rsplit("fedvote ", 1)[-1]
+        kept = [{"commit": old_commit, **r} for r in earlier["runs"] if r["method"] not in methods]
+        runs.extend(kept)
+        methods = tuple(m for m in METHODS if m in methods or any(r["method"] == m for r in kept))
     record = {
         "name": NAME,
         "machine": machine(),
@@ -205,8 +218,9 @@ def main(argv: list[str]) -> None:
         "runs": runs,
     }
     # Seed by seed, every method on it, saved after each run: a stopped experiment keeps what it ran.
+    fresh = tuple(m for m in methods if not any(r["method"] == m for r in runs))
     for seed in seeds:
-        for method in methods:
+        for method in fresh:
             runs.append(one_run(data_dir, method, seed))
             print(f"[{NAME}] {method} seed {seed}: {runs[-1]['accuracy']:.4f} in "
                   f"{runs[-1]['wall_seconds']:.0f} s (load {runs[-1]['load_after']:.1f})",
