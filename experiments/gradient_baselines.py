@@ -101,7 +101,7 @@ def one_row(row: str, dataset: str, data_dir: str | None) -> dict[str, Any]:
         start = time.perf_counter()
         result = fedvote.run(method, epsilon=EPSILON, seed=seed, **extra, **settings)
         seconds = time.perf_counter() - start
-        record = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        record = result.to_dict()
         runs.append({
             "seed": seed,
             "accuracy": record["accuracy"],
