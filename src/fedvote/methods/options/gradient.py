@@ -92,13 +92,15 @@ _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
     ),
     "clip_learning_rate": (
         0.2,
-        "DP-FedAvg --clipping adaptive: the clip's geometric step eta_C.",
+        "DP-FedAvg --clipping adaptive: the clip's geometric step eta_C at the paper's count noise; "
+        "applied as eta_C*min(1, (q*N/20)/sigma_b), damped where the count is noisier (details.clip_step).",
         None,
     ),
     "clip_count_stddev": (
         None,
         "DP-FedAvg --clipping adaptive: noise std sigma_b of the count of updates under the clip [default: "
-        "max(expected agents per round / 20, z/(2*sqrt(0.1))), so the count takes at most a tenth of z^-2].",
+        "max(expected agents per round / 20, z/(2*sqrt(0.01))), so the count takes at most 1 % of z^-2, "
+        "the paper's share].",
         None,
     ),
     "epoch_rounds": (
