@@ -117,7 +117,11 @@ def section(record: dict[str, Any]) -> str:
         "(the host is shared: wall time moves with it). Every method runs on its defaults, which for "
         "cifar10 see every record through the public patch features (`--input-features auto`: "
         "Coates–Ng features fitted on the public pool alone, costing no ε), so PATE-FL's teachers are "
-        "logistic regressions on them and DP-FedAvg's model an MLP on them.",
+        "logistic regressions on them and DP-FedAvg's model an MLP on them. PATE-FL's student is what "
+        "`--student-targets auto` picks for them from the pool's public size and shape: runs at "
+        "fedvote fb50bbc or later fit a linear student to every noisy vote sum (Q = 3,000 queries), "
+        "so the pseudo-label column is the agreement of each noisy argmax, which that student does not "
+        "train on; earlier runs trained on the 200 noisy-argmax labels.",
         "",
         "| method | test accuracy per seed | mean ± std | pseudo-label accuracy | ε agent | ε instance "
         "| wall s (max) | CPU s (max) | load |",
