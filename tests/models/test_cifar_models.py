@@ -99,17 +99,17 @@ def test_auto_keeps_the_small_cnn_for_every_image_shape():
 def test_teacher_auto_uses_public_metadata_only():
     auto = TrainingConfig(model="auto", epochs=None)
     rgb = teacher_training(auto, (3, 32, 32), (450,) * 100)
-    assert (rgb.model, rgb.epochs) == ("cnn", 7)  # ⌈3000 / 450⌉; the synthetic digits are 3x32x32 too
+    assert (rgb.model, rgb.epochs) == ("cnn", 20)  # ⌈9000 / 450⌉; the synthetic digits are 3x32x32 too
     assert resolve_augment(rgb.augment, rgb.model, (3, 32, 32)) == "none"
     named = teacher_training(TrainingConfig(model="cifar-cnn", epochs=None), (3, 32, 32), (450,) * 100)
     assert resolve_augment(named.augment, named.model, (3, 32, 32)) == "crop-flip"
     few = teacher_training(auto, (3, 32, 32), (40,) * 100)
     assert few.model == "mlp" and resolve_augment(few.augment, few.model, (3, 32, 32)) == "none"
     mnist = teacher_training(auto, (1, 28, 28), (600,) * 100)
-    assert (mnist.model, mnist.epochs) == ("cnn", 5)
+    assert (mnist.model, mnist.epochs) == ("cnn", 15)  # ⌈9000 / 600⌉
     assert resolve_augment(mnist.augment, mnist.model, (1, 28, 28)) == "none"
     chosen = teacher_training(TrainingConfig(model="resnet8", epochs=None, augment="none"), (3, 32, 32), (450,))
-    assert (chosen.model, chosen.augment, chosen.epochs) == ("resnet8", "none", 7)
+    assert (chosen.model, chosen.augment, chosen.epochs) == ("resnet8", "none", 20)
     assert resolve_augment("auto", "resnet8", (3, 32, 32)) == "crop-flip"
 
 

@@ -26,11 +26,13 @@ UNSET = TrainingConfig(model="auto", epochs=None)
 MNIST_SHAPE = (1, 28, 28)
 
 
-def test_mnist_sized_images_with_enough_records_get_cnn_teachers_for_3000_examples():
-    """The voting paper's federation (600 records each): CNN teachers, ⌈3000 / 600⌉ = 5 epochs."""
+def test_mnist_sized_images_with_enough_records_get_cnn_teachers_for_9000_examples():
+    """The voting paper's federation (600 records each): CNN teachers, ⌈9000 / 600⌉ = 15 epochs."""
     chosen = teacher_training(UNSET, MNIST_SHAPE, (600,) * 100)
-    assert (chosen.model, chosen.epochs) == ("cnn", 5)
-    # 400 records: ⌈3000 / 400⌉ = 8 passes; the smallest agent decides.
+    assert (chosen.model, chosen.epochs) == ("cnn", 15)
+    # 20 agents of Fashion-MNIST's 60,000 (3,000 each): ⌈9000 / 3000⌉ = 3, raised to the minimum 5.
+    assert teacher_training(UNSET, MNIST_SHAPE, (3_000,) * 20).epochs == CNN_TEACHER_MIN_EPOCHS == 5
+    # 400 records: ⌈9000 / 400⌉ = 23 passes; the smallest agent decides.
     assert teacher_training(UNSET, MNIST_SHAPE, (400, 900, 1_200)).epochs == math.ceil(CNN_TEACHER_EXAMPLES / 400)
 
 
@@ -61,7 +63,7 @@ def test_wide_vectors_such_as_patch_features_get_linear_teachers(width):
 def test_the_threshold_itself_gets_cnn_teachers():
     chosen = teacher_training(UNSET, (3, CNN_TEACHER_MIN_SIDE, CNN_TEACHER_MIN_SIDE), (CNN_TEACHER_MIN_RECORDS,))
     assert chosen.model == "cnn"
-    assert chosen.epochs == math.ceil(CNN_TEACHER_EXAMPLES / CNN_TEACHER_MIN_RECORDS)  # 10
+    assert chosen.epochs == math.ceil(CNN_TEACHER_EXAMPLES / CNN_TEACHER_MIN_RECORDS)  # 29
 
 
 def test_cnn_epochs_stay_between_the_minimum_and_the_default():

@@ -79,7 +79,7 @@ _RUN_OPTIONS = (
                   help="'auto': a small CNN for image data, else an MLP; cifar-cnn and resnet8 by name."),
     _Flag.of("--epochs", type=int, default=None,
                   help="Training epochs (teachers and student) [default: student 40; teachers 40, a CNN "
-                       "teacher ⌈3000/n⌉ for the smallest agent's n, 5 to 40]."),
+                       "teacher ⌈9000/n⌉ for the smallest agent's n, 5 to 40]."),
     _Flag.of("--student-epochs", type=int, default=None,
                   help="Student epochs [default: --epochs, else 40]."),
     _Flag.of("--augment-shift", type=int, default=0, show_default=True,
