@@ -1,0 +1,65 @@
+"""experiments/fashion_mnist.py (issue 43, table 3d): its section says whether the bar is met, shows
+refusals as rows, and a save keeps the runs another process saved meanwhile."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.fixture(scope="module")
+def experiment():
+    sys.path.insert(0, str(ROOT / "experiments"))
+    sys.path.insert(0, str(ROOT))
+    spec = importlib.util.spec_from_file_location("fashion_mnist_experiment", ROOT / "experiments" / "fashion_mnist.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(part, method, seed, accuracy, **extra):
+    return {
+        "part": part, "method": method, "seed": seed, "accuracy": accuracy, "label_accuracy": 0.8,
+        "epsilon_agent": 4.2997, "epsilon_instance": 6.7, "delta": 1e-3, "sigma": 10.99, "queries": 200,
+        "student_queries": 180, "wall_seconds": 200.0, "cpu_seconds": 300.0, "load_before": 1.0,
+        "load_after": 2.0, "commit": "abc1234", **extra,
+    }  # fmt: skip
+
+
+def test_the_section_says_the_bar_is_not_met_when_one_seed_falls_short(experiment):
+    runs = [_run("a", "pate-fl", 0, 0.86), _run("a", "pate-fl", 1, 0.84), _run("b", "fedavg", None, 0.83)]
+    text = experiment.section({"date": "2026-11-28", "machine": "here", "methods": ["fedavg"], "runs": runs})
+    assert "1 of 2 seeds at 0.85 or above" in text and "**not met on every seed**" in text
+    assert "| fedavg | 0.8300 |" in text
+
+
+def test_the_section_says_met_only_when_every_seed_reaches_it(experiment):
+    runs = [_run("a", "pate-fl", s, 0.86) for s in (0, 1, 2)]
+    text = experiment.section({"date": "2026-11-28", "machine": "here", "methods": [], "runs": runs})
+    assert "**met on every seed**" in text
+
+
+def test_a_refusal_is_a_row_and_a_missing_method_is_named(experiment):
+    refused = _run("b", "fedd-p", None, None, refused="fedvote: error: --epsilon: cannot learn here")
+    text = experiment.section(
+        {"date": "2026-11-28", "machine": "here", "methods": ["fedd-p", "pate-fl"], "runs": [refused]}
+    )
+    assert "| fedd-p | refused: --epsilon: cannot learn here |" in text
+    assert "Not run (the experiment was stopped first): pate-fl." in text
+
+
+def test_a_save_keeps_the_runs_another_process_saved(experiment, tmp_path, monkeypatch):
+    saved: dict = {}
+    monkeypatch.setattr(experiment, "save_results", lambda name, record, text: saved.update(record=record))
+    path = tmp_path / "fashion_mnist.json"
+    path.write_text(json.dumps({"runs": [_run("b", "fedavg", None, 0.83)]}))
+    record = {"date": "d", "machine": "m", "methods": ["fedavg"], "runs": [_run("a", "pate-fl", 0, 0.8)]}
+    experiment.save(path, record)
+    assert {experiment.key(r) for r in saved["record"]["runs"]} == {("a", 0, "pate-fl"), ("b", None, "fedavg")}
