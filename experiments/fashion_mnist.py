@@ -90,7 +90,7 @@ def one_run(data_dir: str, flags: tuple[str, ...]) -> dict[str, Any]:
             return {"accuracy": None, "refused": message, "exit_status": finished.returncode, **timing}
         result = json.loads((Path(out) / "result.json").read_text())
     privacy = result["privacy"]
-    details = result.get("details") or {}
+    details = result  # result.json holds a method's details at its top level
     return {
         "accuracy": result["accuracy"],
         "label_accuracy": result.get("label_accuracy"),
@@ -130,10 +130,10 @@ def bar_lines(runs: list[dict[str, Any]]) -> list[str]:
         lines.append(
             f"| {run['seed']} | refused: {run['refused'].removeprefix('fedvote: error: ')} |" + " |" * 9
         )
-    for run in runs:
+    for run in sorted(runs, key=lambda r: r["seed"]):
         lines.append(
             f"| {run['seed']} | {run['accuracy']:.4f} | {_labels(run['label_accuracy'])} "
-            f"| {run.get('student_queries', '—')} / {run.get('queries', '—')} | {run['sigma']:.2f} "
+            f"| {run.get('student_queries') or '—'} / {run.get('queries') or '—'} | {run['sigma']:.2f} "
             f"| {_epsilon(run['epsilon_agent'])} | {run['delta']:g} | {run['wall_seconds']:.0f} "
             f"| {run['cpu_seconds']:.0f} | {run['load_before']:.1f} → {run['load_after']:.1f} | {run['commit']} |"
         )
@@ -201,6 +201,8 @@ def section(record: dict[str, Any]) -> str:
     missing = sorted(set(record.get("methods", [])) - {r["method"] for r in every})
     if missing:
         lines += ["", f"Not run (the experiment was stopped first): {', '.join(missing)}."]
+    # Notes added by hand to the saved record (what was stopped, and why), shown as written.
+    lines += [line for note in record.get("notes", []) for line in ("", note)]
     return "\n".join(lines)
 
 
