@@ -94,3 +94,22 @@ def test_the_student_is_the_fit_of_the_charged_sums(monkeypatch: pytest.MonkeyPa
     np.testing.assert_array_equal(regressed.analysis.pseudo_labels, seen["sums"].argmax(axis=1))
     fit = fit_vote_regression(seen["features"], seen["sums"])
     assert fit.ridge in fit.loo_errors
+
+
+def test_weighted_pate_inherits_the_rule_and_passes_it_to_its_student(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weighted PATE plans like PATE-FL and its run hands the resolved targets to label_and_teach."""
+    planned = plan(build_config("weighted-pate", sigma=40.0), CIFAR_FEATURES)
+    assert planned.release_options.student_targets == "vote-sums"
+    assert planned.queries == CIFAR_FEATURES.pool_size
+    seen: list[str] = []
+    from fedvote.methods import weighted_pate
+
+    real = weighted_pate.label_and_teach
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(kwargs["student_targets"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(weighted_pate, "label_and_teach", spy)
+    run(build_config("weighted-pate", agents=10, sigma=6.0, queries=40, teacher_model="logistic", epochs=3))
+    assert seen == ["labels"]  # digits' 64 pixels

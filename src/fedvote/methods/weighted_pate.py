@@ -222,6 +222,7 @@ class WeightedPate(PateFL):
             vote_sum=vote_sum,
             ledger=ledger,
             progress=progress,
+            student_targets=self.release_options.student_targets,  # "auto" resolved by PateFL.with_public
         )
         details = {
             **outcome.details,
