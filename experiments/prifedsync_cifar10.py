@@ -169,7 +169,8 @@ def section(record: dict[str, Any]) -> str:
         f"Ran {record['date']} on {record['machine']}.",
         "",
         f"Command: `{COMMAND}` (one process, one federation: the patch features are fitted and mapped "
-        "once; `--input-features none` runs the same on raw pixels, the rows marked 'pixels'). Each row alone: `{ONE_ROW}` (the reference: `--sigma 0`, no target, R = the private "
+        "once; `--input-features none` runs the same on raw pixels, the rows marked 'pixels'). "
+        f"Each row alone: `{ONE_ROW}` (the reference: `--sigma 0`, no target, R = the private "
         "run's rounds). 100 clients × 500 training images, per-class Dirichlet(0.5) shares rescaled to "
         "equal sizes (`dirichlet-balanced`; the paper draws each client's q ~ Dir(0.5) and 500 images "
         "by multinomial, Hsu et al. 2019); p = 0.5, B = 16 (expected, Poisson batches), K = 32, C = 1, "
