@@ -54,8 +54,10 @@ def trained(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 def no_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """Break DP-FedAvg: the agents' exit and their noise shares add nothing, nor does the server (test only)."""
     release, share, aggregate = Agent.release, Agent.noise_share, DpFedAvg.aggregate
+    write = Agent.write_noise_share
     monkeypatch.setattr(Agent, "release", lambda self, values, std, expected: release(self, values, 0.0, expected))
     monkeypatch.setattr(Agent, "noise_share", lambda self, shape, std: share(self, shape, 0.0))
+    monkeypatch.setattr(Agent, "write_noise_share", lambda self, out, std: write(self, out, 0.0))
 
     def noiseless(self, theta, received, rng, num_agents):  # noqa: ANN001
         return aggregate(dataclasses.replace(self, sigma=0.0), theta, received, rng, num_agents)

@@ -219,13 +219,46 @@ class Agent:
             return discrete_gaussian(noise_std, checked.shape).astype(np.float64)  # exact below 2^53
         return secure_gaussian(self._noise_rng, noise_std, checked.shape)
 
+    def share_generator(self) -> torch.Generator:
+        """The agent's own generator for one noise share: torch's, seeded by its privacy stream.
+
+        One :meth:`privacy_seed` draw per share, so each share (and each agent) has its own stream.
+        """
+        return torch.Generator().manual_seed(self.privacy_seed())
+
+    def write_noise_share(self, out: torch.Tensor, noise_std: float) -> None:
+        """Write the agent's float share N(0, noise_std²) into ``out`` (a float32 tensor), through the exit.
+
+        Zeros of ``out``'s shape pass :meth:`release`'s checks (nothing is added there), then
+        ``out`` gets float32 Gaussians from :meth:`share_generator`, times ``noise_std``.
+        :func:`fedvote.agents.local_updates.noise_shares` fills many agents' rows of one block
+        this way (issue 46); :meth:`noise_share` is one agent's. Not with secure noise.
+        """
+        if not (math.isfinite(noise_std) and noise_std >= 0):
+            raise ValueError(f"noise_std must be a finite number >= 0, got {noise_std}")
+        if self._secure_noise:
+            raise ValueError("a secure-noise agent's share is its CSPRNG-seeded one (noise_share)")
+        shape = tuple(out.shape)
+        self.release(np.zeros(shape), 0.0, ArrayOutput("noise share", shape))  # the one exit's checks
+        if noise_std > 0:
+            torch.randn(shape, generator=self.share_generator(), out=out)
+            out.mul_(noise_std)
+        else:
+            out.zero_()
+
     def noise_share(self, shape: tuple[int, ...], noise_std: float) -> np.ndarray:
-        """N(0, noise_std²) of ``shape`` from this agent's own generator, through :meth:`release`.
+        """N(0, noise_std²) of ``shape`` from this agent's own generator, float64.
 
         What an agent with nothing to contribute sends into a secure sum (DP-FedAvg's
-        unsampled agents): zeros plus its share, indistinguishable in the masked sum.
+        unsampled agents): zeros plus its share, indistinguishable in the masked sum. The
+        share is :meth:`write_noise_share`'s (float32 Gaussians of its own torch stream); with
+        secure noise it is :meth:`release`'s CSPRNG-seeded share.
         """
-        return self.release(np.zeros(shape), noise_std, ArrayOutput("noise share", tuple(shape)))
+        if self._secure_noise:
+            return self.release(np.zeros(shape), noise_std, ArrayOutput("noise share", tuple(shape)))
+        share = torch.empty(tuple(shape), dtype=torch.float32)
+        self.write_noise_share(share, noise_std)
+        return share.numpy().astype(np.float64)
 
     # --- The teacher slot ------------------------------------------------------------------
 

@@ -216,6 +216,44 @@ def _with_discrete_share(values: np.ndarray, training: DiscreteTraining) -> np.n
     return noisy
 
 
+# --- Unsampled agents' noise shares, many agents at once (issue 46, item 4) ------------------------
+#
+# At N = 10,000 on MNIST a round is N·d ≈ 10⁹ Gaussians. Every agent keeps its own stream: one draw
+# of its privacy stream seeds a torch generator of its own (:meth:`Agent.share_generator`), whose
+# float32 Gaussians (vectorised Box–Muller) fill that agent's row of a block. Each row equals
+# :meth:`Agent.noise_share` for that agent alone, and the server still only ever adds N separate
+# shares: nothing is drawn for the sum as a whole.
+
+
+def fast_shares_apply(agent: Agent) -> bool:
+    """Whether ``agent``'s shares may come from :func:`noise_shares` (not with ``--secure-noise``).
+
+    A secure-noise agent keeps :meth:`Agent.noise_share`'s CSPRNG-seeded Gaussian.
+    """
+    return not agent.secure_noise
+
+
+def noise_shares(
+    agents: Sequence[Agent], width: int, noise_std: float, out: np.ndarray | None = None
+) -> np.ndarray:
+    """The ``agents``' noise shares N(0, noise_std²), (m, width) float32, one row an agent.
+
+    Row i is ``agents[i].write_noise_share``'s: what ``agents[i].noise_share((width,),
+    noise_std)`` returns, in float32. ``out``, when given, is a C-contiguous (≥ m, width)
+    float32 buffer whose first m rows are filled and returned. Not for secure-noise agents
+    (:func:`fast_shares_apply`).
+    """
+    if not (math.isfinite(noise_std) and noise_std >= 0):
+        raise ValueError(f"noise_std must be a finite number >= 0, got {noise_std}")
+    block = np.empty((len(agents), width), dtype=np.float32) if out is None else out[: len(agents)]
+    rows = torch.from_numpy(block)  # (m, width), shares block's memory
+    for row, agent in enumerate(agents):
+        if not fast_shares_apply(agent):
+            raise ConfigError("secure_noise", "a secure-noise agent draws its share by Agent.noise_share")
+        agent.write_noise_share(rows[row], noise_std)
+    return block
+
+
 def released_width(training: LocalTraining, d: int) -> int:
     """The length of what an agent releases for a model of d floats: d, or d + 1 with its clip bit."""
     return d + 1 if isinstance(training, ClipCountTraining) else d

@@ -17,7 +17,14 @@ import numpy as np
 from fedvote.agents import multilabel_votes
 from fedvote.agents.agent import Agent
 from fedvote.agents.dann_teacher import dann_local_update
-from fedvote.agents.local_updates import DiscreteTraining, discrete_share, local_update, released_width
+from fedvote.agents.local_updates import (
+    DiscreteTraining,
+    discrete_share,
+    fast_shares_apply,
+    local_update,
+    noise_shares,
+    released_width,
+)
 from fedvote.aggregation.secure_sum import FixedPoint, secure_sum
 from fedvote.errors import ConfigError
 from fedvote.models import local_training
@@ -121,19 +128,54 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
                     return trained[index].astype(np.float64)
                 return self._agents[index].noise_share((width,), training.noise_std)
 
-            # The N - m noise shares are most of a round (N·d Gaussians: 10⁷ on MNIST). Each
-            # agent draws from its own generator, so the agents may draw at once, one thread a
-            # core (numpy draws without the GIL); the releases are the same arrays in the same order.
-            with ThreadPoolExecutor(max_workers=outer_threads()) as pool:
-                if codec is None:  # summed chunk by chunk: memory O(chunk·d), not O(N·d)
-                    total = np.zeros(width, dtype=np.float64)
-                    for start in range(0, n, _SUM_CHUNK):
-                        for release in pool.map(release_of, range(start, min(n, start + _SUM_CHUNK))):
-                            total += release  # in the agents' order, as before
-                    return total
+            if codec is None:  # summed chunk by chunk: memory O(chunk·d), not O(N·d)
+                return self._chunked_update_sum(n, width, trained, training)
+            with ThreadPoolExecutor(max_workers=outer_threads()) as pool:  # the masked sum holds all N
                 releases = list(pool.map(release_of, range(n)))
         floor = training.min_responders or 0  # t: as for votes (_released_sum), max(t, ⌊N/2⌋ + 1)
         return secure_sum(releases, threshold=min(n, max(floor, n // 2 + 1)), codec=codec)
+
+    def _chunked_update_sum(
+        self, n: int, width: int, trained: dict[int, np.ndarray], training: LocalTraining
+    ) -> np.ndarray:
+        """Σ of the N releases, (width,) float64, :data:`_SUM_CHUNK` agents at a time (memory O(chunk·d)).
+
+        The N − m noise shares are most of a round (N·d Gaussians: 10⁹ on MNIST at N = 10,000).
+        Each chunk's unsampled agents draw their shares as one block (:func:`noise_shares`: a row
+        an agent, each from the agent's own generator), split between the pool's threads (torch
+        draws without the GIL); the sampled agents' trained releases are added as they are. The
+        server adds each chunk's rows: it never draws noise for the sum itself.
+        """
+        total = np.zeros(width, dtype=np.float64)
+        buffer = np.empty((_SUM_CHUNK, width), dtype=np.float32)
+        threads = outer_threads()
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            for start in range(0, n, _SUM_CHUNK):
+                indices = range(start, min(n, start + _SUM_CHUNK))
+                untrained = [i for i in indices if i not in trained]
+                fast = [i for i in untrained if fast_shares_apply(self._agents[i])]
+                slow = [i for i in untrained if not fast_shares_apply(self._agents[i])]
+                parts = np.array_split(np.arange(len(fast)), max(1, min(threads, len(fast))))
+                jobs = [
+                    pool.submit(
+                        noise_shares,
+                        [self._agents[fast[int(k)]] for k in part],
+                        width,
+                        training.noise_std,
+                        buffer[int(part[0]) :] if part.size else buffer,
+                    )
+                    for part in parts
+                ]
+                for job in jobs:
+                    job.result()
+                if fast:
+                    total += buffer[: len(fast)].sum(axis=0, dtype=np.float64)
+                for i in slow:  # secure-noise agents: their CSPRNG-seeded shares
+                    total += self._agents[i].noise_share((width,), training.noise_std)
+                for i in indices:
+                    if i in trained:
+                        total += trained[i].astype(np.float64)
+        return total
 
     def _discrete_update_sum(
         self, theta: np.ndarray, chosen: list[int], training: DiscreteTraining
