@@ -27,7 +27,12 @@ import torch
 from torch import nn
 
 from fedvote.agents.behaviour import HONEST, Behaviour
-from fedvote.aggregation.secure_noise import csprng_seed, discrete_gaussian, secure_gaussian
+from fedvote.aggregation.secure_noise import (
+    csprng_seed,
+    csprng_seeded_generator,
+    discrete_gaussian,
+    secure_gaussian,
+)
 from fedvote.aggregation.validation import validate_vote
 from fedvote.data.federation import LabeledData
 from fedvote.errors import VoteRejected
@@ -37,6 +42,56 @@ from fedvote.models.zoo import build_model
 # A clipped or projected output may exceed its L2 bound by this much (relative) from
 # float32 rounding.
 NORM_TOLERANCE = 1e-5
+
+# The spawn-key tag of an agent's count stream (adaptive clipping's clip bit, issue 46): a child of
+# the agent's own noise seed, apart from the stream its update noise and shares draw from.
+COUNT_STREAM_TAG = 0xC0C7
+
+
+class CountedNoiseStd(float):
+    """A noise std whose release ends in ``count_coordinates`` clip-count coordinates (adaptive clipping).
+
+    The same number as a float: every coordinate gets N(0, std²). The count's coordinates draw
+    theirs from the agent's *count stream* (:meth:`Agent.count_generator`), the others from the
+    agent's noise stream exactly as a release without the count would (the same draws, in the
+    same order, consuming the same state): a run with ``--clipping adaptive`` then gives the
+    updates the noise of the fixed-clip run at the same seeds, scaled by the ratio of the stds
+    (common random numbers). It travels as the round's ``noise_std``, so that every path that
+    draws a release or a share for that round — the sampled agents' exit, the unsampled agents'
+    shares (:func:`fedvote.agents.local_updates.noise_shares`) — knows the layout.
+    """
+
+    count_coordinates: int
+
+    def __new__(cls, value: float, count_coordinates: int = 1) -> CountedNoiseStd:
+        """``value`` as a float that also says its release's last ``count_coordinates`` are a count."""
+        if count_coordinates < 1:
+            raise ValueError(f"count_coordinates must be >= 1, got {count_coordinates}")
+        std = super().__new__(cls, value)
+        std.count_coordinates = int(count_coordinates)
+        return std
+
+    def __repr__(self) -> str:
+        return f"CountedNoiseStd({float(self)!r}, count_coordinates={self.count_coordinates})"
+
+
+def count_coordinates(noise_std: float) -> int:
+    """How many trailing coordinates of a release noised with ``noise_std`` are a count (0: none)."""
+    return noise_std.count_coordinates if isinstance(noise_std, CountedNoiseStd) else 0
+
+
+def count_seed_sequence(noise_rng: np.random.Generator) -> np.random.SeedSequence:
+    """The seed of an agent's count stream: child (…, :data:`COUNT_STREAM_TAG`) of its noise seed.
+
+    Derived, not drawn: the noise stream's state is not touched. A generator without a
+    :class:`~numpy.random.SeedSequence` gets 256 bits of ``os.urandom`` instead.
+    """
+    seeds = getattr(noise_rng.bit_generator, "seed_seq", None)
+    if not isinstance(seeds, np.random.SeedSequence):
+        return np.random.SeedSequence(csprng_seed(256))
+    return np.random.SeedSequence(
+        seeds.entropy, spawn_key=(*seeds.spawn_key, COUNT_STREAM_TAG), pool_size=seeds.pool_size
+    )
 
 
 @dataclass(frozen=True)
@@ -145,6 +200,7 @@ class Agent:
         self._public_features = public_features
         self._num_classes = num_classes
         self._noise_rng = noise_rng
+        self._count_rng: np.random.Generator | None = None  # the count stream, made on first use
         self._seed = seed
         self._teacher: nn.Module | None = None
         self._teacher_builder: Callable[[], nn.Module] | None = None
@@ -200,16 +256,50 @@ class Agent:
         Every output of every skill leaves through here. ``values`` is validated first
         (``expected.validate``); a malformed output raises :class:`fedvote.errors.VoteRejected`
         and nothing leaves. The noise share comes from this agent's own generator (nothing is
-        drawn when ``noise_std`` is 0). Returns a new float64 array; ``values`` is left as it was.
+        drawn when ``noise_std`` is 0). With a :class:`CountedNoiseStd` (a 1-D release whose
+        last coordinates are adaptive clipping's count) the other coordinates get exactly the
+        draws a release of those coordinates alone would get, and the count's come from the
+        agent's count stream (:meth:`count_generator`). Returns a new float64 array; ``values``
+        is left as it was.
         """
         if not (math.isfinite(noise_std) and noise_std >= 0):
             raise ValueError(f"noise_std must be a finite number >= 0, got {noise_std}")
+        count = count_coordinates(noise_std)
         checked = expected.validate(values, agent_id=self.agent_id, num_classes=self._num_classes)
-        if noise_std > 0 and self._secure_noise:
-            checked += self._secure_share(checked, noise_std, expected)
-        elif noise_std > 0:
-            checked += self._noise_rng.normal(0.0, noise_std, size=checked.shape)
+        if count and (isinstance(expected, VoteOutput) or checked.ndim != 1 or checked.shape[0] < count):
+            raise ValueError(f"a release with {count} count coordinate(s) must be a 1-D array that long")
+        std = float(noise_std)
+        head = checked[: checked.shape[0] - count] if count else checked  # a view: the update
+        if std > 0 and self._secure_noise:
+            head += self._secure_share(head, std, expected)
+        elif std > 0:
+            head += self._noise_rng.normal(0.0, std, size=head.shape)
+        if std > 0 and count:
+            checked[-count:] += self._count_noise(std, count)
         return checked
+
+    def count_generator(self) -> np.random.Generator:
+        """The agent's count stream: the noise of adaptive clipping's count coordinates only.
+
+        Seeded once from the agent's noise seed and :data:`COUNT_STREAM_TAG`
+        (:func:`count_seed_sequence`), so that the count's noise consumes nothing of the
+        stream the update noise and shares draw from; with secure noise, CSPRNG-seeded (its
+        draws then summed as :func:`~fedvote.aggregation.secure_noise.secure_gaussian` sums
+        them). Kept by the agent across rounds: each round's count noise is a new draw.
+        """
+        if self._count_rng is None:
+            self._count_rng = (
+                csprng_seeded_generator()
+                if self._secure_noise
+                else np.random.default_rng(count_seed_sequence(self._noise_rng))
+            )
+        return self._count_rng
+
+    def _count_noise(self, noise_std: float, count: int) -> np.ndarray:
+        """N(0, noise_std²) on ``count`` count coordinates from the count stream, (count,) float64."""
+        if self._secure_noise:
+            return secure_gaussian(self.count_generator(), noise_std, (count,))
+        return self.count_generator().normal(0.0, noise_std, size=count)
 
     def _secure_share(self, checked: np.ndarray, noise_std: float, expected: Output) -> np.ndarray:
         """The secure noise share: N_Z(0, noise_std²) on an integer vote, else a CSPRNG-seeded Gaussian."""
@@ -232,17 +322,27 @@ class Agent:
         Zeros of ``out``'s shape pass :meth:`release`'s checks (nothing is added there), then
         ``out`` gets float32 Gaussians from :meth:`share_generator`, times ``noise_std``.
         :func:`fedvote.agents.local_updates.noise_shares` fills many agents' rows of one block
-        this way (issue 46); :meth:`noise_share` is one agent's. Not with secure noise.
+        this way (issue 46); :meth:`noise_share` is one agent's. With a :class:`CountedNoiseStd`
+        (``out`` 1-D) the coordinates before the count get exactly the share of a release of
+        those coordinates alone and the count's come from :meth:`count_generator`. Not with
+        secure noise.
         """
         if not (math.isfinite(noise_std) and noise_std >= 0):
             raise ValueError(f"noise_std must be a finite number >= 0, got {noise_std}")
         if self._secure_noise:
             raise ValueError("a secure-noise agent's share is its CSPRNG-seeded one (noise_share)")
         shape = tuple(out.shape)
+        count = count_coordinates(noise_std)
+        if count and (len(shape) != 1 or shape[0] < count):
+            raise ValueError(f"a share with {count} count coordinate(s) must be a 1-D tensor that long")
         self.release(np.zeros(shape), 0.0, ArrayOutput("noise share", shape))  # the one exit's checks
-        if noise_std > 0:
-            torch.randn(shape, generator=self.share_generator(), out=out)
-            out.mul_(noise_std)
+        std = float(noise_std)
+        if std > 0:
+            head = out[: shape[0] - count] if count else out  # a contiguous view: the update's part
+            torch.randn(tuple(head.shape), generator=self.share_generator(), out=head)
+            head.mul_(std)
+            if count:
+                out[-count:] = torch.from_numpy(self._count_noise(std, count).astype(np.float32))
         else:
             out.zero_()
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedvote.agents.agent import Agent, ArrayOutput
+from fedvote.agents.agent import Agent, ArrayOutput, CountedNoiseStd, count_coordinates
 from fedvote.aggregation.secure_noise import exact_discrete_gaussian
 from fedvote.errors import ConfigError
 from fedvote.models.local_training import (
@@ -136,6 +136,12 @@ class ClipCountTraining(LocalTraining):
     and scaled, as one more coordinate: (b − ½)·``count_scale`` (Andrew et al. 2021;
     :func:`fedvote.privacy.adaptive_clipping.count_scale`, σ_Δ·C/σ_b, so that ``noise_std``
     also covers the count). The release is (d + 1,), of norm at most √(C² + (count_scale/2)²).
+
+    ``noise_std`` becomes a :class:`~fedvote.agents.agent.CountedNoiseStd` (the same number):
+    every release of the round — a sampled agent's, an unsampled agent's share — then noises
+    its d update coordinates with exactly the draws of the fixed clip's release (common random
+    numbers: the same standard normals, times this round's std) and its count coordinate from
+    the agent's separate count stream, N(0, noise_std²) as before.
     """
 
     count_scale: float = 1.0
@@ -148,6 +154,8 @@ class ClipCountTraining(LocalTraining):
             raise ConfigError("clip_count_stddev", f"the count's scale must be > 0, got {self.count_scale}")
         if self.dp_sgd is not None or self.dann_scale is not None:
             raise ConfigError("clipping", "adaptive clipping counts plain local updates (no DP-SGD, no DANN)")
+        if count_coordinates(self.noise_std) != 1:  # frozen: set once, the same number
+            object.__setattr__(self, "noise_std", CountedNoiseStd(self.noise_std, 1))
 
 
 @dataclass(frozen=True)
@@ -222,7 +230,9 @@ def _with_discrete_share(values: np.ndarray, training: DiscreteTraining) -> np.n
 # of its privacy stream seeds a torch generator of its own (:meth:`Agent.share_generator`), whose
 # float32 Gaussians (vectorised Box–Muller) fill that agent's row of a block. Each row equals
 # :meth:`Agent.noise_share` for that agent alone, and the server still only ever adds N separate
-# shares: nothing is drawn for the sum as a whole.
+# shares: nothing is drawn for the sum as a whole. With adaptive clipping the round's std is a
+# :class:`~fedvote.agents.agent.CountedNoiseStd`: a row's first d entries are then the fixed
+# clip's share (the same generator, the same d Gaussians) and its last the agent's count stream's.
 
 
 def fast_shares_apply(agent: Agent) -> bool:
@@ -241,7 +251,9 @@ def noise_shares(
     Row i is ``agents[i].write_noise_share``'s: what ``agents[i].noise_share((width,),
     noise_std)`` returns, in float32. ``out``, when given, is a C-contiguous (≥ m, width)
     float32 buffer whose first m rows are filled and returned. Not for secure-noise agents
-    (:func:`fast_shares_apply`).
+    (:func:`fast_shares_apply`). With a :class:`~fedvote.agents.agent.CountedNoiseStd` (adaptive
+    clipping: width d + 1) each row's last entry comes from its agent's count stream and its
+    first d are the row ``noise_shares(agents, d, float(noise_std))`` would give.
     """
     if not (math.isfinite(noise_std) and noise_std >= 0):
         raise ValueError(f"noise_std must be a finite number >= 0, got {noise_std}")
@@ -265,7 +277,8 @@ def release_update(agent: Agent, update: np.ndarray, training: LocalTraining) ->
     Clipped to norm S when the round clips (DP-FedAvg), checked and noised with the agent's
     share N(0, noise_std²) by :meth:`Agent.release` — the one exit. With
     :class:`ClipCountTraining` the centred, scaled bit 1[‖Δ‖ ≤ C] is appended before the
-    check, and the share noises both.
+    check, and the share noises both: the update's d coordinates with the draws the fixed clip's
+    release would get, the bit from the agent's count stream (:class:`ClipCountTraining`).
     """
     update = np.asarray(update, dtype=np.float32)
     if isinstance(training, DiscreteTraining):

@@ -88,11 +88,15 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from fedvote.agents.local_updates import ClipCountTraining, DiscreteTraining
-from fedvote.aggregation.secure_noise import MAX_EXACT_SIGMA_SQUARED, secure_gaussian
+from fedvote.aggregation.secure_noise import (
+    MAX_EXACT_SIGMA_SQUARED,
+    csprng_seeded_generator,
+    secure_gaussian,
+)
 from fedvote.aggregation.secure_sum import FixedPoint
 from fedvote.aggregation.voting import noise_share_std
 from fedvote.errors import ConfigError
-from fedvote.methods.gradient import GradientMethod
+from fedvote.methods.gradient import GradientMethod, privacy_generator
 from fedvote.methods.options.gradient import CLIPPINGS, NOISE_PLACEMENTS, DpFedAvgOptions
 from fedvote.models.local_training import LocalTraining, LocalUpdates, flat_parameters
 from fedvote.models.zoo import build_model
@@ -121,6 +125,10 @@ HOLDS_AGAINST: dict[str, str] = {
 _SHARE_TAIL_SIGMAS = 40.0
 # The adaptive clip never falls below this fraction of its start S (a public clamp: post-processing).
 _MIN_CLIP_FRACTION = 1e-3
+# The stream tag of the server's count noise (``--noise server --clipping adaptive``): apart from the
+# loop's generator (tag 0x6AD: the sampling coins and the updates' noise), so that both are the
+# fixed clip's draws at the same noise seed.
+_SERVER_COUNT_TAG = 0xC0C8
 
 
 @dataclass(eq=False)
@@ -129,6 +137,7 @@ class _ClipHistory:
 
     clips: list[float] = field(default_factory=list)
     fractions: list[float] = field(default_factory=list)
+    count_rng: np.random.Generator | None = None  # the server's count noise (noise="server")
 
 
 @dataclass(frozen=True)
@@ -477,17 +486,37 @@ class DpFedAvg(GradientMethod):
     def _noised_sum(
         self, received: LocalUpdates, training: LocalTraining, rng: np.random.Generator, num_agents: int
     ) -> np.ndarray:
-        """Σ Δ̃_i (width,), plus N(0, (σ·C)²) by the server unless the agents added it (m_t = 0: zeros)."""
+        """Σ Δ̃_i (width,), plus N(0, (σ·C)²) by the server unless the agents added it (m_t = 0: zeros).
+
+        With the adaptive clip's count (width d + 1) the d update coordinates take the fixed clip's
+        draws from ``rng`` and the count's from the run's separate count stream, so that the
+        loop's generator (the sampling coins too) advances as in the fixed-clip run.
+        """
         total = received.updates.astype(np.float64).sum(axis=0)  # (width,); zeros when m_t = 0
         agents_added_noise = self.noise != "server" and received.updates.shape[0] > 0
         if self.sigma > 0 and not agents_added_noise:
             assert training.clip_norm is not None
             std = self.update_multiplier(num_agents) * training.clip_norm
+            count = 1 if isinstance(training, ClipCountTraining) else 0
+            head = total[: total.shape[0] - count]  # a view: the updates' coordinates
             if self.secure_noise:  # rng is CSPRNG-seeded (GradientMethod.run)
-                total += secure_gaussian(rng, std, total.shape)
+                head += secure_gaussian(rng, std, head.shape)
             else:
-                total += rng.normal(0.0, std, size=total.shape)
+                head += rng.normal(0.0, std, size=head.shape)
+            if count:
+                total[-count:] += self._server_count_noise(std, count)
         return total
+
+    def _server_count_noise(self, std: float, count: int) -> np.ndarray:
+        """N(0, std²) on the count's ``count`` coordinates from the run's count stream, (count,)."""
+        if self._history.count_rng is None:  # made on first use; run() starts every run a fresh history
+            self._history.count_rng = (
+                csprng_seeded_generator() if self.secure_noise
+                else privacy_generator(self.noise_seed, _SERVER_COUNT_TAG)
+            )
+        if self.secure_noise:
+            return secure_gaussian(self._history.count_rng, std, (count,))
+        return self._history.count_rng.normal(0.0, std, size=count)
 
     def _reported_share(self, num_agents: int) -> float | None:
         """Each agent's noise std: σS/√t (distributed), None (unmasked: σS/√m_t varies), 0 (server)."""
