@@ -109,14 +109,19 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--full", action="store_true", help="the whole N = 10,000 commands instead")
     parser.add_argument("--methods", default=",".join(FULL_METHODS), help="with --full (default: both)")
     args = parser.parse_args(argv)
-    if args.full:
-        rows = [full(method, args.data_dir) for method in args.methods.split(",") if method]
-    else:
-        rows = [one(int(n), args.rounds, args.data_dir) for n in args.agents.split(",")]
-    for row in rows:
-        print(json.dumps(row), file=sys.stderr)
     out = FULL_RESULT if args.full else RESULT
     out.parent.mkdir(exist_ok=True)
+    if args.full:  # one method a run (each takes minutes): the saved rows of the others are kept
+        rows = json.loads(out.read_text())["rows"] if out.exists() else []
+        for method in (m for m in args.methods.split(",") if m):
+            row = full(method, args.data_dir)
+            print(json.dumps(row), file=sys.stderr)
+            rows = [r for r in rows if r["command"] != row["command"]] + [row]
+            out.write_text(json.dumps({"machine": machine(), "rows": rows}, indent=2) + "\n")
+        return
+    rows = [one(int(n), args.rounds, args.data_dir) for n in args.agents.split(",")]
+    for row in rows:
+        print(json.dumps(row), file=sys.stderr)
     out.write_text(json.dumps({"machine": machine(), "rows": rows}, indent=2) + "\n")
 
 
