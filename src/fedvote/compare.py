@@ -31,14 +31,14 @@ import dataclasses
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS, check_method, option_names
-from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.accountant import bounded_epsilon
 from fedvote.privacy.events import LEVELS
 from fedvote.privacy.ledger import LedgerSession, PrivacyLedger
 from fedvote.privacy.noise_seeds import run_noise_seed
@@ -101,6 +101,9 @@ class Comparison:
     rows: list[ComparisonRow]
     total_epsilon: dict[str, float | None]
     ledger: dict[str, Any] | None = None
+    # The accountant behind each level's total: the run's, or "rdp" (an upper bound) / "none"
+    # (∞) where its PLD could not be built (privacy.accountant.bounded_epsilon).
+    total_accountant: dict[str, str] = field(default_factory=dict)
 
 
 def compare(
@@ -158,6 +161,7 @@ def run_comparison(
         comparison = Comparison(
             rows=rows,
             total_epsilon=_total_epsilon(ledger, delta, config.privacy.accountant),
+            total_accountant=_total_accountant(ledger, delta, config.privacy.accountant),
             ledger=state if isinstance(state, dict) else None,
         )
     if out_dir is not None:
@@ -193,8 +197,13 @@ def _row_config(config: RunConfig, name: str, *, epsilon: float, delta: float) -
 
 def _total_epsilon(ledger: PrivacyLedger, delta: float, accountant: str) -> dict[str, float | None]:
     """ε per level of everything charged to ``ledger`` in this process (all rows), at ``delta``."""
-    total = {level: epsilon_for(ledger.event(level), delta, accountant) for level in LEVELS}
+    total = {level: bounded_epsilon(ledger.event(level), delta, accountant).epsilon for level in LEVELS}
     return finite_or_none(total)
+
+
+def _total_accountant(ledger: PrivacyLedger, delta: float, accountant: str) -> dict[str, str]:
+    """The accountant behind each level's :func:`_total_epsilon` (remembered: no second PLD)."""
+    return {level: bounded_epsilon(ledger.event(level), delta, accountant).accountant for level in LEVELS}
 
 
 def method_noise_seed(noise_seed: int | None, method: str) -> int | None:
@@ -216,6 +225,7 @@ def write_comparison(
         "config": config.to_dict(),
         "rows": [row.to_dict() for row in comparison.rows],
         "total_epsilon": comparison.total_epsilon,
+        "total_accountant": comparison.total_accountant,
         "ledger": comparison.ledger,
     }
     return write_atomic(path, json.dumps(payload, indent=2) + "\n")

@@ -23,6 +23,12 @@ class LevelPrivacy:
     sensitivity: float | None
     adjacency: str
     bound: str | None = None
+    # The accountant that computed ``epsilon`` ("pld", "rdp", …; "none": no finite bound was
+    # computed, ε = ∞) and, where that is not the run's own (its PLD could not be built at a
+    # level the run does not calibrate: RDP's upper bound of the same events instead), why.
+    # None in results written before 2026-11-28 (then ``privacy.accountant`` computed both).
+    accountant: str | None = None
+    accountant_fallback: str | None = None
     # Data-dependent ε of the released votes, *published by smooth sensitivity* (PATE'18 §4;
     # its release is charged in ``epsilon``), how it was computed and its label; absent from
     # result.json when None. The clean figure behind it is a diagnostic, never here.
@@ -181,8 +187,9 @@ class RunResult:
         if not self.privacy.agent_groups:  # only runs with --agent-budgets carry the key
             del ordered["privacy"]["agent_groups"]
         for level in ("agent", "instance"):  # "bound" only where a method chose one
-            if ordered["privacy"][level]["bound"] is None:
-                del ordered["privacy"][level]["bound"]
+            for key in ("bound", "accountant_fallback"):
+                if ordered["privacy"][level][key] is None:
+                    del ordered["privacy"][level][key]
             keys = ("data_dependent_epsilon_released", "data_dependent_accountant", "data_dependent_label")
             for key in keys:
                 if ordered["privacy"][level][key] is None:

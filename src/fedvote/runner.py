@@ -48,7 +48,7 @@ from fedvote.methods.registry import method_option_specs as method_option_specs
 from fedvote.methods.registry import noise_source
 from fedvote.models.input_features import resolve_input_features, with_input_features
 from fedvote.models.training import predict_labels
-from fedvote.privacy.accountant import PLDTooLarge, accountant_for, epsilon_for, pld_discretization
+from fedvote.privacy.accountant import PLDTooLarge, accountant_for, bounded_epsilon, check_pld_accountable
 from fedvote.privacy.calibrate import calibrate_sigma
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger
@@ -255,20 +255,28 @@ def _planned(config: RunConfig, public: PublicMetadata, queries: int) -> Method:
 
 
 def _check_accountable(method: Method, config: RunConfig) -> None:
-    """Refuse, before anything is trained, a σ too small for the PLD to account a level's releases.
+    """Refuse, before anything is trained, a σ too small for the PLD to account the run's own level.
 
-    Such a run would otherwise train, then fail to report its ε; its ε is far beyond any
-    useful budget anyway (:class:`~fedvote.privacy.accountant.PLDTooLarge`).
+    The run's own level is the one ``--epsilon`` calibrates (:func:`calibration_level`, also
+    when ``--sigma`` is given): its headline must be the accountant's. Such a run would
+    otherwise train, then fail to report its ε; its ε is far beyond any useful budget anyway
+    (:class:`~fedvote.privacy.accountant.PLDTooLarge`). The *other* level is never refused:
+    a run whose noise is set at the instance level (FedAUXfdp, FedD+P, FedAVG+P: per head,
+    from their own ε flags; no level calibrated here, and their Gaussian releases are
+    accountable at any μ) may leave the agent level far too little noised for a PLD, and that
+    level is then reported by its closed form, RDP's upper bound of the same events, or ∞
+    (:func:`privacy_report`, :func:`~fedvote.privacy.accountant.bounded_epsilon`).
     """
-    if config.privacy.accountant != "pld":
+    level = calibration_level(config, method)
+    if config.privacy.accountant != "pld" or level is None:
         return
-    events = method.planned_events()
-    for level in ("agent", "instance"):
-        try:
-            pld_discretization(events.at(level))
-        except PLDTooLarge as error:
-            flag = "sigma" if config.privacy.sigma is not None else "epsilon"
-            raise ConfigError(flag, f"at σ = {method.sigma:.4g}, {level} level: {error.detail}") from error
+    try:
+        check_pld_accountable(method.planned_events().at(level))
+    except PLDTooLarge as error:
+        flag = "sigma" if config.privacy.sigma is not None else "epsilon"
+        raise ConfigError(
+            flag, f"at σ = {method.sigma:.4g}, {level} level: {error.detail} (the level this run calibrates)"
+        ) from error
 
 
 def make_method(config: RunConfig, federation: Federation) -> Method:
@@ -383,8 +391,11 @@ def charge_note(config: RunConfig, ledger: PrivacyLedger) -> str:
     figures = []
     for level in ("agent", "instance"):
         try:
-            epsilon = finite_or_none(epsilon_for(ledger.event(level), privacy.delta, privacy.accountant))
+            bounded = bounded_epsilon(ledger.event(level), privacy.delta, privacy.accountant)
+            epsilon = finite_or_none(bounded.epsilon)
             shown = "unbounded" if epsilon is None else f"{epsilon:.4f}"
+            if bounded.fallback is not None:
+                shown += f" [{bounded.accountant}: no pld]"
         except Exception as error:  # noqa: BLE001 - the note must come out whatever failed
             shown = f"not computed ({type(error).__name__})"
         figures.append(f"{level}-level ε {shown}")
@@ -578,9 +589,10 @@ def with_statements(privacy: PrivacyReport, statements: tuple[PrivacyStatement, 
                     f"{statement.name}: headline ε {claimed} at the {statement.level} level is below the "
                     f"ε {proven} the ledger's events prove"
                 )
+            accountant = entry.accountant if entry.accountant_fallback else privacy.accountant
             kept.append(
                 PrivacyStatement(
-                    name=f"{privacy.accountant} accountant, the same releases",
+                    name=f"{accountant} accountant, the same releases",
                     level=statement.level,
                     epsilon=proven,
                     delta=privacy.delta,
@@ -755,15 +767,18 @@ def privacy_report(
     privacy = config.privacy
     levels = {}
     for level in ("agent", "instance"):
-        epsilon = epsilon_for(ledger.event(level), privacy.delta, privacy.accountant)
+        # the run's accountant; at a level whose PLD cannot be built, RDP's bound or ∞ (labelled)
+        bounded = bounded_epsilon(ledger.event(level), privacy.delta, privacy.accountant)
         adjacency = ADJACENCY[level]
         if level == "instance" and instance_adjacency is not None:
             adjacency = instance_adjacency
         levels[level] = LevelPrivacy(
-            epsilon=finite_or_none(epsilon),
+            epsilon=finite_or_none(bounded.epsilon),
             sensitivity=ledger.sensitivity(level),
             adjacency=adjacency,
             bound=instance_bound if level == "instance" else None,
+            accountant=bounded.accountant,
+            accountant_fallback=bounded.fallback,
         )
     private = any(entry.epsilon is not None for entry in levels.values())
     target, calibrated_level = calibrated if calibrated is not None else (None, None)

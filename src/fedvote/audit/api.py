@@ -69,7 +69,7 @@ def audit_config(
     """:func:`audit` of an already validated run config."""
     from fedvote.audit.one_run import ONE_RUN_RELEASES, one_run_audit
     from fedvote.methods import check_method
-    from fedvote.privacy.accountant import epsilon_for
+    from fedvote.privacy.accountant import epsilon_bound
     from fedvote.runner import make_federation, plan, prepare_public
     from fedvote.transport.capabilities import LabelRelease
 
@@ -80,7 +80,8 @@ def audit_config(
     method = plan(config, federation.public_metadata())
     delta = config.privacy.delta
     events = method.planned_events()
-    claimed = {name: epsilon_for(events.at(name), delta, config.privacy.accountant) for name in LEVELS}
+    # each level's ε as the run reports it: RDP's bound (or ∞) where its PLD cannot be built
+    claimed = {name: epsilon_bound(events.at(name), delta, config.privacy.accountant) for name in LEVELS}
     if not any(math.isfinite(value) for value in claimed.values()):
         raise ConfigError("method", f"{method.name} is not private at any level; nothing to audit")
     if not math.isfinite(claimed[level]):

@@ -243,12 +243,18 @@ def summary(result: RunResult) -> str:
         for level in ("agent", "instance"):
             entry = getattr(privacy, level)
             label = f"ε ({level}-level)"
+            accountant = entry.accountant or privacy.accountant
+            if entry.accountant_fallback is not None:  # the PLD could not be built at this level
+                accountant += " upper bound (no pld: too little noise at this level)"
             if entry.epsilon is None:
-                lines.append(f"  {label:<22}not private at this level (unbounded)")
+                unbounded = "not private at this level"
+                if entry.accountant == "none":  # nothing bounded it: ∞, not "no noise"
+                    unbounded = "no finite bound computed"
+                lines.append(f"  {label:<22}{unbounded} (unbounded)")
                 continue
             lines.append(
                 f"  {label:<22}{entry.epsilon:.4f} at δ = {privacy.delta:g} "
-                f"[{privacy.accountant}, sensitivity {entry.sensitivity:.4g}]"
+                f"[{accountant}, sensitivity {entry.sensitivity:.4g}]"
             )
             declined = (result.details.get("confident_gnmax") or {}).get("data_dependent_release") is False
             lines.extend(data_dependent_lines(entry, result.details.get("release") == "labels", declined))

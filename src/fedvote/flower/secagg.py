@@ -44,7 +44,7 @@ from typing import Any
 from scipy.stats import norm
 
 from fedvote.errors import ConfigError
-from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.accountant import epsilon_bound
 from fedvote.privacy.events import LEVELS, LevelEvents
 from fedvote.results import LevelPrivacy, PrivacyReport
 
@@ -254,7 +254,7 @@ def check_secagg_plan(
     at the larger level's planned ε (the ε the ledger would report, at ``delta`` by
     ``accountant``). A non-private plan (no finite ε) claims nothing and is not checked.
     """
-    epsilons = [epsilon_for(planned.at(level), delta, accountant) for level in LEVELS]
+    epsilons = [epsilon_bound(planned.at(level), delta, accountant) for level in LEVELS]
     finite = [e for e in epsilons if math.isfinite(e)]
     if finite:
         settings.check_clip_slack(queries * num_classes, max(finite), delta)

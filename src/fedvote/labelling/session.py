@@ -26,7 +26,7 @@ from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
 from fedvote.labelling.queries import check_query_range, load_queries
 from fedvote.methods.pate_fl import PateFL
-from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.accountant import epsilon_bound
 from fedvote.privacy.config import LEVELS
 from fedvote.privacy.events import pate_fl_events
 from fedvote.privacy.ledger import PersistentLedger, PrivacyBudgetExceeded, PrivacyLedger
@@ -188,7 +188,7 @@ def _answer(
         return Answer(query=index, label=None, epsilon_agent=None, epsilon_instance=None)
     privacy = labelling.config.privacy
     spent = {  # cumulative ε of this session's answers so far
-        level: epsilon_for(ledger.event(level), privacy.delta, privacy.accountant) for level in LEVELS
+        level: epsilon_bound(ledger.event(level), privacy.delta, privacy.accountant) for level in LEVELS
     }
     return Answer(
         query=index,

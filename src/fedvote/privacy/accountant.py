@@ -21,6 +21,7 @@ import collections
 import math
 import re
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 from dp_accounting import dp_event, pld, rdp
@@ -105,6 +106,90 @@ class PLDTooLarge(ConfigError):
     """
 
 
+class PLDTooManyCompositions(ConfigError):
+    """The PLD accountant would compose one mechanism more than :data:`PLD_MAX_COMPOSITIONS` times."""
+
+
+# What a level's figure names as its accountant when no finite bound was computed (ε = ∞).
+NO_BOUND = "none"
+
+
+@dataclass(frozen=True)
+class BoundedEpsilon:
+    """ε of a level and the accountant that proved it (:func:`bounded_epsilon`).
+
+    ``accountant`` is the one that computed ``epsilon`` ("pld", "rdp", "exact", "classic",
+    or :data:`NO_BOUND` with ``epsilon`` = ∞; "exact" also where ``pld`` took a pure
+    Gaussian composition's ε from the closed form its PLD equals, outside the μ range it
+    builds); ``fallback`` says why it is not the run's own accountant's figure (its PLD
+    could not be built), None when it is.
+    """
+
+    epsilon: float
+    accountant: str
+    fallback: str | None = None
+
+
+def bounded_epsilon(event: dp_event.DpEvent, delta: float, kind: str = "pld") -> BoundedEpsilon:
+    """ε at ``delta`` of ``event`` by ``kind``; where its PLD cannot be built, RDP's upper bound, else ∞.
+
+    For a level the run does not calibrate (its own level must be PLD-accountable:
+    :func:`check_pld_accountable`). A PLD too large to build even coarsely
+    (:class:`PLDTooLarge`) or composing too many releases (:class:`PLDTooManyCompositions`)
+    falls back to dp-accounting's RDP accountant of the *same* events: each event's RDP
+    curve bounds it (Mironov 2017, Prop. 7 for the Gaussian), RDP composes additively
+    (Prop. 1), and dp-accounting's conversion to (ε, δ) holds for every mechanism with
+    that curve (Canonne, Kamath & Steinke 2020, Prop. 12; the classic Mironov 2017,
+    Prop. 3 is looser): the figure is never below the truth, only looser than a PLD. Where RDP
+    cannot account the events either (a replace-one Poisson-sampled step), ε = ∞ with
+    accountant :data:`NO_BOUND`: no finite bound is claimed.
+    """
+    used = accountant_for(event, kind)
+    try:
+        epsilon = epsilon_for(event, delta, kind)
+        if used == "pld" and _gaussian_closed_form(event):
+            used = "exact"  # the value its PLD equals, computed by the closed form (say so)
+        return BoundedEpsilon(epsilon, used)
+    except (PLDTooLarge, PLDTooManyCompositions) as error:
+        if used != "pld":  # pragma: no cover - only the PLD raises these
+            raise
+        reason = f"pld: {error.detail}"
+    try:
+        return BoundedEpsilon(epsilon_for(event, delta, "rdp"), "rdp", reason)
+    except ConfigError as error:
+        return BoundedEpsilon(math.inf, NO_BOUND, f"{reason}; rdp: {error.detail}")
+
+
+def epsilon_bound(event: dp_event.DpEvent, delta: float, kind: str = "pld") -> float:
+    """:func:`bounded_epsilon`'s ε alone (a level's figure, a budget's spend)."""
+    return bounded_epsilon(event, delta, kind).epsilon
+
+
+def check_pld_accountable(event: dp_event.DpEvent) -> None:
+    """Raise :class:`PLDTooLarge` (or :class:`PLDTooManyCompositions`) where ``pld`` cannot account ``event``.
+
+    Follows :func:`epsilon_for`'s own path: a non-private event (ε = ∞), an event the PLD
+    hands to RDP (:func:`accountant_for`) and a pure Gaussian composition outside the
+    PLD's μ range (its exact closed form) build no PLD and pass.
+    """
+    _pld_discretization_or_none(event, "pld")
+
+
+def _pld_discretization_or_none(event: dp_event.DpEvent, kind: str) -> float | None:
+    """The PLD interval :func:`epsilon_for` builds ``event``'s PLD at; None where it builds none."""
+    if _has_non_private_part(event) or accountant_for(event, kind) != "pld" or _gaussian_closed_form(event):
+        return None
+    return pld_discretization(event)
+
+
+def _gaussian_closed_form(event: dp_event.DpEvent) -> bool:
+    """Whether :func:`epsilon_for` takes ``pld``'s ε of ``event`` from the exact Gaussian closed form."""
+    if _has_non_private_part(event):
+        return False
+    mu = _gaussian_mu_or_none(event)
+    return mu is not None and not PLD_MIN_GAUSSIAN_MU <= mu <= PLD_MAX_GAUSSIAN_MU
+
+
 def epsilon_for(event: dp_event.DpEvent, delta: float, kind: str = "pld", coarsening: int = 1) -> float:
     """ε at ``delta`` of ``event`` by accountant ``kind``; ``inf`` for a non-private event.
 
@@ -186,7 +271,7 @@ def pld_discretization(event: dp_event.DpEvent) -> float:
     """
     compositions = _compositions(event)
     if compositions > PLD_MAX_COMPOSITIONS:
-        raise ConfigError(
+        raise PLDTooManyCompositions(
             "accountant",
             f"the pld accountant composes at most {PLD_MAX_COMPOSITIONS:.0e} releases of one mechanism, "
             f"this plan has {compositions}" + ("" if _has_replace_one(event) else "; use --accountant rdp"),

@@ -32,7 +32,7 @@ import numpy as np
 from dp_accounting import dp_event
 
 from fedvote.errors import ConfigError
-from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.accountant import epsilon_bound
 from fedvote.privacy.budget_spec import BudgetSpec, assign_budgets, parse_budget_spec
 from fedvote.privacy.events import LevelEvents, compose_events
 from fedvote.privacy.ledger import PrivacyLedger
@@ -129,7 +129,7 @@ def check_group_budgets(
     ``planned`` holds each level's events of the whole run at noise ``sigma`` (named in the error).
     """
     for budget, events in zip(plan.levels, planned, strict=True):
-        spent = epsilon_for(events.agent, delta, accountant)
+        spent = epsilon_bound(events.agent, delta, accountant)
         if not spent <= budget:
             raise ConfigError(
                 "agent_budgets",
@@ -179,7 +179,7 @@ def group_privacy(
 ) -> tuple[AgentGroup, ...]:
     """Each budget group's ε at both levels, from its own charged events, at ``delta``.
 
-    Empty groups are left out. ε is :func:`~fedvote.privacy.accountant.epsilon_for` of
+    Empty groups are left out. ε is :func:`~fedvote.privacy.accountant.epsilon_bound` of
     the group's composition (None where unbounded), the same accountant as the headline.
     """
     groups = []
@@ -189,7 +189,7 @@ def group_privacy(
             continue
         figures = []
         for level in ("agent", "instance"):
-            epsilon = epsilon_for(ledger.group_event(index, level), delta, accountant)
+            epsilon = epsilon_bound(ledger.group_event(index, level), delta, accountant)
             figures.append(epsilon if math.isfinite(epsilon) else None)
         groups.append(
             AgentGroup(

@@ -35,7 +35,7 @@ from dp_accounting import dp_event
 
 from fedvote.data.record_hashes import overlap_count
 from fedvote.errors import ConfigError
-from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.accountant import epsilon_bound
 from fedvote.privacy.events import LEVELS, LevelEvents, compose_events
 from fedvote.privacy.ledger_audit import (
     DEFAULT_DELTA,
@@ -390,7 +390,7 @@ class PersistentLedger(PrivacyLedger):
     def spent(self, level: str | None = None) -> float:
         """ε spent so far by the federation's records at ``level`` (default: the ledger's), at its δ."""
         chosen = level or self.level
-        return epsilon_for(self.total_event(chosen), *self._delta_accountant(chosen))
+        return epsilon_bound(self.total_event(chosen), *self._delta_accountant(chosen))
 
     def remaining(self, level: str | None = None) -> float:
         """Budget left at ``level`` (default: this ledger's; ``inf`` without a budget there)."""
@@ -425,16 +425,16 @@ class PersistentLedger(PrivacyLedger):
         for owner, level, budget in self.binding_budgets():
             key = (level, budget.delta, budget.accountant)
             if key not in would:
-                would[key] = epsilon_for(
+                would[key] = epsilon_bound(
                     compose_releases([*current, *releases], level), budget.delta, budget.accountant
                 )
             if would[key] > budget.epsilon:
-                spent = epsilon_for(compose_releases(current, level), budget.delta, budget.accountant)
+                spent = epsilon_bound(compose_releases(current, level), budget.delta, budget.accountant)
                 raise PrivacyBudgetExceeded(
                     owner, spent, would[key], budget.epsilon, level, what, self._context(owner)
                 )
         total = compose_releases([*current, *releases], self.level)
-        return epsilon_for(total, *self._delta_accountant(self.level))
+        return epsilon_bound(total, *self._delta_accountant(self.level))
 
     def _context(self, owner: str) -> str:
         """What a refusal's spend composes, when more than ``owner``'s own charges."""

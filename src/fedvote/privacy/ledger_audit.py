@@ -31,7 +31,7 @@ import numpy as np
 from dp_accounting import dp_event
 
 from fedvote.errors import ConfigError
-from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.accountant import epsilon_bound
 from fedvote.privacy.events import LEVELS, LevelEvents, compose_events
 from fedvote.privacy.ledger_store import (
     TABLES,
@@ -64,7 +64,7 @@ def _composed(releases: Iterable[LevelEvents], level: str) -> dp_event.DpEvent:
 
 
 def _epsilon(releases: Sequence[LevelEvents], level: str, delta: float, accountant: str) -> float:
-    return epsilon_for(_composed(releases, level), delta, accountant)
+    return epsilon_bound(_composed(releases, level), delta, accountant)
 
 
 # --- who shares records with whom ----------------------------------------------------------------

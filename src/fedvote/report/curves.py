@@ -18,7 +18,7 @@ from fedvote.analysis import gaussian_accountant
 from fedvote.config import RunConfig
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
-from fedvote.privacy.accountant import epsilon_for, gaussian_mu
+from fedvote.privacy.accountant import bounded_epsilon, epsilon_bound, gaussian_mu
 from fedvote.privacy.data_dependent import vote_margins
 from fedvote.privacy.events import confident_gnmax_events, gaussian_release_event
 from fedvote.report.loaders import RunData
@@ -47,12 +47,18 @@ class EpsilonCurve:
     delta: float
     run_accountant: str | None = None
     run_epsilon: dict[str, float] = dataclasses.field(default_factory=dict)
+    # level → the accountant of the steps whose PLD could not be built ("rdp": its upper bound
+    # of the same events; "none": ∞), where any could not (privacy.accountant.bounded_epsilon)
+    fallbacks: dict[str, str] = dataclasses.field(default_factory=dict)
 
-    def accountant_label(self) -> str:
-        """The accountant that drew the curve, and the run's where that was another one."""
-        if self.run_accountant is None or self.run_accountant == self.accountant:
-            return self.accountant
-        return f"{self.accountant} closed form; the run's ε: {self.run_accountant}"
+    def accountant_label(self, level: str | None = None) -> str:
+        """The accountant that drew the curve (at ``level``), and the run's where that was another one."""
+        label = self.accountant
+        if self.run_accountant is not None and self.run_accountant != self.accountant:
+            label = f"{self.accountant} closed form; the run's ε: {self.run_accountant}"
+        if level is not None and level in self.fallbacks:
+            label += f"; {self.fallbacks[level]} upper bound where the PLD could not be built"
+        return label
 
 
 def curve_steps(total: int, points: int = CURVE_POINTS) -> np.ndarray:
@@ -94,7 +100,7 @@ def voting_epsilon_curve(run: RunData, points: int = CURVE_POINTS) -> EpsilonCur
                       for q in steps]
         else:
             events = [gaussian_release_event(sigma, sensitivity, int(q)) for q in steps]
-        independent[level] = np.array([epsilon_for(event, delta, accountant) for event in events])
+        independent[level] = np.array([epsilon_bound(event, delta, accountant) for event in events])
     if not independent:
         return None
     unit = "queries checked" if confident is not None else "queries answered"
@@ -133,6 +139,7 @@ def gradient_epsilon_curve(run: RunData, points: int = 10) -> EpsilonCurve | Non
     accountant = str(privacy["accountant"])
     steps = curve_steps(rounds, points)
     independent: dict[str, np.ndarray] = {}
+    fallbacks: dict[str, str] = {}
     for level in LEVELS:
         if privacy[level].get("epsilon") is None:
             continue
@@ -140,12 +147,18 @@ def gradient_epsilon_curve(run: RunData, points: int = 10) -> EpsilonCurve | Non
             dataclasses.replace(method, rounds=int(t)).planned_events().at(level)  # type: ignore[type-var]
             for t in steps
         ]
-        values = [epsilon_for(event, delta, _accountant_for(event, accountant)) for event in events]
+        bounded = [bounded_epsilon(event, delta, _accountant_for(event, accountant)) for event in events]
+        values = [b.epsilon for b in bounded]
         independent[level] = np.array([v if math.isfinite(v) else np.nan for v in values])
+        fell_back = sorted({b.accountant for b in bounded if b.fallback is not None})
+        if fell_back:  # the PLD could not be built at some steps: RDP's upper bound (or ∞) there
+            fallbacks[level] = "/".join(fell_back)
     if not independent:
         return None
     run_epsilon = _run_epsilon(privacy)
-    return EpsilonCurve("rounds", steps, independent, {}, accountant, delta, accountant, run_epsilon)
+    return EpsilonCurve(
+        "rounds", steps, independent, {}, accountant, delta, accountant, run_epsilon, fallbacks
+    )
 
 
 def _accountant_for(event: DpEvent, accountant: str) -> str:

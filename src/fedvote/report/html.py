@@ -173,15 +173,16 @@ def _run_page(run: RunData) -> tuple[str, str, list[Panel], str]:
     if result.get("label_accuracy") is not None:
         cards.append(_card("pseudo-label accuracy", _value("label_accuracy", result["label_accuracy"])))
     for level in ("agent", "instance"):
-        note = (
-            f"accountant {_value('privacy.accountant', privacy['accountant'])}, "
-            f"δ = {_value('privacy.delta', privacy['delta'])}"
-        )
+        delta = _value("privacy.delta", privacy["delta"])
+        note = f"accountant {_level_accountant(privacy, level)}, δ = {delta}"
+        unbounded = "not private at this level"
+        if privacy[level].get("accountant") == "none":  # nothing bounded it: ∞, not "no noise"
+            unbounded = f"no finite bound computed ({_level_accountant(privacy, level)})"
         cards.append(
             _card(
                 f"ε, {level} level",
                 _value(f"privacy.{level}.epsilon", privacy[level]["epsilon"], "∞"),
-                note if privacy[level]["epsilon"] is not None else "not private at this level",
+                note if privacy[level]["epsilon"] is not None else unbounded,
             )
         )
     for level in ("agent", "instance"):
@@ -251,6 +252,22 @@ def _diagnostics_section(result: dict[str, Any]) -> str:
     )
 
 
+def _level_accountant(privacy: dict[str, Any], level: str) -> str:
+    """The accountant of ``level``'s ε: the run's, or the level's own where that is another one.
+
+    The level's own: ``exact`` (a Gaussian's closed form under ``pld``), or a fallback where the
+    PLD could not be built (``rdp``, ``none``). Results written before 2026-11-28 carry only
+    ``privacy.accountant`` (it computed both levels).
+    """
+    own = privacy[level].get("accountant")
+    if own is None or own == privacy["accountant"]:  # the run's accountant computed it
+        return _value("privacy.accountant", privacy["accountant"])
+    shown = _value(f"privacy.{level}.accountant", own)
+    if privacy[level].get("accountant_fallback") is not None:
+        shown += " (upper bound: the run's accountant could not account this level)"
+    return shown
+
+
 def _privacy_section(privacy: dict[str, Any]) -> str:
     blocks = []
     for level in ("agent", "instance"):
@@ -259,9 +276,16 @@ def _privacy_section(privacy: dict[str, Any]) -> str:
             (
                 "ε (data-independent)",
                 f"{_value(f'privacy.{level}.epsilon', entry['epsilon'], '∞')} — accountant "
-                f"{_value('privacy.accountant', privacy['accountant'])}",
+                f"{_level_accountant(privacy, level)}",
             ),
         ]
+        if entry.get("accountant_fallback") is not None:
+            rows.append(
+                (
+                    "why not the run's accountant",
+                    _value(f"privacy.{level}.accountant_fallback", entry["accountant_fallback"]),
+                )
+            )
         if entry.get("data_dependent_epsilon_released") is not None:
             released = entry["data_dependent_epsilon_released"]
             label = _value(f"privacy.{level}.data_dependent_label", entry.get("data_dependent_label"))

@@ -160,7 +160,7 @@ def epsilon_curve_figure(curve: EpsilonCurve, note: str | None = None) -> Figure
                 values,
                 color=LEVEL_COLORS[level],
                 linewidth=2,
-                label=f"{level} level, data-independent ({curve.accountant_label()})",
+                label=f"{level} level, data-independent ({curve.accountant_label(level)})",
             )
             if level in curve.run_epsilon and curve.run_accountant != curve.accountant:
                 axes.plot(  # the run's own figure, by its own accountant, at the last step

@@ -76,6 +76,12 @@ def run_sweep(
                 total_epsilon=ledgers.total(
                     configs[0].privacy.delta, configs[0].privacy.accountant, earlier=earlier_charges
                 ),
+                total_accountant={
+                    level: bounded.accountant
+                    for level, bounded in ledgers.total_bounded(
+                        configs[0].privacy.delta, configs[0].privacy.accountant, earlier=earlier_charges
+                    ).items()
+                },
                 ledgers=ledgers.states(),
                 complete=complete,
                 points_total=len(points),

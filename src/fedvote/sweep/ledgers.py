@@ -8,7 +8,7 @@ from typing import Any
 
 from fedvote.config import RunConfig
 from fedvote.data.federation import Federation
-from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.accountant import BoundedEpsilon, bounded_epsilon
 from fedvote.privacy.events import LEVELS, LevelEvents
 from fedvote.privacy.ledger import LedgerSession, PrivacyLedger, compose_releases
 from fedvote.results import finite_or_none
@@ -91,9 +91,17 @@ class SweepLedgers:
 
         ``earlier`` are the charges of points done before a resume (kept with their rows).
         """
+        bounded = self.total_bounded(delta, accountant, earlier)
+        return finite_or_none({level: bounded[level].epsilon for level in LEVELS})
+
+    def total_bounded(
+        self, delta: float, accountant: str, earlier: Sequence[LevelEvents] = ()
+    ) -> dict[str, BoundedEpsilon]:
+        """:meth:`total` with the accountant behind each level (RDP's bound or ∞ where no PLD fits)."""
         charges = [*earlier, *(charge for ledger in self._ledgers.values() for charge in ledger.charges)]
-        total = {level: epsilon_for(compose_releases(charges, level), delta, accountant) for level in LEVELS}
-        return finite_or_none(total)
+        return {
+            level: bounded_epsilon(compose_releases(charges, level), delta, accountant) for level in LEVELS
+        }
 
     def states(self) -> list[dict[str, Any]]:
         """Each persisted ledger's federation, spend and budget after the sweep, with its charge count."""

@@ -75,6 +75,8 @@ class SweepResult:
     timings: dict[str, float]
     reuse: dict[str, dict[str, int]]
     total_epsilon: dict[str, float | None] = field(default_factory=dict)
+    # the accountant behind each level's total ("rdp"/"none" where its PLD could not be built)
+    total_accountant: dict[str, str] = field(default_factory=dict)
     ledgers: list[dict[str, Any]] = field(default_factory=list)
     # Whether every point ran (False: an interrupted or failed sweep's rows so far), of how many.
     complete: bool = True
@@ -99,6 +101,7 @@ class SweepResult:
                 "timings": self.timings,
                 "reuse": self.reuse,
                 "total_epsilon": self.total_epsilon,
+                "total_accountant": self.total_accountant,
                 "ledgers": self.ledgers,
             }
         )
