@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import os
+
+import numpy as np
 import pytest
 import torch
 from torch.nn import functional
 
-from fedvote.models.augment import _affine_grid, is_image_batch, strong_augment, weak_augment
+from fedvote.models.augment import (
+    _affine_grid,
+    is_image_batch,
+    mirror_closed_pool,
+    strong_augment,
+    weak_augment,
+)
 
 
 def _images(batch: int = 6, side: int = 12) -> torch.Tensor:
@@ -64,3 +73,78 @@ def test_sampling_grid_is_affine_grids(height: int, width: int) -> None:
     theta = torch.randn(37, 2, 3, generator=torch.Generator().manual_seed(height * width))
     expected = functional.affine_grid(theta, [37, 1, height, width], align_corners=False)
     torch.testing.assert_close(_affine_grid(theta, height, width), expected, rtol=0, atol=1e-6)
+
+
+def _left_dots(batch: int, side: int = 16) -> torch.Tensor:
+    """Images with one bright pixel in the left half, away from the middle: a mirror moves it right."""
+    x = torch.zeros(batch, 1, side, side)
+    x[:, 0, side // 2, 3] = 1.0
+    return x
+
+
+def _centre_columns(out: torch.Tensor) -> torch.Tensor:
+    """Each image's brightest column (B,)."""
+    return out[:, 0].amax(dim=1).argmax(dim=1)
+
+
+def test_weak_flip_mirrors_about_half_the_images_and_moves_nothing_else() -> None:
+    x = _left_dots(200)
+    out = weak_augment(x, torch.Generator().manual_seed(0), max_shift=0.0, flip=True)
+    mirrored = torch.all(torch.isclose(out, x.flip(-1), atol=1e-6).flatten(1), dim=1)  # (B,)
+    unchanged = torch.all(torch.isclose(out, x, atol=1e-6).flatten(1), dim=1)  # (B,)
+    assert torch.all(mirrored ^ unchanged)  # each image is itself or its exact mirror
+    assert 70 <= int(mirrored.sum()) <= 130
+
+
+def test_without_flip_the_views_never_mirror_and_draw_as_before() -> None:
+    x = _left_dots(100)
+    plain = weak_augment(x, torch.Generator().manual_seed(0), max_shift=0.0)
+    assert torch.allclose(plain, x, atol=1e-6)
+    # flip=False is the default: the same draws, the same views.
+    for augment in (weak_augment, strong_augment):
+        assert torch.equal(
+            augment(x, torch.Generator().manual_seed(4)), augment(x, torch.Generator().manual_seed(4), flip=False)
+        )
+
+
+def test_strong_flip_puts_a_left_dot_on_the_right_for_some_images_only() -> None:
+    x = _left_dots(200)
+    still = dict(max_rotation_degrees=0.0, scale=(1.0, 1.0), max_shear=0.0, max_shift=0.0, cutout=0.0)
+    plain = strong_augment(x, torch.Generator().manual_seed(1), **still)
+    flipped = strong_augment(x, torch.Generator().manual_seed(1), flip=True, **still)
+    assert torch.all(_centre_columns(plain) == 3)
+    right = _centre_columns(flipped) == 16 - 1 - 3
+    assert torch.all(right | (_centre_columns(flipped) == 3))
+    assert 70 <= int(right.sum()) <= 130
+
+
+def test_a_pool_that_holds_its_own_mirrors_is_mirror_closed_and_a_one_sided_one_is_not() -> None:
+    rng = np.random.default_rng(0)
+    shapes = rng.random((40, 1, 12, 12)).astype(np.float32)
+    # Clothing-like: every shape appears as itself and mirrored (two noisy copies each way).
+    both_ways = np.concatenate([shapes, shapes[..., ::-1]] * 2) + 0.05 * rng.standard_normal((160, 1, 12, 12))
+    assert mirror_closed_pool(both_ways.astype(np.float32))
+    # Digit-like: one orientation only, a bright left stroke; its mirror lies far from every image.
+    one_way = 0.05 * rng.standard_normal((160, 1, 12, 12)).astype(np.float32)
+    one_way[:, :, :, 1:3] += 1.0
+    assert not mirror_closed_pool(one_way)
+
+
+def test_anything_but_images_is_not_mirror_closed() -> None:
+    assert not mirror_closed_pool(np.zeros((50, 64), dtype=np.float32))
+    assert not mirror_closed_pool(np.zeros((50, 1, 6, 6), dtype=np.float32))
+
+
+@pytest.mark.full_data
+@pytest.mark.skipif(not os.environ.get("FEDVOTE_DATA"), reason="needs the full datasets (FEDVOTE_DATA)")
+def test_the_rule_flips_fashion_mnist_and_not_the_digits() -> None:
+    from fedvote.data.datasets import load_splits
+
+    def pool(name: str) -> np.ndarray:
+        splits = load_splits(name, os.environ["FEDVOTE_DATA"])
+        assert splits.test is not None
+        return splits.test.features[:3000]  # the voting paper's pool size
+
+    assert mirror_closed_pool(pool("fashion-mnist"))
+    assert not mirror_closed_pool(pool("mnist"))
+    assert not mirror_closed_pool(pool("usps"))

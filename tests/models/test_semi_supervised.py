@@ -250,3 +250,50 @@ def test_the_student_is_the_same_on_the_named_cpu_as_on_auto_without_a_gpu(monke
     for first, second in zip(students[0].parameters(), students[1].parameters(), strict=True):
         assert first.device.type == "cpu"
         assert torch.equal(first, second)
+
+
+@pytest.mark.parametrize("closed", [True, False])
+def test_the_student_decides_flips_once_from_the_whole_pool_for_every_round(monkeypatch, closed) -> None:
+    # flip None: the pool's rule (fedvote.models.augment.mirror_closed_pool) decides, once, on the
+    # whole unlabelled pool; the first student and the round's both train with that answer.
+    images, labels = _tiny_images(120, seed=4)
+    # (n, 1, 16, 16), the bright half on top or at the bottom: a mirror keeps the class.
+    images = np.ascontiguousarray(images.repeat(2, axis=2).repeat(2, axis=3).transpose(0, 1, 3, 2))
+    asked: list[int] = []
+    flips: list[bool | None] = []
+    original = train_consistency
+
+    def rule(pool: np.ndarray) -> bool:
+        asked.append(pool.shape[0])
+        return closed
+
+    def recording(*args, **kwargs):
+        flips.append(kwargs["settings"].flip)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr("fedvote.models.semi_supervised.mirror_closed_pool", rule)
+    monkeypatch.setattr("fedvote.models.student.train_consistency", recording)
+    settings = ConsistencySettings(relabel_cnn_widths=(8, 12), relabel_confidence=0.6)
+    train_student(
+        images[:10], labels[:10], num_classes=2, config=TrainingConfig(model="cnn", epochs=2, batch_size=8),
+        seed=0, unlabeled=images[10:], semi_supervised="fixmatch", consistency=settings,
+    )  # fmt: skip
+    assert asked == [110]
+    assert flips == [closed, closed]
+
+
+def test_flipped_views_train_another_student_and_unflipped_the_same_as_before() -> None:
+    images, labels = _tiny_images(60, seed=5)
+    images = images.repeat(2, axis=2).repeat(2, axis=3)  # (n, 1, 16, 16)
+
+    def weights(flip: bool | None) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(0)
+        model = build_model("cnn", (1, 16, 16), 2, generator=generator)
+        trained = train_consistency(
+            model, images[:10], labels[:10], images[10:], TrainingConfig(model="cnn", epochs=1, batch_size=8),
+            generator, method="fixmatch", settings=ConsistencySettings(flip=flip),
+        )  # fmt: skip
+        return torch.cat([p.detach().flatten() for p in trained.parameters()])
+
+    assert torch.equal(weights(False), weights(False))
+    assert not torch.equal(weights(True), weights(False))

@@ -92,7 +92,8 @@ def train_student(
     no_pool = unlabeled is None or unlabeled.shape[0] == 0
     if method in SEMI_SUPERVISED_METHODS and not no_pool and features.shape[0] > 0:
         assert unlabeled is not None
-        settings = consistency or ConsistencySettings()
+        # Decided once, on the whole pool, for the first student and every round's.
+        settings = (consistency or ConsistencySettings()).resolved(unlabeled)
         rounds = settings.relabel_rounds if method == "fixmatch" else 0
         where = compute_device(device, resolve_precision(config.precision, shape))
         student = train_consistency(
