@@ -67,3 +67,15 @@ def test_sweep_totals_fall_back_to_rdp_and_say_so(monkeypatch, ledgers):
     both = dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(0.7), 10)
     assert bounded["instance"].epsilon == pytest.approx(_rdp(both), rel=1e-12)
     assert sweep.total(DELTA, "pld") == {level: bounded[level].epsilon for level in ("agent", "instance")}
+
+
+def test_the_total_lines_name_each_levels_accountant():
+    from fedvote.cli.compare import total_line
+    from fedvote.cli.sweep import _total_line
+
+    totals, accountants = {"agent": 1.5, "instance": 12.25}, {"agent": "pld", "instance": "rdp"}
+    line = total_line(totals, DELTA, None, accountants)
+    assert "agent-level 1.5000 [pld]" in line and "instance-level 12.2500 [rdp]" in line
+    assert "[" not in total_line(totals, DELTA, None)  # results without the key: as before
+    line = _total_line(totals, DELTA, accountants)
+    assert "agent-level 1.500 [pld]" in line and "instance-level 12.250 [rdp]" in line

@@ -154,7 +154,8 @@ def compare(
             f"fedvote compare on {fed.dataset}: {fed.agents} agents, target ε = {epsilon:g} at δ = {delta:g}"
         )
         click.echo(format_table(rows))
-        click.echo(total_line(comparison.total_epsilon, delta, comparison.ledger))
+        totals = comparison.total_epsilon
+        click.echo(total_line(totals, delta, comparison.ledger, comparison.total_accountant))
     if failed is not None:
         click.echo(f"fedvote: error: {failed}", err=True)
         sys.exit(1)
@@ -172,15 +173,25 @@ def with_ledger(config: RunConfig, ledger: str | None, budget_epsilon: float | N
     return dataclasses.replace(config, privacy=dataclasses.replace(config.privacy, **changes))
 
 
-def total_line(total: dict[str, float | None], delta: float, ledger: dict[str, Any] | None) -> str:
-    """The line stating the ε spent by all rows together (and the federation's, under a ledger)."""
+def total_line(
+    total: dict[str, float | None],
+    delta: float,
+    ledger: dict[str, Any] | None,
+    accountants: dict[str, str] | None = None,
+) -> str:
+    """The line stating the ε spent by all rows together (and the federation's, under a ledger).
 
-    def show(value: float | None) -> str:
-        return "unbounded" if value is None else f"{value:.4f}"
+    ``accountants`` names the accountant of each level's total (``Comparison.total_accountant``:
+    RDP's upper bound, or none, where its PLD could not be built), shown beside the figure.
+    """
+
+    def show(value: float | None, level: str | None = None) -> str:
+        shown = "unbounded" if value is None else f"{value:.4f}"
+        return shown + (f" [{accountants[level]}]" if level and accountants and level in accountants else "")
 
     line = (
-        f"total ε spent by all rows: agent-level {show(total['agent'])}, "
-        f"instance-level {show(total['instance'])} at δ = {delta:g}"
+        f"total ε spent by all rows: agent-level {show(total['agent'], 'agent')}, "
+        f"instance-level {show(total['instance'], 'instance')} at δ = {delta:g}"
     )
     if ledger:
         line += (

@@ -105,7 +105,7 @@ def sweep(
     if any(row.reference for row in result.rows):
         click.echo("reference: a non-private method, run once per seed; ε, σ and δ do not apply to it")
     click.echo(f"total {result.timings['total_s']:.1f} s; reused work: {result.reuse}")
-    click.echo(_total_line(result.total_epsilon, configs[0].privacy.delta))
+    click.echo(_total_line(result.total_epsilon, configs[0].privacy.delta, result.total_accountant))
     for state in result.ledgers:
         click.echo(
             f"ledger {state['path']}: federation {state['federation']} charged {state['charges']} time(s), "
@@ -147,11 +147,18 @@ def _parse_seeds(text: str | None) -> list[int] | None:
     return seeds
 
 
-def _total_line(total: dict[str, float | None], delta: float) -> str:
-    """The ε spent by all points together, per level."""
+def _total_line(
+    total: dict[str, float | None], delta: float, accountants: dict[str, str] | None = None
+) -> str:
+    """The ε spent by all points together, per level, each with its accountant (RDP where no PLD fit)."""
+
+    def shown(level: str) -> str:
+        name = (accountants or {}).get(level)
+        return _number(total.get(level)) + (f" [{name}]" if name else "")
+
     return (
-        f"total ε spent by all points: agent-level {_number(total.get('agent'))}, "
-        f"instance-level {_number(total.get('instance'))} at δ = {delta:g}"
+        f"total ε spent by all points: agent-level {shown('agent')}, "
+        f"instance-level {shown('instance')} at δ = {delta:g}"
     )
 
 
