@@ -48,38 +48,6 @@ NORM_TOLERANCE = 1e-5
 COUNT_STREAM_TAG = 0xC0C7
 
 
-class CountedNoiseStd(float):
-    """A noise std whose release ends in ``count_coordinates`` clip-count coordinates (adaptive clipping).
-
-    The same number as a float: every coordinate gets N(0, std²). The count's coordinates draw
-    theirs from the agent's *count stream* (:meth:`Agent.count_generator`), the others from the
-    agent's noise stream exactly as a release without the count would (the same draws, in the
-    same order, consuming the same state): a run with ``--clipping adaptive`` then gives the
-    updates the noise of the fixed-clip run at the same seeds, scaled by the ratio of the stds
-    (common random numbers). It travels as the round's ``noise_std``, so that every path that
-    draws a release or a share for that round — the sampled agents' exit, the unsampled agents'
-    shares (:func:`fedvote.agents.local_updates.noise_shares`) — knows the layout.
-    """
-
-    count_coordinates: int
-
-    def __new__(cls, value: float, count_coordinates: int = 1) -> CountedNoiseStd:
-        """``value`` as a float that also says its release's last ``count_coordinates`` are a count."""
-        if count_coordinates < 1:
-            raise ValueError(f"count_coordinates must be >= 1, got {count_coordinates}")
-        std = super().__new__(cls, value)
-        std.count_coordinates = int(count_coordinates)
-        return std
-
-    def __repr__(self) -> str:
-        return f"CountedNoiseStd({float(self)!r}, count_coordinates={self.count_coordinates})"
-
-
-def count_coordinates(noise_std: float) -> int:
-    """How many trailing coordinates of a release noised with ``noise_std`` are a count (0: none)."""
-    return noise_std.count_coordinates if isinstance(noise_std, CountedNoiseStd) else 0
-
-
 def count_seed_sequence(noise_rng: np.random.Generator) -> np.random.SeedSequence:
     """The seed of an agent's count stream: child (…, :data:`COUNT_STREAM_TAG`) of its noise seed.
 
@@ -152,6 +120,13 @@ class ArrayOutput:
 
 
 Output = VoteOutput | ArrayOutput
+
+
+def _checked_count(count_coordinates: int) -> int:
+    """``count_coordinates`` as an int >= 0 (how many trailing coordinates of a release are a count)."""
+    if isinstance(count_coordinates, bool) or not isinstance(count_coordinates, int) or count_coordinates < 0:
+        raise ValueError(f"count_coordinates must be an integer >= 0, got {count_coordinates!r}")
+    return count_coordinates
 
 
 class Agent:
@@ -250,21 +225,23 @@ class Agent:
 
     # --- The one exit ----------------------------------------------------------------------
 
-    def release(self, values: np.ndarray, noise_std: float, expected: Output) -> np.ndarray:
+    def release(
+        self, values: np.ndarray, noise_std: float, expected: Output, *, count_coordinates: int = 0
+    ) -> np.ndarray:
         """What leaves the agent: ``values`` checked against ``expected``, plus N(0, noise_std²).
 
         Every output of every skill leaves through here. ``values`` is validated first
         (``expected.validate``); a malformed output raises :class:`fedvote.errors.VoteRejected`
         and nothing leaves. The noise share comes from this agent's own generator (nothing is
-        drawn when ``noise_std`` is 0). With a :class:`CountedNoiseStd` (a 1-D release whose
-        last coordinates are adaptive clipping's count) the other coordinates get exactly the
-        draws a release of those coordinates alone would get, and the count's come from the
-        agent's count stream (:meth:`count_generator`). Returns a new float64 array; ``values``
-        is left as it was.
+        drawn when ``noise_std`` is 0). With ``count_coordinates`` k > 0 (a 1-D release whose last
+        k coordinates are adaptive clipping's count) the other coordinates get exactly the draws
+        a release of those coordinates alone would get (common random numbers with the fixed
+        clip), and the count's come from the agent's count stream (:meth:`count_generator`).
+        Returns a new float64 array; ``values`` is left as it was.
         """
         if not (math.isfinite(noise_std) and noise_std >= 0):
             raise ValueError(f"noise_std must be a finite number >= 0, got {noise_std}")
-        count = count_coordinates(noise_std)
+        count = _checked_count(count_coordinates)
         checked = expected.validate(values, agent_id=self.agent_id, num_classes=self._num_classes)
         if count and (isinstance(expected, VoteOutput) or checked.ndim != 1 or checked.shape[0] < count):
             raise ValueError(f"a release with {count} count coordinate(s) must be a 1-D array that long")
@@ -316,14 +293,14 @@ class Agent:
         """
         return torch.Generator().manual_seed(self.privacy_seed())
 
-    def write_noise_share(self, out: torch.Tensor, noise_std: float) -> None:
+    def write_noise_share(self, out: torch.Tensor, noise_std: float, *, count_coordinates: int = 0) -> None:
         """Write the agent's float share N(0, noise_std²) into ``out`` (a float32 tensor), through the exit.
 
         Zeros of ``out``'s shape pass :meth:`release`'s checks (nothing is added there), then
         ``out`` gets float32 Gaussians from :meth:`share_generator`, times ``noise_std``.
         :func:`fedvote.agents.local_updates.noise_shares` fills many agents' rows of one block
-        this way (issue 46); :meth:`noise_share` is one agent's. With a :class:`CountedNoiseStd`
-        (``out`` 1-D) the coordinates before the count get exactly the share of a release of
+        this way (issue 46); :meth:`noise_share` is one agent's. With ``count_coordinates`` k > 0
+        (``out`` 1-D) the coordinates before the last k get exactly the share of a release of
         those coordinates alone and the count's come from :meth:`count_generator`. Not with
         secure noise.
         """
@@ -332,7 +309,7 @@ class Agent:
         if self._secure_noise:
             raise ValueError("a secure-noise agent's share is its CSPRNG-seeded one (noise_share)")
         shape = tuple(out.shape)
-        count = count_coordinates(noise_std)
+        count = _checked_count(count_coordinates)
         if count and (len(shape) != 1 or shape[0] < count):
             raise ValueError(f"a share with {count} count coordinate(s) must be a 1-D tensor that long")
         self.release(np.zeros(shape), 0.0, ArrayOutput("noise share", shape))  # the one exit's checks
@@ -346,18 +323,21 @@ class Agent:
         else:
             out.zero_()
 
-    def noise_share(self, shape: tuple[int, ...], noise_std: float) -> np.ndarray:
+    def noise_share(
+        self, shape: tuple[int, ...], noise_std: float, *, count_coordinates: int = 0
+    ) -> np.ndarray:
         """N(0, noise_std²) of ``shape`` from this agent's own generator, float64.
 
         What an agent with nothing to contribute sends into a secure sum (DP-FedAvg's
         unsampled agents): zeros plus its share, indistinguishable in the masked sum. The
         share is :meth:`write_noise_share`'s (float32 Gaussians of its own torch stream); with
-        secure noise it is :meth:`release`'s CSPRNG-seeded share.
+        secure noise it is :meth:`release`'s CSPRNG-seeded share. ``count_coordinates`` as there.
         """
         if self._secure_noise:
-            return self.release(np.zeros(shape), noise_std, ArrayOutput("noise share", tuple(shape)))
+            expected = ArrayOutput("noise share", tuple(shape))
+            return self.release(np.zeros(shape), noise_std, expected, count_coordinates=count_coordinates)
         share = torch.empty(tuple(shape), dtype=torch.float32)
-        self.write_noise_share(share, noise_std)
+        self.write_noise_share(share, noise_std, count_coordinates=count_coordinates)
         return share.numpy().astype(np.float64)
 
     # --- The teacher slot ------------------------------------------------------------------

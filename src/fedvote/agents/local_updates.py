@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedvote.agents.agent import Agent, ArrayOutput, CountedNoiseStd, count_coordinates
+from fedvote.agents.agent import Agent, ArrayOutput
 from fedvote.aggregation.secure_noise import exact_discrete_gaussian
 from fedvote.errors import ConfigError
 from fedvote.models.local_training import (
@@ -137,11 +137,11 @@ class ClipCountTraining(LocalTraining):
     :func:`fedvote.privacy.adaptive_clipping.count_scale`, σ_Δ·C/σ_b, so that ``noise_std``
     also covers the count). The release is (d + 1,), of norm at most √(C² + (count_scale/2)²).
 
-    ``noise_std`` becomes a :class:`~fedvote.agents.agent.CountedNoiseStd` (the same number):
-    every release of the round — a sampled agent's, an unsampled agent's share — then noises
-    its d update coordinates with exactly the draws of the fixed clip's release (common random
-    numbers: the same standard normals, times this round's std) and its count coordinate from
-    the agent's separate count stream, N(0, noise_std²) as before.
+    Every release of the round — a sampled agent's, an unsampled agent's share — is made with
+    ``count_coordinates`` = :attr:`count_coordinates` (1): it noises its d update coordinates
+    with exactly the draws of the fixed clip's release (common random numbers: the same standard
+    normals, times this round's std) and its count coordinate from the agent's separate count
+    stream, N(0, noise_std²) as before.
     """
 
     count_scale: float = 1.0
@@ -154,8 +154,11 @@ class ClipCountTraining(LocalTraining):
             raise ConfigError("clip_count_stddev", f"the count's scale must be > 0, got {self.count_scale}")
         if self.dp_sgd is not None or self.dann_scale is not None:
             raise ConfigError("clipping", "adaptive clipping counts plain local updates (no DP-SGD, no DANN)")
-        if count_coordinates(self.noise_std) != 1:  # frozen: set once, the same number
-            object.__setattr__(self, "noise_std", CountedNoiseStd(self.noise_std, 1))
+
+    @property
+    def count_coordinates(self) -> int:
+        """The release's trailing count coordinates: the clip bit (:meth:`Agent.release`)."""
+        return 1
 
 
 @dataclass(frozen=True)
@@ -230,9 +233,9 @@ def _with_discrete_share(values: np.ndarray, training: DiscreteTraining) -> np.n
 # of its privacy stream seeds a torch generator of its own (:meth:`Agent.share_generator`), whose
 # float32 Gaussians (vectorised Box–Muller) fill that agent's row of a block. Each row equals
 # :meth:`Agent.noise_share` for that agent alone, and the server still only ever adds N separate
-# shares: nothing is drawn for the sum as a whole. With adaptive clipping the round's std is a
-# :class:`~fedvote.agents.agent.CountedNoiseStd`: a row's first d entries are then the fixed
-# clip's share (the same generator, the same d Gaussians) and its last the agent's count stream's.
+# shares: nothing is drawn for the sum as a whole. With adaptive clipping (``count_coordinates``
+# 1) a row's first d entries are the fixed clip's share (the same generator, the same d
+# Gaussians) and its last the agent's count stream's.
 
 
 def fast_shares_apply(agent: Agent) -> bool:
@@ -244,16 +247,21 @@ def fast_shares_apply(agent: Agent) -> bool:
 
 
 def noise_shares(
-    agents: Sequence[Agent], width: int, noise_std: float, out: np.ndarray | None = None
+    agents: Sequence[Agent],
+    width: int,
+    noise_std: float,
+    out: np.ndarray | None = None,
+    *,
+    count_coordinates: int = 0,
 ) -> np.ndarray:
     """The ``agents``' noise shares N(0, noise_std²), (m, width) float32, one row an agent.
 
     Row i is ``agents[i].write_noise_share``'s: what ``agents[i].noise_share((width,),
     noise_std)`` returns, in float32. ``out``, when given, is a C-contiguous (≥ m, width)
     float32 buffer whose first m rows are filled and returned. Not for secure-noise agents
-    (:func:`fast_shares_apply`). With a :class:`~fedvote.agents.agent.CountedNoiseStd` (adaptive
-    clipping: width d + 1) each row's last entry comes from its agent's count stream and its
-    first d are the row ``noise_shares(agents, d, float(noise_std))`` would give.
+    (:func:`fast_shares_apply`). With ``count_coordinates`` k (adaptive clipping: 1, width
+    d + 1) each row's last k entries come from its agent's count stream and its first d are the
+    row ``noise_shares(agents, d, noise_std)`` would give.
     """
     if not (math.isfinite(noise_std) and noise_std >= 0):
         raise ValueError(f"noise_std must be a finite number >= 0, got {noise_std}")
@@ -262,13 +270,18 @@ def noise_shares(
     for row, agent in enumerate(agents):
         if not fast_shares_apply(agent):
             raise ConfigError("secure_noise", "a secure-noise agent draws its share by Agent.noise_share")
-        agent.write_noise_share(rows[row], noise_std)
+        agent.write_noise_share(rows[row], noise_std, count_coordinates=count_coordinates)
     return block
+
+
+def count_coordinates(training: LocalTraining) -> int:
+    """How many trailing coordinates of a round's releases are a count: 1 with adaptive clipping, else 0."""
+    return training.count_coordinates if isinstance(training, ClipCountTraining) else 0
 
 
 def released_width(training: LocalTraining, d: int) -> int:
     """The length of what an agent releases for a model of d floats: d, or d + 1 with its clip bit."""
-    return d + 1 if isinstance(training, ClipCountTraining) else d
+    return d + count_coordinates(training)
 
 
 def release_update(agent: Agent, update: np.ndarray, training: LocalTraining) -> np.ndarray:
@@ -297,7 +310,8 @@ def release_update(agent: Agent, update: np.ndarray, training: LocalTraining) ->
         stacked = np.concatenate([clipped, [bit]])  # (d + 1,)
         bound = math.hypot(training.clip_norm, training.count_scale / 2.0)
         expected_stacked = ArrayOutput("update and clip count", tuple(stacked.shape), norm_bound=bound)
-        return agent.release(stacked, training.noise_std, expected_stacked).astype(np.float32)
+        released = agent.release(stacked, training.noise_std, expected_stacked, count_coordinates=1)
+        return released.astype(np.float32)
     if training.clip_norm is not None:
         update = clip_to_norm(update, training.clip_norm)
     expected = ArrayOutput("update", tuple(update.shape), norm_bound=training.clip_norm)

@@ -65,10 +65,10 @@ only shrinks that update, so where the fixed S is already below every norm (digi
 ‖Δ‖ ≈ 4–15·S throughout) the adaptive clip cannot beat it and the count's share of z⁻² is
 pure cost; hence the small default share and the damped step (``adaptive_clipping``). The
 two variants draw common random numbers: at the same seeds the same sampling coins and the same
-standard normals on every update coordinate (the clip bit's noise from a stream of its own,
-:class:`~fedvote.agents.agent.CountedNoiseStd`), so they differ only by the clip's path and
-σ_Δ/z; measured, the adaptive run then matches the fixed clip at multiplier σ_Δ (18 digits seeds
-exactly, MNIST seeds 0–2 to one test image; ``docs/privacy.md``). Not with
+standard normals on every update coordinate (the clip bit's noise from a stream of its own:
+``count_coordinates`` of :meth:`~fedvote.agents.agent.Agent.release`), so they differ only by
+the clip's path and σ_Δ/z; measured, the adaptive run then matches the fixed clip at multiplier
+σ_Δ (18 digits seeds exactly, MNIST seeds 0–2 to one test image; ``docs/privacy.md``). Not with
 ``distributed-unmasked`` (its ε per agent share has no such analysis here) nor with DANN local
 updates.
 

@@ -19,6 +19,7 @@ from fedvote.agents.agent import Agent
 from fedvote.agents.dann_teacher import dann_local_update
 from fedvote.agents.local_updates import (
     DiscreteTraining,
+    count_coordinates,
     discrete_share,
     fast_shares_apply,
     local_update,
@@ -114,6 +115,7 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
             return self._discrete_update_sum(theta, chosen, training)
         d, n = theta.shape[0], self.num_agents
         width = released_width(training, d)  # d, or d + 1 with adaptive clipping's bit
+        count = count_coordinates(training)  # the release's trailing count coordinates (0 or 1)
         codec = self._secure_codec
         if codec is not None:
             codec.check_smoothing(training.noise_std, n)  # rounding after the noise must be free
@@ -126,7 +128,7 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
                 """Agent ``index``'s own release: its update, or its noise share alone (its generator)."""
                 if index in trained:
                     return trained[index].astype(np.float64)
-                return self._agents[index].noise_share((width,), training.noise_std)
+                return self._agents[index].noise_share((width,), training.noise_std, count_coordinates=count)
 
             if codec is None:  # summed chunk by chunk: memory O(chunk·d), not O(N·d)
                 return self._chunked_update_sum(n, width, trained, training)
@@ -147,6 +149,7 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
         server adds each chunk's rows: it never draws noise for the sum itself.
         """
         total = np.zeros(width, dtype=np.float64)
+        count = count_coordinates(training)  # adaptive clipping's bit: drawn from the count streams
         buffer = np.empty((_SUM_CHUNK, width), dtype=np.float32)
         threads = outer_threads()
         with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -163,6 +166,7 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
                         width,
                         training.noise_std,
                         buffer[int(part[0]) :] if part.size else buffer,
+                        count_coordinates=count,
                     )
                     for part in parts
                 ]
@@ -171,7 +175,8 @@ class LocalUpdateSkills(LocalAgents, LocalUpdates, SecureUpdateSum):
                 if fast:
                     total += buffer[: len(fast)].sum(axis=0, dtype=np.float64)
                 for i in slow:  # secure-noise agents: their CSPRNG-seeded shares
-                    total += self._agents[i].noise_share((width,), training.noise_std)
+                    agent = self._agents[i]
+                    total += agent.noise_share((width,), training.noise_std, count_coordinates=count)
                 for i in indices:
                     if i in trained:
                         total += trained[i].astype(np.float64)
