@@ -55,9 +55,9 @@ def no_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """Break DP-FedAvg: the agents' exit and their noise shares add nothing, nor does the server (test only)."""
     release, share, aggregate = Agent.release, Agent.noise_share, DpFedAvg.aggregate
     write = Agent.write_noise_share
-    monkeypatch.setattr(Agent, "release", lambda self, values, std, expected: release(self, values, 0.0, expected))
-    monkeypatch.setattr(Agent, "noise_share", lambda self, shape, std: share(self, shape, 0.0))
-    monkeypatch.setattr(Agent, "write_noise_share", lambda self, out, std: write(self, out, 0.0))
+    monkeypatch.setattr(Agent, "release", lambda self, values, std, expected, **kw: release(self, values, 0.0, expected, **kw))
+    monkeypatch.setattr(Agent, "noise_share", lambda self, shape, std, **kw: share(self, shape, 0.0, **kw))
+    monkeypatch.setattr(Agent, "write_noise_share", lambda self, out, std, **kw: write(self, out, 0.0, **kw))
 
     def noiseless(self, theta, received, rng, num_agents):  # noqa: ANN001
         return aggregate(dataclasses.replace(self, sigma=0.0), theta, received, rng, num_agents)
@@ -101,9 +101,9 @@ def test_the_masked_secure_sum_is_audited_and_a_noiseless_one_caught(monkeypatch
     sound = audit("dp-fedavg", "instance", 80, **settings)
     assert sound.details["secure_sum"] and len(sums) == 20 and set(sums) == {80}
     assert not sound.violated
-    monkeypatch.setattr(Agent, "noise_share", lambda self, shape, std: np.zeros(shape))
+    monkeypatch.setattr(Agent, "noise_share", lambda self, shape, std, **kw: np.zeros(shape))
     release = Agent.release
-    monkeypatch.setattr(Agent, "release", lambda self, values, std, expected: release(self, values, 0.0, expected))
+    monkeypatch.setattr(Agent, "release", lambda self, values, std, expected, **kw: release(self, values, 0.0, expected, **kw))
     assert audit("dp-fedavg", "instance", 80, **settings).violated
 
 
