@@ -131,10 +131,12 @@ def method_class(name: str) -> type[Method]:
 def check_method(config: RunConfig) -> type[Method]:
     """``config``'s method, with its options validated.
 
-    Refuses an unknown method, an option the method does not take (by name) or a bad
-    value; called before anything is loaded, trained or charged.
+    Refuses an unknown method, a privacy flag it cannot take (``--epsilon`` for FedAvg), an
+    option the method does not take (by name) or a bad value; called before anything is
+    loaded, trained or charged.
     """
     method = method_class(config.method)
+    method.check_privacy_flags(config)
     method.options_from(config)
     return method
 

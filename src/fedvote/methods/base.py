@@ -12,6 +12,7 @@ from torch import nn
 
 from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.data.validation import ValidationNeed
+from fedvote.errors import ConfigError
 from fedvote.methods.options import build_options
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
@@ -95,6 +96,16 @@ class Method(ABC):
         diagnostic only where its transport has it.
         """
         return self.requires
+
+    @classmethod
+    def check_privacy_flags(cls, config: RunConfig) -> None:
+        """Refuse the privacy flags this method cannot take, before any data is loaded.
+
+        A method with nothing to calibrate (``calibration_level`` None: FedAvg) refuses
+        ``--epsilon``; one that reads its budget otherwise overrides this with its own rule.
+        """
+        if cls.calibration_level is None and config.privacy.epsilon is not None:
+            raise ConfigError("epsilon", f"{cls.name} is not private; drop --epsilon (or use --sigma 0)")
 
     @classmethod
     def options_from(cls, config: RunConfig) -> Any:

@@ -285,16 +285,21 @@ class FedAuxFdp(Method):
         object.__setattr__(self, "sigma", 0.0 if multiplier is None else multiplier)
 
     @classmethod
-    def from_config(
-        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
-    ) -> FedAuxFdp:
-        """The method with the run's options, δ and seed; ``--epsilon`` and ``--sigma`` are refused."""
+    def check_privacy_flags(cls, config: RunConfig) -> None:
+        """Refuse ``--epsilon`` and ``--sigma``: the budget is given per head (before any data is loaded)."""
         if config.privacy.epsilon is not None:
             raise ConfigError(
                 "epsilon", f"{cls.name} takes its budget per head: use --epsilon-scores/--epsilon-classes"
             )
         if config.privacy.sigma is not None:
             raise ConfigError("sigma", f"{cls.name} derives σ from --epsilon-scores/--epsilon-classes and δ")
+
+    @classmethod
+    def from_config(
+        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
+    ) -> FedAuxFdp:
+        """The method with the run's options, δ and seed; ``--epsilon`` and ``--sigma`` are refused."""
+        cls.check_privacy_flags(config)
         if config.privacy.min_responders is not None:  # no shares of a sum to honour t (issue 42, defect 4)
             raise ConfigError(
                 "min_responders", f"does not apply to {cls.name}: each head carries its whole noise"
