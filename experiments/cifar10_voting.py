@@ -43,6 +43,8 @@ sys.path.insert(0, str(HERE.parent))
 from benchmarks.common import fedvote_command  # noqa: E402
 from run import code_version, machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
+from fedvote.methods import method_class  # noqa: E402
+
 NAME = "cifar10_voting"
 FLAGS = (
     "--dataset", "cifar10", "--agents", "100", "--partition", "dirichlet", "--dirichlet-alpha", "0.5",
@@ -60,6 +62,14 @@ BAR_ACCURACY = 0.60
 BAR_SECONDS = 15 * 60
 
 
+def method_flags(method: str) -> tuple[str, ...]:
+    """The command's flags for ``method``: without ``--epsilon`` where it has nothing to calibrate (FedAvg)."""
+    if method_class(method).calibration_level is not None:
+        return FLAGS
+    at = FLAGS.index("--epsilon")
+    return FLAGS[:at] + FLAGS[at + 2 :]
+
+
 def one_run(data_dir: str, method: str, seed: int) -> dict[str, Any]:
     """``method`` on the command with ``--seed seed --noise-seed seed``, in a fresh process."""
     with tempfile.TemporaryDirectory() as out:
@@ -67,7 +77,7 @@ def one_run(data_dir: str, method: str, seed: int) -> dict[str, Any]:
         started = time.perf_counter()
         cpu_before = os.times()
         subprocess.run(
-            [*fedvote_command(), "run", *FLAGS, "--method", method, "--seed", str(seed),
+            [*fedvote_command(), "run", *method_flags(method), "--method", method, "--seed", str(seed),
              "--noise-seed", str(seed), "--data-dir", data_dir, "--out", out],
             check=True, stdout=subprocess.DEVNULL,
         )  # fmt: skip
