@@ -70,6 +70,39 @@ def method_flags(method: str) -> tuple[str, ...]:
     return FLAGS[:at] + FLAGS[at + 2 :]
 
 
+def claim_lines(record: dict[str, Any], means: dict[str, float]) -> list[str]:
+    """The voting paper's claim (voting beats gradient DP at equal *agent* ε), read off the table.
+
+    Only rows with a finite agent ε take part: DP-FedSGD calibrates ε per record (its agent ε
+    is ∞) and FedAvg and majority vote are not private.
+    """
+    agent_level = {
+        m: mean for m, mean in means.items()
+        if all(r["epsilon_agent"] is not None for r in record["runs"] if r["method"] == m)
+    }  # fmt: skip
+    voting = {m: v for m, v in agent_level.items() if m in ("pate-fl", "private-knn-fl")}
+    gradient = {m: v for m, v in agent_level.items() if m in ("dp-fedavg",)}
+    unbounded = sorted(m for m in means if m not in agent_level)
+    text = "**The voting paper's claim at equal agent ε 4:** "
+    if voting and gradient:
+        best_voting = max(voting, key=voting.__getitem__)
+        best_gradient = max(gradient, key=gradient.__getitem__)
+        holds = voting[best_voting] > gradient[best_gradient]
+        text += (
+            f"{best_voting} {voting[best_voting]:.3f} against {best_gradient} {gradient[best_gradient]:.3f}: "
+            f"{'holds' if holds else 'does not hold'} off digits on these defaults."
+        )
+    else:
+        text += "not decided (no voting or no agent-level gradient row yet)."
+    if unbounded:
+        text += (
+            f" Not at equal agent ε: {', '.join(unbounded)} (agent ε ∞ — DP-FedSGD's ε 4 bounds one "
+            "record's influence, not one agent's; FedAvg and majority vote are not private), shown for "
+            "reference only."
+        )
+    return [text]
+
+
 def one_run(data_dir: str, method: str, seed: int) -> dict[str, Any]:
     """``method`` on the command with ``--seed seed --noise-seed seed``, in a fresh process."""
     with tempfile.TemporaryDirectory() as out:
@@ -169,6 +202,7 @@ def section(record: dict[str, Any]) -> str:
                 f"({'below' if means['dp-fedavg'] < means['pate-fl'] else 'not below'} PATE-FL)"
             )
         lines += ["", "Issue 43's bar: " + "; ".join(verdicts) + "."]
+    lines += ["", *claim_lines(record, means)]
     lines += ["", "Each run's phases (seconds of wall time; the load average before → after the run):", ""]
     for run in record["runs"]:
         timings = run.get("timings") or {}
