@@ -226,7 +226,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--render", action="store_true", help="rewrite the section from the saved results only")
     parser.add_argument(
         "--keep-other-methods", action="store_true",
-        help="keep the saved runs of the methods not in --methods (each with the commit it ran on)",
+        help="keep the saved runs not asked for again: other methods, or other seeds (each with its commit)",
     )  # fmt: skip
     parser.add_argument(
         "--seeds", default=",".join(str(s) for s in SEEDS), help="comma-separated (default 0,1,2)"
@@ -253,7 +253,9 @@ def main(argv: list[str]) -> None:
     if args.keep_other_methods and saved.exists():
         earlier = json.loads(saved.read_text())
         old_commit = earlier["machine"].rsplit("fedvote ", 1)[-1]
-        kept = [{"commit": old_commit, **r} for r in earlier["runs"] if r["method"] not in methods]
+        kept = [  # every saved run not asked for again (another method, or this method at another seed)
+            {"commit": old_commit, **r} for r in earlier["runs"] if r["method"] not in methods or r["seed"] not in seeds
+        ]  # fmt: skip
         runs.extend(kept)
         methods = tuple(m for m in METHODS if m in methods or any(r["method"] == m for r in kept))
     record = {
@@ -266,9 +268,8 @@ def main(argv: list[str]) -> None:
         "runs": runs,
     }
     # Seed by seed, every method on it, saved after each run: a stopped experiment keeps what it ran.
-    fresh = tuple(m for m in methods if not any(r["method"] == m for r in runs))
     for seed in seeds:
-        for method in fresh:
+        for method in (m for m in methods if not any(r["method"] == m and r["seed"] == seed for r in runs)):
             runs.append(one_run(data_dir, method, seed))
             print(f"[{NAME}] {method} seed {seed}: {runs[-1]['accuracy']:.4f} in "
                   f"{runs[-1]['wall_seconds']:.0f} s (load {runs[-1]['load_after']:.1f})",
