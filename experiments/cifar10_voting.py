@@ -257,7 +257,8 @@ def main(argv: list[str]) -> None:
             {"commit": old_commit, **r} for r in earlier["runs"] if r["method"] not in methods or r["seed"] not in seeds
         ]  # fmt: skip
         runs.extend(kept)
-        methods = tuple(m for m in METHODS if m in methods or any(r["method"] == m for r in kept))
+    asked = methods  # what this invocation runs; the table shows every method with a run
+    methods = tuple(m for m in METHODS if m in asked or any(r["method"] == m for r in runs))
     record = {
         "name": NAME,
         "machine": machine(),
@@ -269,7 +270,7 @@ def main(argv: list[str]) -> None:
     }
     # Seed by seed, every method on it, saved after each run: a stopped experiment keeps what it ran.
     for seed in seeds:
-        for method in (m for m in methods if not any(r["method"] == m and r["seed"] == seed for r in runs)):
+        for method in (m for m in asked if not any(r["method"] == m and r["seed"] == seed for r in runs)):
             runs.append(one_run(data_dir, method, seed))
             print(f"[{NAME}] {method} seed {seed}: {runs[-1]['accuracy']:.4f} in "
                   f"{runs[-1]['wall_seconds']:.0f} s (load {runs[-1]['load_after']:.1f})",
