@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,6 +35,12 @@ def _fresh_epsilon_memo():
 def _extractor_cache_in_tmp(tmp_path_factory, monkeypatch):
     """Learned extractors are cached under this session's temporary directory, never in ~/.cache."""
     monkeypatch.setenv("FEDVOTE_CACHE", str(tmp_path_factory.getbasetemp() / "extractor-cache"))
+
+
+@pytest.fixture(scope="session")
+def full_data_dir() -> Path:
+    """$FEDVOTE_DATA, for tests marked ``full_data`` (deselected when it is unset: tests/data/conftest.py)."""
+    return Path(os.environ["FEDVOTE_DATA"])
 
 
 @pytest.fixture(scope="session")

@@ -44,12 +44,6 @@ def samples_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def full_data_dir() -> Path:
-    """$FEDVOTE_DATA (full_data tests only run when it is set)."""
-    return Path(os.environ["FEDVOTE_DATA"])
-
-
-@pytest.fixture(scope="session")
 def mnist_sample() -> Dataset:
     return load_dataset("mnist", SAMPLES)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -136,12 +136,11 @@ def test_anything_but_images_is_not_mirror_closed() -> None:
 
 
 @pytest.mark.full_data
-@pytest.mark.skipif(not os.environ.get("FEDVOTE_DATA"), reason="needs the full datasets (FEDVOTE_DATA)")
-def test_the_rule_flips_fashion_mnist_and_not_the_digits() -> None:
+def test_the_rule_flips_fashion_mnist_and_not_the_digits(full_data_dir: Path) -> None:
     from fedvote.data.datasets import load_splits
 
     def pool(name: str) -> np.ndarray:
-        splits = load_splits(name, os.environ["FEDVOTE_DATA"])
+        splits = load_splits(name, str(full_data_dir))
         assert splits.test is not None
         return splits.test.features[:3000]  # the voting paper's pool size
 
