@@ -1,4 +1,5 @@
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,21 @@ def _fresh_epsilon_memo():
 def _extractor_cache_in_tmp(tmp_path_factory, monkeypatch):
     """Learned extractors are cached under this session's temporary directory, never in ~/.cache."""
     monkeypatch.setenv("FEDVOTE_CACHE", str(tmp_path_factory.getbasetemp() / "extractor-cache"))
+
+
+@pytest.fixture
+def invoke(capsys: pytest.CaptureFixture[str]) -> Callable[[Sequence[object]], tuple[int, str, str]]:
+    """Run ``fedvote`` on ``args`` (each made a str): (exit status, 0 on success; stdout; stderr)."""
+    from fedvote.cli import main
+
+    def run(args: Sequence[object]) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exit_info:
+            main([str(arg) for arg in args])
+            raise SystemExit(0)
+        captured = capsys.readouterr()
+        return int(exit_info.value.code or 0), captured.out, captured.err
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedvote.cli import main
 from fedvote.compare import Comparison, write_comparison
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.models.training import TrainingConfig
@@ -178,23 +177,15 @@ def test_finite_or_none_leaves_the_input_alone():
 # --- every fedvote writer goes through write_atomic -------------------------------------------------
 
 
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
-
-
-def test_run_and_report_write_every_file_atomically_with_the_umask_mode(tmp_path, capsys, umask, replaced):
+def test_run_and_report_write_every_file_atomically_with_the_umask_mode(tmp_path, invoke, umask, replaced):
     umask(0o027)  # 0o640: neither mkstemp's 0o600 nor a fixed 0o644
     expected = 0o640
     out = tmp_path / "run"
-    code, _, err = invoke(["run", *SMALL, "--epsilon", "4", "--delta", "1e-3", "--out", str(out)], capsys)
+    code, _, err = invoke(["run", *SMALL, "--epsilon", "4", "--delta", "1e-3", "--out", str(out)])
     assert code == 0, err
     written = assert_written_by_write_atomic(out, replaced, expected)
     assert {"result.json", "analysis.npz"} <= set(written)
-    code, _, err = invoke(["report", str(out)], capsys)
+    code, _, err = invoke(["report", str(out)])
     assert code == 0, err
     written = assert_written_by_write_atomic(out, replaced, expected)
     assert "report.html" in written and any(name.startswith("plots/") for name in written)

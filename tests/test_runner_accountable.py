@@ -22,7 +22,6 @@ import pytest
 from dp_accounting import rdp
 
 import fedvote.privacy.accountant as accountant
-from fedvote.cli import main
 from fedvote.privacy.accountant import (
     PLDTooLarge,
     clear_epsilon_memo,
@@ -62,14 +61,6 @@ def _dp_accounting_rdp(event) -> float:
     return float(rdp.RdpAccountant(orders=list(accountant.RDP_ORDERS)).compose(event).get_epsilon(DELTA))
 
 
-def _invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(arg) for arg in args])
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
-
-
 @pytest.mark.parametrize("method", ["fedaux-fdp", "fedavg-p", "fedd-p"])
 def test_an_instance_calibrated_method_plans_though_its_agent_level_needs_a_huge_pld(monkeypatch, method):
     # digits' agent level needs ~10⁹ PLD points; below this ceiling it is 'too large', as
@@ -96,7 +87,7 @@ def _no_gaussian_shortcut(monkeypatch) -> None:
     monkeypatch.setattr(accountant, "PLD_COARSEST_DISCRETIZATION", 1e-3)
 
 
-def test_fedaux_reports_rdps_bound_where_no_pld_of_its_agent_level_fits(monkeypatch, tmp_path, capsys):
+def test_fedaux_reports_rdps_bound_where_no_pld_of_its_agent_level_fits(monkeypatch, tmp_path, invoke):
     _no_gaussian_shortcut(monkeypatch)
     config, planned = _planned(method="fedaux-fdp", agents=2)
     agent = planned.planned_events().agent
@@ -107,8 +98,8 @@ def test_fedaux_reports_rdps_bound_where_no_pld_of_its_agent_level_fits(monkeypa
     assert report.agent.epsilon >= gaussian_epsilon(gaussian_mu(agent), DELTA)  # never below the truth
 
     # end to end: the run plans, trains and says which accountant gave each level
-    code, out, err = _invoke(
-        ["run", "--method", "fedaux-fdp", "--agents", "2", "--out", tmp_path, "--noise-seed", "0"], capsys
+    code, out, err = invoke(
+        ["run", "--method", "fedaux-fdp", "--agents", "2", "--out", tmp_path, "--noise-seed", "0"]
     )
     assert code == 0, err
     written = json.loads((tmp_path / "result.json").read_text())["privacy"]
@@ -140,10 +131,10 @@ def test_on_a_smaller_case_the_uncalibrated_levels_rdp_figure_is_above_its_pld(m
     assert report.instance.epsilon >= pld_instance.epsilon
 
 
-def test_the_level_a_run_calibrates_is_still_refused_in_one_line_naming_its_flag(capsys):
+def test_the_level_a_run_calibrates_is_still_refused_in_one_line_naming_its_flag(invoke):
     # DP-FedSGD calibrates at the instance level (Poisson-sampled replace-one steps): no PLD fits
     args = ["run", "--method", "dp-fedsgd", "--agents", "3", "--sigma", "1e-6"]
-    code, _, err = _invoke(args, capsys)
+    code, _, err = invoke(args)
     assert code == 2
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1

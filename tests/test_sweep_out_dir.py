@@ -18,7 +18,6 @@ import os
 import pytest
 
 import fedvote.sweep.execute as execute_module
-from fedvote.cli import main
 from fedvote.privacy.ledger import ledger_report
 from fedvote.sweep.lock import LOCK_NAME
 
@@ -42,14 +41,6 @@ def record_runs(monkeypatch, during=None) -> list:
     return calls
 
 
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
-
-
 def snapshot(out):
     return {path.relative_to(out): path.read_bytes() for path in out.rglob("*") if path.is_file()}
 
@@ -58,20 +49,20 @@ def charges_in(ledger) -> int:
     return sum(len(federation["charges"]) for federation in ledger_report(ledger))
 
 
-def test_a_sweep_into_a_finished_sweep_directory_is_refused_unless_overwrite(tmp_path, monkeypatch, capsys):
+def test_a_sweep_into_a_finished_sweep_directory_is_refused_unless_overwrite(tmp_path, monkeypatch, invoke):
     out, ledger = tmp_path / "S", tmp_path / "ledger.db"
     args = ["sweep", *SMALL, "--ledger", str(ledger), "--out", str(out)]
-    code, _, err = invoke([*args, "--grid", "sigma=8"], capsys)
+    code, _, err = invoke([*args, "--grid", "sigma=8"])
     assert code == 0, err
     before = snapshot(out)
     calls = record_runs(monkeypatch)
-    code, stdout, err = invoke([*args, "--grid", "sigma=4,16"], capsys)
+    code, stdout, err = invoke([*args, "--grid", "sigma=4,16"])
     assert code == 2 and stdout == "" and err.count("\n") == 1
     assert err.startswith(f"fedvote: error: --out: {out} holds a finished sweep (1 point); ")
     assert "--overwrite" in err
     assert calls == [] and charges_in(ledger) == 1 and snapshot(out) == before
 
-    code, _, err = invoke([*args, "--grid", "sigma=4,16", "--overwrite"], capsys)
+    code, _, err = invoke([*args, "--grid", "sigma=4,16", "--overwrite"])
     assert code == 0, err
     assert [config.privacy.sigma for config in calls] == [4.0, 16.0]
     saved = json.loads((out / "sweep.json").read_text())
@@ -79,21 +70,21 @@ def test_a_sweep_into_a_finished_sweep_directory_is_refused_unless_overwrite(tmp
     assert sorted(path.name for path in (out / "points").glob("[0-9]*.json")) == ["1.json", "2.json"]
 
 
-def test_a_sweep_into_a_directory_holding_other_files_is_refused_before_any_charge(tmp_path, monkeypatch, capsys):
+def test_a_sweep_into_a_directory_holding_other_files_is_refused_before_any_charge(tmp_path, monkeypatch, invoke):
     out, ledger = tmp_path / "S", tmp_path / "ledger.db"
     out.mkdir()
     (out / "notes.txt").write_text("mine\n")
     calls = record_runs(monkeypatch)
-    code, _, err = invoke(["sweep", *SMALL, "--grid", "sigma=8", "--ledger", str(ledger), "--out", str(out)], capsys)
+    code, _, err = invoke(["sweep", *SMALL, "--grid", "sigma=8", "--ledger", str(ledger), "--out", str(out)])
     assert code == 2 and err.count("\n") == 1
     assert err.startswith(f"fedvote: error: --out: {out} is not empty (it holds notes.txt); ")
     assert calls == [] and not ledger.exists()
     assert snapshot(out) == {out.joinpath("notes.txt").relative_to(out): b"mine\n"}
 
 
-def test_resume_and_overwrite_together_are_refused(tmp_path, capsys):
+def test_resume_and_overwrite_together_are_refused(tmp_path, invoke):
     code, _, err = invoke(["sweep", *SMALL, "--grid", "sigma=8", "--out", str(tmp_path / "S"), "--resume",
-                           "--overwrite"], capsys)  # fmt: skip
+                           "--overwrite"])  # fmt: skip
     assert code == 2 and err.startswith("fedvote: error: --overwrite: ") and err.count("\n") == 1
     assert not (tmp_path / "S").exists()
 
@@ -107,13 +98,13 @@ def hold_lock(out):
 
 
 @pytest.mark.parametrize("extra", [[], ["--overwrite"]])
-def test_a_sweep_into_a_directory_another_sweep_holds_is_refused_in_one_line(tmp_path, monkeypatch, capsys, extra):
+def test_a_sweep_into_a_directory_another_sweep_holds_is_refused_in_one_line(tmp_path, monkeypatch, invoke, extra):
     out, ledger = tmp_path / "S", tmp_path / "ledger.db"
     fd = hold_lock(out)
     try:
         calls = record_runs(monkeypatch)
         args = ["sweep", *SMALL, "--grid", "sigma=8", "--ledger", str(ledger), "--out", str(out), *extra]
-        code, stdout, err = invoke(args, capsys)
+        code, stdout, err = invoke(args)
     finally:
         os.close(fd)
     assert code == 2 and stdout == "" and err.count("\n") == 1
@@ -122,7 +113,7 @@ def test_a_sweep_into_a_directory_another_sweep_holds_is_refused_in_one_line(tmp
     assert [path.name for path in out.iterdir()] == [LOCK_NAME]
 
 
-def test_a_sweep_holds_its_directory_locked_while_it_runs_and_lets_go_after(tmp_path, monkeypatch, capsys):
+def test_a_sweep_holds_its_directory_locked_while_it_runs_and_lets_go_after(tmp_path, monkeypatch, invoke):
     out = tmp_path / "S"
     held = []
 
@@ -137,7 +128,7 @@ def test_a_sweep_holds_its_directory_locked_while_it_runs_and_lets_go_after(tmp_
             os.close(fd)
 
     record_runs(monkeypatch, during=try_lock)
-    code, _, err = invoke(["sweep", *SMALL, "--grid", "sigma=8,16", "--out", str(out)], capsys)
+    code, _, err = invoke(["sweep", *SMALL, "--grid", "sigma=8,16", "--out", str(out)])
     assert code == 0, err
     assert held == [True, True]
     os.close(hold_lock(out))  # free again once the sweep is over

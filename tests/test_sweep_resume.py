@@ -45,25 +45,17 @@ def interrupt_at(monkeypatch, call: int | None) -> list:
     return calls
 
 
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
-
-
 def charges_in(ledger) -> int:
     return sum(len(federation["charges"]) for federation in ledger_report(ledger))
 
 
-def test_a_ctrl_c_during_sweep_out_keeps_the_completed_points_and_resume_runs_the_rest(tmp_path, monkeypatch, capsys):
+def test_a_ctrl_c_during_sweep_out_keeps_the_completed_points_and_resume_runs_the_rest(tmp_path, monkeypatch, invoke):
     """The issue's example: Ctrl-C during ``fedvote sweep --out D`` after the 2nd of 4 points."""
     out, ledger = tmp_path / "D", tmp_path / "ledger.db"
     args = ["sweep", "--method", "pate-fl", *SMALL, "--grid", "epsilon=1,2,4,8", "--ledger", str(ledger),
             "--out", str(out)]  # fmt: skip
     calls = interrupt_at(monkeypatch, 3)
-    code, _, err = invoke(args, capsys)
+    code, _, err = invoke(args)
     assert code == 130 and len(calls) == 3
     assert "interrupted with 2 of 4 points done" in err and "--resume" in err
     # the two completed points are on disk, each in its own file, and in sweep.json
@@ -78,7 +70,7 @@ def test_a_ctrl_c_during_sweep_out_keeps_the_completed_points_and_resume_runs_th
     assert charges_in(ledger) == 2
 
     calls = interrupt_at(monkeypatch, None)
-    code, _, err = invoke([*args, "--resume"], capsys)
+    code, _, err = invoke([*args, "--resume"])
     assert code == 0, err
     # exactly the remaining points ran, with the noise seeds an uninterrupted sweep gives them
     assert [config.privacy.epsilon for config in calls] == [4.0, 8.0]
@@ -130,40 +122,40 @@ def _snapshot(out):
                                                                            "pate-fl,majority-vote"),
     ],
 )
-def test_resume_with_another_grid_or_settings_is_refused_in_one_line(interrupted, monkeypatch, capsys, extra, message):
+def test_resume_with_another_grid_or_settings_is_refused_in_one_line(interrupted, monkeypatch, invoke, extra, message):
     args, out = interrupted
     before = _snapshot(out)
     calls = interrupt_at(monkeypatch, None)
-    code, stdout, err = invoke([*args, *extra, "--resume"], capsys)
+    code, stdout, err = invoke([*args, *extra, "--resume"])
     assert code == 2 and stdout == "" and calls == []
     assert err.startswith("fedvote: error: --resume: ") and err.count("\n") == 1
     assert message in err
     assert _snapshot(out) == before
 
 
-def test_a_fresh_sweep_over_an_unfinished_one_is_refused_and_resume_needs_a_sweep(interrupted, tmp_path, capsys):
+def test_a_fresh_sweep_over_an_unfinished_one_is_refused_and_resume_needs_a_sweep(interrupted, tmp_path, invoke):
     args, out = interrupted
     before = _snapshot(out)
-    code, _, err = invoke([*args, "--grid", "sigma=4,8,16"], capsys)
+    code, _, err = invoke([*args, "--grid", "sigma=4,8,16"])
     assert code == 2 and err.count("\n") == 1
     assert err.startswith(f"fedvote: error: --out: {out} holds an unfinished sweep (1 of 3 points done); "
                           "continue it with --resume")
     elsewhere = tmp_path / "empty"
-    code, _, err = invoke([*args[:-1], str(elsewhere), "--grid", "sigma=4,8,16", "--resume"], capsys)
+    code, _, err = invoke([*args[:-1], str(elsewhere), "--grid", "sigma=4,8,16", "--resume"])
     assert code == 2 and err.strip() == (
         f"fedvote: error: --resume: {elsewhere} holds no sweep to resume (no {elsewhere}/points/plan.json)"
     )
     assert not elsewhere.exists() and _snapshot(out) == before
 
 
-def test_a_sweep_interrupted_before_its_first_point_leaves_nothing(tmp_path, monkeypatch, capsys):
+def test_a_sweep_interrupted_before_its_first_point_leaves_nothing(tmp_path, monkeypatch, invoke):
     out = tmp_path / "D"
     interrupt_at(monkeypatch, 1)
-    code, _, _ = invoke(["sweep", *SMALL, "--grid", "sigma=4,8", "--out", str(out)], capsys)
+    code, _, _ = invoke(["sweep", *SMALL, "--grid", "sigma=4,8", "--out", str(out)])
     assert code == 130 and not out.exists()
 
 
-def test_resume_checks_the_budget_against_the_remaining_points_only(tmp_path, monkeypatch, capsys):
+def test_resume_checks_the_budget_against_the_remaining_points_only(tmp_path, monkeypatch, invoke):
     """A budget that holds the four points but not six: resuming after two must be admitted, and charge two."""
     sigmas = [6.0, 8.0, 10.0, 12.0]
     config = RunConfig(
@@ -187,10 +179,10 @@ def test_resume_checks_the_budget_against_the_remaining_points_only(tmp_path, mo
     args = ["sweep", *SMALL, "--grid", "sigma=" + ",".join(f"{s:g}" for s in sigmas), "--ledger", str(ledger),
             "--budget-epsilon", f"{budget!r}", "--out", str(out)]  # fmt: skip
     interrupt_at(monkeypatch, 3)
-    code, _, _ = invoke(args, capsys)
+    code, _, _ = invoke(args)
     assert code == 130 and charges_in(ledger) == 2
     calls = interrupt_at(monkeypatch, None)
-    code, _, err = invoke([*args, "--resume"], capsys)
+    code, _, err = invoke([*args, "--resume"])
     assert code == 0, err
     assert len(calls) == 2 and charges_in(ledger) == 4
     saved = json.loads((out / "sweep.json").read_text())
@@ -219,7 +211,7 @@ def interrupt_after_charge(monkeypatch, call: int) -> list:
     return calls
 
 
-def test_a_resumed_sweep_reports_the_charge_of_the_point_interrupted_after_its_release(tmp_path, monkeypatch, capsys):
+def test_a_resumed_sweep_reports_the_charge_of_the_point_interrupted_after_its_release(tmp_path, monkeypatch, invoke):
     """Issue 47, defect 6: stopped in point 3 after its release, then resumed, the sweep reported less than the ledger.
 
     Point 3 runs again on resume, a second release charged again (the ledger cannot tell it
@@ -229,10 +221,10 @@ def test_a_resumed_sweep_reports_the_charge_of_the_point_interrupted_after_its_r
     args = ["sweep", "--method", "pate-fl", *SMALL, "--grid", "epsilon=1,2,4,8", "--ledger", str(ledger),
             "--out", str(out)]  # fmt: skip
     interrupt_after_charge(monkeypatch, 3)
-    code, _, _ = invoke(args, capsys)
+    code, _, _ = invoke(args)
     assert code == 130 and charges_in(ledger) == 3
     calls = interrupt_at(monkeypatch, None)
-    code, _, err = invoke([*args, "--resume"], capsys)
+    code, _, err = invoke([*args, "--resume"])
     assert code == 0, err
     assert [config.privacy.epsilon for config in calls] == [4.0, 8.0]
     assert charges_in(ledger) == 5  # point 3's first release and its second
@@ -242,16 +234,16 @@ def test_a_resumed_sweep_reports_the_charge_of_the_point_interrupted_after_its_r
     assert final["total_epsilon"]["instance"] == pytest.approx(state["spent_instance_epsilon"], rel=1e-9, abs=1e-9)
 
 
-def test_a_sweep_interrupted_after_its_first_charge_keeps_its_directory_for_resume(tmp_path, monkeypatch, capsys):
+def test_a_sweep_interrupted_after_its_first_charge_keeps_its_directory_for_resume(tmp_path, monkeypatch, invoke):
     """Stopped after point 1's release but before its row: the charge is spent, so the directory stays resumable."""
     out = tmp_path / "D"
     args = ["sweep", *SMALL, "--grid", "sigma=8,16", "--out", str(out)]
     interrupt_after_charge(monkeypatch, 1)
-    code, _, err = invoke(args, capsys)
+    code, _, err = invoke(args)
     assert code == 130 and (out / "points" / "plan.json").exists()
     assert "--resume" in err
     calls = interrupt_at(monkeypatch, None)
-    code, _, err = invoke([*args, "--resume"], capsys)
+    code, _, err = invoke([*args, "--resume"])
     assert code == 0, err
     assert [config.privacy.sigma for config in calls] == [8.0, 16.0]
     final = json.loads((out / "sweep.json").read_text())

@@ -14,7 +14,6 @@ import pytest
 
 import fedvote.results as results
 import fedvote.runner as runner
-from fedvote.cli import main
 from fedvote.config import FederationConfig, RunConfig
 from fedvote.privacy.ledger import PersistentLedger
 from fedvote.runner import federation_content_key, make_federation
@@ -24,14 +23,6 @@ TINY = ["--agents", "5", "--queries", "10", "--epochs", "2", "--teacher-model", 
         "--student-model", "logistic", "--noise-seed", "1", "--sigma", "5", "--accountant", "exact"]
 # The federation TINY deals (digits, 5 agents, seed 0): the ledger's key for it.
 TINY_CONFIG = RunConfig(federation=FederationConfig(agents=5))
-
-
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(arg) for arg in args])
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 def one_error_line(err: str) -> str:
@@ -98,12 +89,12 @@ def make_unwritable(directory: Path, request, monkeypatch) -> None:
 # --------------------------------------------------------------------------- item 1
 
 
-def test_an_unwritable_out_dir_is_refused_before_any_training_or_charge(tmp_path, capsys, request, monkeypatch, no_run):
+def test_an_unwritable_out_dir_is_refused_before_any_training_or_charge(tmp_path, invoke, request, monkeypatch, no_run):
     # Issue 18, item 1: `fedvote run --out DIR --ledger l.db` with DIR not writable.
     out = tmp_path / "DIR"
     make_unwritable(out, request, monkeypatch)
     ledger = tmp_path / "l.db"
-    code, stdout, err = invoke(["run", *TINY, "--out", out, "--ledger", ledger], capsys)
+    code, stdout, err = invoke(["run", *TINY, "--out", out, "--ledger", ledger])
     assert code == 2 and stdout == ""
     assert one_error_line(err).startswith(f"fedvote: error: --out: cannot write in {out}: ")
     assert no_run == []  # nothing trained
@@ -112,19 +103,19 @@ def test_an_unwritable_out_dir_is_refused_before_any_training_or_charge(tmp_path
     assert os.listdir(out) == []  # the probe left nothing
 
 
-def test_out_under_proc_is_refused_before_any_training_or_charge(tmp_path, capsys, no_run):
+def test_out_under_proc_is_refused_before_any_training_or_charge(tmp_path, invoke, no_run):
     # Issue 18, item 1: `--out /proc/x`.
     ledger = tmp_path / "l.db"
-    code, stdout, err = invoke(["run", *TINY, "--out", "/proc/x", "--ledger", ledger], capsys)
+    code, stdout, err = invoke(["run", *TINY, "--out", "/proc/x", "--ledger", ledger])
     assert code == 2 and stdout == ""
     assert one_error_line(err) == "fedvote: error: --out: cannot create /proc/x: No such file or directory"
     assert no_run == [] and charges(ledger) == []
 
 
-def test_a_missing_out_dir_is_probed_without_leaving_a_trace(tmp_path, capsys):
+def test_a_missing_out_dir_is_probed_without_leaving_a_trace(tmp_path, invoke):
     """The probe creates missing directories and removes them: a refused run leaves nothing."""
     out = tmp_path / "a" / "b"
-    code, _, err = invoke(["run", *TINY, "--queries", "100000", "--out", out], capsys)
+    code, _, err = invoke(["run", *TINY, "--queries", "100000", "--out", out])
     assert code == 2 and "--queries" in one_error_line(err)
     assert not (tmp_path / "a").exists()
 
@@ -157,12 +148,12 @@ def deployment_inputs(tmp_path):
     ids=["compare", "sweep", "report", "plot", "deploy-split", "deploy-app", "deploy-server", "deploy-simulate"],
 )
 def test_every_command_that_writes_probes_its_output_first(
-    command, message, deployment_inputs, tmp_path, capsys, no_run
+    command, message, deployment_inputs, tmp_path, invoke, no_run
 ):
     config, server, folder = deployment_inputs
     ledger = tmp_path / "l.db"
     names = {"ledger": ledger, "config": config, "server": server, "folder": folder}
-    code, stdout, err = invoke([part.format(**names) for part in command], capsys)
+    code, stdout, err = invoke([part.format(**names) for part in command])
     assert code == 2 and stdout == ""
     assert one_error_line(err).startswith(f"fedvote: error: {message}")
     assert no_run == [] and not ledger.exists()
@@ -170,7 +161,7 @@ def test_every_command_that_writes_probes_its_output_first(
 
 @pytest.mark.parametrize("with_ledger", [True, False], ids=["beside-the-ledger", "in-the-temp-dir"])
 def test_a_result_that_cannot_be_written_at_the_end_is_saved_to_a_fallback(
-    tmp_path, capsys, monkeypatch, with_ledger
+    tmp_path, invoke, monkeypatch, with_ledger
 ):
     # Issue 18, item 1: "if writing still fails at the end (a full disk), write the result
     # next to the ledger or to a fallback path and say where, never lose it".
@@ -189,7 +180,7 @@ def test_a_result_that_cannot_be_written_at_the_end_is_saved_to_a_fallback(
 
     monkeypatch.setattr(results, "write_atomic", full_disk)
     args = ["run", *TINY, "--out", out, "--json", *(["--ledger", ledger] if with_ledger else [])]
-    code, stdout, err = invoke(args, capsys)
+    code, stdout, err = invoke(args)
     assert code == 1  # not a success: the result is not where it was asked for
     line = err.strip().splitlines()[-1]
     prefix = f"fedvote: error: --out: cannot write to {out} (No space left on device); the result was saved to "
@@ -226,14 +217,14 @@ def query_file(tmp_path, digits):
     return path
 
 
-def test_label_stopping_early_at_the_budget_exits_3_and_help_says_so(query_file, tmp_path, capsys):
+def test_label_stopping_early_at_the_budget_exits_3_and_help_says_so(query_file, tmp_path, invoke):
     # Issue 18, item 6: `fedvote label` exits 0 when it stops early at the budget.
-    code, out, _ = invoke(["label", "--help"], capsys)
+    code, out, _ = invoke(["label", "--help"])
     assert code == 0 and "3 when it stopped early" in " ".join(out.split())
     args = ["label", "--agents", "10", "--epochs", "3", "--teacher-model", "logistic", "--noise-seed", "1",
             "--accountant", "exact", "--sigma", "4", "--queries", query_file,
             "--ledger", tmp_path / "l.db", "--budget-epsilon", "1.1"]  # fits two answers of six
-    code, out, err = invoke(args, capsys)
+    code, out, err = invoke(args)
     assert code == 3
     assert out.strip().splitlines()[-1].startswith("stopped before query 2: privacy budget exceeded")
     assert err.strip().splitlines()[-1] == (
@@ -241,11 +232,11 @@ def test_label_stopping_early_at_the_budget_exits_3_and_help_says_so(query_file,
     )
 
 
-def test_a_csv_parse_error_names_dataset_not_data_dir(tmp_path, capsys):
+def test_a_csv_parse_error_names_dataset_not_data_dir(tmp_path, invoke):
     # Issue 18, item 6: a CSV parse error names --data-dir instead of --dataset.
     bad = tmp_path / "bad.csv"
     bad.write_text("label,x\n1,abc\n")
-    code, _, err = invoke(["run", *TINY, "--dataset", f"csv:{bad}"], capsys)
+    code, _, err = invoke(["run", *TINY, "--dataset", f"csv:{bad}"])
     assert code == 2
     line = one_error_line(err)
     assert line.startswith(f"fedvote: error: --dataset: {bad}: not a numeric table") and "--data-dir" not in line
@@ -261,25 +252,25 @@ def test_a_csv_parse_error_names_dataset_not_data_dir(tmp_path, capsys):
         ({"federation": "digits"}, 'federation must be an object, got "digits"'),
     ],
 )
-def test_a_config_type_error_names_the_field(config, expected, tmp_path, capsys):
+def test_a_config_type_error_names_the_field(config, expected, tmp_path, invoke):
     # Issue 18, item 6: a --config type error (e.g. "agents": "ten") names no field.
     path = tmp_path / "c.json"
     path.write_text(json.dumps(config))
-    code, _, err = invoke(["run", "--config", path], capsys)
+    code, _, err = invoke(["run", "--config", path])
     assert code == 2
     assert one_error_line(err) == f"fedvote: error: --config: {path}: {expected}"
 
 
-def test_data_list_calls_a_corrupt_file_corrupt_not_missing(tmp_path, capsys):
+def test_data_list_calls_a_corrupt_file_corrupt_not_missing(tmp_path, invoke):
     # Issue 18, item 6: `fedvote data list` calls a corrupt file "missing".
     (tmp_path / "usps").mkdir()
     (tmp_path / "usps" / "zip.train.gz").write_bytes(b"\x1f\x8bgarbage")
-    code, out, _ = invoke(["data", "list", "--data-dir", tmp_path], capsys)
+    code, out, _ = invoke(["data", "list", "--data-dir", tmp_path])
     assert code == 0
     lines = {line.split()[0]: line for line in out.splitlines() if line and not line.startswith(" ")}
     assert lines["usps"].startswith(f"usps    corrupt: {tmp_path / 'usps' / 'zip.train.gz'}: corrupt gzip data")
     assert lines["mnist"].startswith("mnist   missing ")
-    code, out, _ = invoke(["data", "list", "--json", "--data-dir", tmp_path], capsys)
+    code, out, _ = invoke(["data", "list", "--json", "--data-dir", tmp_path])
     state = {entry["name"]: entry["state"] for entry in json.loads(out)["datasets"]}
     assert {name: state[name] for name in ("digits", "mnist", "syndigits", "usps")} == {
         "digits": "available", "mnist": "missing", "syndigits": "available", "usps": "corrupt"

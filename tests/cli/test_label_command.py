@@ -5,7 +5,6 @@ import json
 import numpy as np
 import pytest
 
-from fedvote.cli import main
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.accountant import epsilon_for
@@ -16,14 +15,6 @@ SMALL = ["--agents", "10", "--epochs", "3", "--teacher-model", "logistic", "--no
 # default, converges to the same ε from above at ~0.1-1 s per figure; tested once, below).
 FAST = [*SMALL, "--accountant", "exact"]
 QUERIES = 6
-
-
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +30,8 @@ def queries(tmp_path_factory, digits):
     return folder
 
 
-def test_every_answer_is_charged_and_epsilon_grows(queries, capsys):
-    code, out, _ = invoke(["label", *SMALL, "--sigma", "6", "--queries", str(queries / "q.npy"), "--json"], capsys)
+def test_every_answer_is_charged_and_epsilon_grows(queries, invoke):
+    code, out, _ = invoke(["label", *SMALL, "--sigma", "6", "--queries", str(queries / "q.npy"), "--json"])
     assert code == 0
     result = json.loads(out)
     assert result["requested"] == result["answered"] == QUERIES and result["stopped"] is None
@@ -57,8 +48,8 @@ def test_every_answer_is_charged_and_epsilon_grows(queries, capsys):
     assert all(a["epsilon_instance"] > a["epsilon_agent"] for a in answers)
 
 
-def test_text_output_has_one_line_per_answer_with_both_epsilons(queries, capsys):
-    code, out, _ = invoke(["label", *FAST, "--epsilon", "2", "--queries", str(queries / "q.csv")], capsys)
+def test_text_output_has_one_line_per_answer_with_both_epsilons(queries, invoke):
+    code, out, _ = invoke(["label", *FAST, "--epsilon", "2", "--queries", str(queries / "q.csv")])
     assert code == 0
     lines = out.strip().splitlines()
     assert lines[0].startswith(f"fedvote label: {QUERIES} queries, 10 teachers on digits")
@@ -70,11 +61,10 @@ def test_text_output_has_one_line_per_answer_with_both_epsilons(queries, capsys)
     assert lines[-1].startswith(f"answered {QUERIES} of {QUERIES} queries: ε (agent-level)")
 
 
-def test_npz_and_npy_give_the_same_answers_and_secure_sum_changes_nothing(queries, capsys):
+def test_npz_and_npy_give_the_same_answers_and_secure_sum_changes_nothing(queries, invoke):
     labels = []
     for name, extra in (("q.npy", []), ("q.npz", []), ("q.npy", ["--secure-sum"])):
-        code, out, _ = invoke(["label", *FAST, "--sigma", "3", "--queries", str(queries / name), *extra, "--json"],
-                              capsys)
+        code, out, _ = invoke(["label", *FAST, "--sigma", "3", "--queries", str(queries / name), *extra, "--json"])
         assert code == 0
         result = json.loads(out)
         labels.append([a["label"] for a in result["answers"]])
@@ -82,27 +72,27 @@ def test_npz_and_npy_give_the_same_answers_and_secure_sum_changes_nothing(querie
     assert labels[0] == labels[1] == labels[2]
 
 
-def test_the_budget_stops_answers_cleanly(queries, tmp_path, capsys):
+def test_the_budget_stops_answers_cleanly(queries, tmp_path, invoke):
     ledger = tmp_path / "ledger.db"
     args = ["label", *FAST, "--sigma", "4", "--queries", str(queries / "q.npy"), "--ledger", str(ledger)]
     # ε after q answers at σ = 4 (exact, δ = 1e-3): q = 2 → 0.894, q = 3 → 1.139; a budget of 1.1 fits two
     spent = [epsilon_for(pate_fl_events(4.0, q).agent, 1e-3, "exact") for q in (2, 3)]
     assert spent[0] < 1.1 < spent[1]
-    code, out, _ = invoke([*args, "--budget-epsilon", "1.1", "--json"], capsys)
+    code, out, _ = invoke([*args, "--budget-epsilon", "1.1", "--json"])
     assert code == 3  # stopped early at the budget: its own exit status (fedvote label --help)
     result = json.loads(out)
     assert result["answered"] == 2 and len(result["answers"]) == 2
     assert "privacy budget exceeded" in result["stopped"]
     assert result["ledger"]["spent_agent_epsilon"] <= 1.1
     # the ledger remembers: a second session on the same federation cannot answer anything
-    code, out, _ = invoke([*args, "--budget-epsilon", "1.1"], capsys)
+    code, out, _ = invoke([*args, "--budget-epsilon", "1.1"])
     assert code == 3
     lines = out.strip().splitlines()
     assert lines[-2].startswith(f"answered 0 of {QUERIES} queries")
     assert lines[-1].startswith("stopped before query 0: privacy budget exceeded")
 
 
-def test_config_file_with_a_sigma_override(queries, tmp_path, capsys):
+def test_config_file_with_a_sigma_override(queries, tmp_path, invoke):
     config = RunConfig(
         federation=FederationConfig(agents=10),
         privacy=PrivacyConfig(epsilon=3.0, noise_seed=1, accountant="exact"),
@@ -111,12 +101,11 @@ def test_config_file_with_a_sigma_override(queries, tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config.to_dict()))
     code, out, _ = invoke(["label", "--config", str(path), "--sigma", "6", "--queries", str(queries / "q.npz"),
-                           "--json"], capsys)
+                           "--json"])
     assert code == 0
     result = json.loads(out)
     assert result["sigma"] == 6.0 and result["config"]["privacy"]["epsilon"] is None
-    code, _, err = invoke(["label", "--config", str(path), "--agents", "5", "--queries", str(queries / "q.npy")],
-                          capsys)
+    code, _, err = invoke(["label", "--config", str(path), "--agents", "5", "--queries", str(queries / "q.npy")])
     assert code == 2 and "--config cannot be combined with --agents" in err
 
 
@@ -130,8 +119,8 @@ def test_config_file_with_a_sigma_override(queries, tmp_path, capsys):
                                              "teachers' votes (pate-fl), not dp-fedavg"),
     ],
 )
-def test_bad_queries_get_a_one_line_error(queries, capsys, name, extra, message):
+def test_bad_queries_get_a_one_line_error(queries, invoke, name, extra, message):
     path = queries / name
-    code, _, err = invoke(["label", *FAST, "--sigma", "3", "--queries", str(path), *extra], capsys)
+    code, _, err = invoke(["label", *FAST, "--sigma", "3", "--queries", str(path), *extra])
     assert code == 2
     assert err.strip().splitlines()[-1] == message.format(path=path)

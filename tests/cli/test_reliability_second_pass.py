@@ -12,20 +12,11 @@ import numpy as np
 import pytest
 
 import fedvote.runner as runner
-from fedvote.cli import main
 
 # Tiny and fast: σ given (no calibration), the exact accountant, 3 logistic teachers.
 TINY = ["--agents", "3", "--queries", "5", "--epochs", "1", "--teacher-model", "logistic",
         "--student-model", "logistic", "--self-training-rounds", "0", "--noise-seed", "1",
         "--sigma", "5", "--accountant", "exact"]
-
-
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(arg) for arg in args])
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 def one_error_line(err: str) -> str:
@@ -45,11 +36,11 @@ def one_class_npz(path: Path, labels) -> Path:
 
 
 @pytest.mark.parametrize("labels", [[0] * 120, ["cat"] * 120], ids=["int", "str"])
-def test_single_class_dataset_refused_before_any_charge(tmp_path, capsys, labels):
+def test_single_class_dataset_refused_before_any_charge(tmp_path, invoke, labels):
     data = one_class_npz(tmp_path / "oneclass.npz", labels)
     ledger, out = tmp_path / "oc.db", tmp_path / "ocout"
     code, stdout, err = invoke(
-        ["run", "--dataset", f"npz:{data}", *TINY, "--ledger", ledger, "--out", out], capsys
+        ["run", "--dataset", f"npz:{data}", *TINY, "--ledger", ledger, "--out", out]
     )
     assert code == 2, err
     line = one_error_line(err)
@@ -57,12 +48,12 @@ def test_single_class_dataset_refused_before_any_charge(tmp_path, capsys, labels
     assert not ledger.exists() and not out.exists()
 
 
-def test_failure_after_a_charge_says_what_was_charged_and_where(tmp_path, capsys, monkeypatch):
+def test_failure_after_a_charge_says_what_was_charged_and_where(tmp_path, invoke, monkeypatch):
     """The issue's IndexError in top_two_gap, reached by letting the single class through."""
     monkeypatch.setattr(runner, "check_agents_data", lambda federation: federation)
     data = one_class_npz(tmp_path / "oneclass.npz", [0] * 120)
     ledger = tmp_path / "oc.db"
-    code, _, err = invoke(["run", "--dataset", f"npz:{data}", *TINY, "--ledger", ledger], capsys)
+    code, _, err = invoke(["run", "--dataset", f"npz:{data}", *TINY, "--ledger", ledger])
     assert code == 1 and "Traceback" not in err
     (failure,) = err.strip().splitlines()  # one line says the failure and the charge
     assert failure.startswith("fedvote: error: the run failed after releases were charged: IndexError")
@@ -71,11 +62,11 @@ def test_failure_after_a_charge_says_what_was_charged_and_where(tmp_path, capsys
     assert f"recorded in the ledger {ledger}" in charge and "federation records-" in charge
 
 
-def test_failure_after_a_charge_with_out_writes_what_was_charged(tmp_path, capsys, monkeypatch):
+def test_failure_after_a_charge_with_out_writes_what_was_charged(tmp_path, invoke, monkeypatch):
     monkeypatch.setattr(runner, "check_agents_data", lambda federation: federation)
     data = one_class_npz(tmp_path / "oneclass.npz", [0] * 120)
     out = tmp_path / "ocout"
-    code, _, err = invoke(["run", "--dataset", f"npz:{data}", *TINY, "--out", out], capsys)
+    code, _, err = invoke(["run", "--dataset", f"npz:{data}", *TINY, "--out", out])
     assert code == 1
     wrote, failure = err.strip().splitlines()
     assert wrote == f"fedvote: wrote {out / 'charged.json'} (what the stopped run charged; no result)"
@@ -85,12 +76,12 @@ def test_failure_after_a_charge_with_out_writes_what_was_charged(tmp_path, capsy
     assert not (out / "result.json").exists()
 
 
-def test_failure_in_measure_after_a_charge_is_one_line(tmp_path, capsys, monkeypatch):
+def test_failure_in_measure_after_a_charge_is_one_line(tmp_path, invoke, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("disk\nfull")
 
     monkeypatch.setattr(runner, "measure", broken)
-    code, _, err = invoke(["run", *TINY], capsys)
+    code, _, err = invoke(["run", *TINY])
     assert code == 1 and "Traceback" not in err
     (failure,) = err.strip().splitlines()
     assert "RuntimeError: disk full" in failure
@@ -101,13 +92,13 @@ def test_failure_in_measure_after_a_charge_is_one_line(tmp_path, capsys, monkeyp
 
 
 @pytest.mark.parametrize("with_ledger", [False, True])
-def test_interrupt_after_release_states_the_charge(tmp_path, capsys, monkeypatch, with_ledger):
+def test_interrupt_after_release_states_the_charge(tmp_path, invoke, monkeypatch, with_ledger):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(runner, "measure", interrupted)
     ledger = tmp_path / "budget.db"
-    code, _, err = invoke(["run", *TINY, *(["--ledger", ledger] if with_ledger else [])], capsys)
+    code, _, err = invoke(["run", *TINY, *(["--ledger", ledger] if with_ledger else [])])
     assert code == 130
     (line,) = [line for line in err.splitlines() if line.strip()]
     assert line.startswith("fedvote: aborted; 1 release(s) were charged")
@@ -118,12 +109,12 @@ def test_interrupt_after_release_states_the_charge(tmp_path, capsys, monkeypatch
         assert "in memory only, nothing recorded" in line
 
 
-def test_interrupt_before_any_release_stays_plain(capsys, monkeypatch):
+def test_interrupt_before_any_release_stays_plain(invoke, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(runner, "execute", interrupted)
-    code, _, err = invoke(["run", *TINY], capsys)
+    code, _, err = invoke(["run", *TINY])
     assert code == 130
     assert err.strip() == "fedvote: aborted"
 
@@ -145,10 +136,10 @@ def test_python_api_error_carries_the_charge_note(monkeypatch):
 # --- item 4, item 9 (account --queries 0), item 10 (account's δ) -----------------------------
 
 
-def test_account_votes_string_histogram_is_one_line_naming_histogram(tmp_path, capsys):
+def test_account_votes_string_histogram_is_one_line_naming_histogram(tmp_path, invoke):
     path = tmp_path / "S.npy"
     np.save(path, np.array([["a", "b"], ["c", "d"]]))
-    code, _, err = invoke(["account", "votes", "--histogram", path, "--sigma", "5"], capsys)
+    code, _, err = invoke(["account", "votes", "--histogram", path, "--sigma", "5"])
     assert code == 2
     assert one_error_line(err).startswith("fedvote: error: --histogram: ")
 
@@ -161,14 +152,14 @@ def test_account_votes_string_histogram_is_one_line_naming_histogram(tmp_path, c
         (["gaussian", "--sigma", "5", "--count", "0"], "--count"),
     ],
 )
-def test_account_refuses_zero_releases_as_run_does(capsys, argv, flag):
-    code, _, err = invoke(["account", *argv], capsys)
+def test_account_refuses_zero_releases_as_run_does(invoke, argv, flag):
+    code, _, err = invoke(["account", *argv])
     assert code == 2
     assert one_error_line(err) == f"fedvote: error: {flag}: must be at least 1, got 0"
 
 
-def test_account_delta_defaults_to_runs(capsys):
-    code, out, _ = invoke(["account", "pate-fl", "--sigma", "25", "--queries", "500", "--json"], capsys)
+def test_account_delta_defaults_to_runs(invoke):
+    code, out, _ = invoke(["account", "pate-fl", "--sigma", "25", "--queries", "500", "--json"])
     assert code == 0 and json.loads(out)["delta"] == 1e-3
 
 
@@ -247,8 +238,8 @@ def test_cli_sets_openmp_policy_before_torch_under_load(argv, expected):
     assert seen == {"OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": "1", "torch_threads": expected}
 
 
-def test_threads_flag_refuses_zero(capsys):
-    code, _, err = invoke(["run", "--threads", "0"], capsys)
+def test_threads_flag_refuses_zero(invoke):
+    code, _, err = invoke(["run", "--threads", "0"])
     assert code == 2 and one_error_line(err) == "fedvote: error: --threads: must be an integer from 1 to 1024, got 0"
 
 
@@ -265,43 +256,43 @@ def test_threads_flag_refuses_zero(capsys):
          "--trials: must be at most 10000000 (about eight hours on digits), got 10000000000000"),
     ],
 )
-def test_surely_a_mistake_is_refused_in_one_line(argv, message, capsys, tmp_path, monkeypatch):
+def test_surely_a_mistake_is_refused_in_one_line(argv, message, invoke, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, _, err = invoke(argv, capsys)
+    code, _, err = invoke(argv)
     assert code == 2
     assert one_error_line(err) == f"fedvote: error: {message}"
     assert list(tmp_path.iterdir()) == []
 
 
-def test_knn_k_beyond_the_smallest_agent_is_refused_before_any_charge(tmp_path, capsys):
+def test_knn_k_beyond_the_smallest_agent_is_refused_before_any_charge(tmp_path, invoke):
     ledger = tmp_path / "l.db"
     code, _, err = invoke(["run", "--method", "private-knn-fl", "--k", str(10**9), "--agents", "5", "--sigma", "3",
-                           "--ledger", ledger], capsys)
+                           "--ledger", ledger])
     assert code == 2
     line = one_error_line(err)
     assert line.startswith("fedvote: error: --k: 1000000000 neighbours but the smallest agent holds ")
     assert not ledger.exists()
 
 
-def test_run_refuses_a_compare_json(tmp_path, capsys):
+def test_run_refuses_a_compare_json(tmp_path, invoke):
     path = tmp_path / "compare.json"
     config = {"method": "pate-fl", "federation": {"dataset": "digits", "agents": 3}}
     path.write_text(json.dumps({"rows": [{"method": "pate-fl"}, {"method": "dp-fedavg"}], "config": config}))
-    code, _, err = invoke(["run", "--config", path], capsys)
+    code, _, err = invoke(["run", "--config", path])
     assert code == 2
     line = one_error_line(err)
     assert line.startswith(f"fedvote: error: --config: {path} is a compare.json") and "fedvote compare" in line
 
 
-def test_run_refuses_a_config_without_its_federation(tmp_path, capsys):
+def test_run_refuses_a_config_without_its_federation(tmp_path, invoke):
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"config": {"method": "pate-fl", "queries": 20}}))
-    code, _, err = invoke(["run", "--config", path], capsys)
+    code, _, err = invoke(["run", "--config", path])
     assert code == 2
     assert one_error_line(err).startswith(f"fedvote: error: --config: {path} has no federation section")
 
 
-def test_label_refuses_queries_far_outside_the_data(tmp_path, capsys):
+def test_label_refuses_queries_far_outside_the_data(tmp_path, invoke):
     from fedvote.data.datasets import load_digits
 
     queries = load_digits().features[-3:].reshape(3, -1).copy()
@@ -309,17 +300,17 @@ def test_label_refuses_queries_far_outside_the_data(tmp_path, capsys):
     path = tmp_path / "q.npy"
     np.save(path, queries)
     ledger = tmp_path / "l.db"
-    code, _, err = invoke(["label", "--agents", "3", "--sigma", "3", "--queries", path, "--ledger", ledger], capsys)
+    code, _, err = invoke(["label", "--agents", "3", "--sigma", "3", "--queries", path, "--ledger", ledger])
     assert code == 2
     line = one_error_line(err)
     assert line.startswith(f"fedvote: error: --queries: {path}: query 1 holds 1e+30, far outside the data's range")
     assert not ledger.exists()
 
 
-def test_csv_row_with_an_extra_field_is_refused(tmp_path, capsys):
+def test_csv_row_with_an_extra_field_is_refused(tmp_path, invoke):
     path = tmp_path / "extra.csv"
     path.write_text("a,b,label\n" + "".join(f"{i},{i + 1},{i % 2}\n" for i in range(40)) + "3,4,1,9\n")
-    code, _, err = invoke(["run", "--dataset", f"csv:{path}", *TINY], capsys)
+    code, _, err = invoke(["run", "--dataset", f"csv:{path}", *TINY])
     assert code == 2
     line = one_error_line(err)
     assert line.startswith(f"fedvote: error: --dataset: {path}: line 42 has 4 fields but the header names 3 columns")
@@ -371,8 +362,8 @@ def test_readme_label_example_names_the_federation_the_ledger_keys():
     assert set(re.findall(r"records-[0-9a-f]+", section)) == {key}
 
 
-def test_data_list_says_multidigit_has_attributes_not_1024_classes(capsys):
-    code, out, _ = invoke(["data", "list"], capsys)
+def test_data_list_says_multidigit_has_attributes_not_1024_classes(invoke):
+    code, out, _ = invoke(["data", "list"])
     assert code == 0
     (line,) = [line for line in out.splitlines() if line.startswith("multidigit ")]
     assert "10 binary attributes (multi-label: 1024 label sets)" in line and "1024 classes" not in line
@@ -445,7 +436,7 @@ def test_summary_header_names_the_target_of_a_domain_shift():
     assert summary(result).startswith("fedvote pate-fl on digits: 3 agents, ")
 
 
-def test_label_interrupted_after_an_answer_states_the_charge(tmp_path, capsys, monkeypatch):
+def test_label_interrupted_after_an_answer_states_the_charge(tmp_path, invoke, monkeypatch):
     import fedvote.labelling.session as label_protocol
     from fedvote.data.datasets import load_digits
 
@@ -457,7 +448,7 @@ def test_label_interrupted_after_an_answer_states_the_charge(tmp_path, capsys, m
     np.save(path, load_digits().features[-2:].reshape(2, -1))
     ledger = tmp_path / "l.db"
     code, _, err = invoke(["label", "--agents", "3", "--sigma", "3", "--teacher-model", "logistic", "--epochs", "1",
-                           "--queries", path, "--ledger", ledger], capsys)
+                           "--queries", path, "--ledger", ledger])
     assert code == 130
     (line,) = [line for line in err.splitlines() if line.strip()]
     assert line.startswith("fedvote: aborted; 1 release(s) were charged") and f"the ledger {ledger}" in line

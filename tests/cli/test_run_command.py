@@ -4,7 +4,6 @@ import sys
 
 import pytest
 
-from fedvote.cli import main
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import pate_fl_events
 
@@ -16,16 +15,8 @@ SMALL = ["--agents", "10", "--queries", "40", "--epochs", "5", "--teacher-model"
          "--student-model", "logistic", "--noise-seed", "1"]
 
 
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
-
-
-def test_run_json_has_the_documented_schema(tmp_path, capsys):
-    code, out, _ = invoke(["run", *SMALL, "--epsilon", "4", "--delta", "1e-3", "--json", "--out", str(tmp_path)], capsys)
+def test_run_json_has_the_documented_schema(tmp_path, invoke):
+    code, out, _ = invoke(["run", *SMALL, "--epsilon", "4", "--delta", "1e-3", "--json", "--out", str(tmp_path)])
     assert code == 0
     result = json.loads(out)
     assert REQUIRED_KEYS <= set(result)
@@ -44,19 +35,19 @@ def test_run_json_has_the_documented_schema(tmp_path, capsys):
     assert on_disk["config"]["federation"]["agents"] == 10
 
 
-def test_sigma_zero_is_a_labelled_non_private_reference(capsys):
-    code, out, _ = invoke(["run", *SMALL, "--sigma", "0", "--json"], capsys)
+def test_sigma_zero_is_a_labelled_non_private_reference(invoke):
+    code, out, _ = invoke(["run", *SMALL, "--sigma", "0", "--json"])
     assert code == 0
     result = json.loads(out)
     assert result["private"] is False
     assert result["privacy"]["agent"]["epsilon"] is None
     assert result["privacy"]["instance"]["epsilon"] is None
-    code, out, _ = invoke(["run", *SMALL, "--sigma", "0"], capsys)
+    code, out, _ = invoke(["run", *SMALL, "--sigma", "0"])
     assert "NOT PRIVATE" in out
 
 
-def test_summary_is_readable(capsys):
-    code, out, _ = invoke(["run", *SMALL, "--sigma", "5"], capsys)
+def test_summary_is_readable(invoke):
+    code, out, _ = invoke(["run", *SMALL, "--sigma", "5"])
     assert code == 0
     assert "student accuracy" in out and "agent-level" in out and "instance-level" in out
     assert "communication" in out
@@ -80,9 +71,9 @@ def test_summary_is_readable(capsys):
         (["--nonsense"], "--nonsense"),
     ],
 )
-def test_bad_input_is_one_line_naming_the_flag_and_writes_nothing(tmp_path, capsys, args, flag):
+def test_bad_input_is_one_line_naming_the_flag_and_writes_nothing(tmp_path, invoke, args, flag):
     out_dir = tmp_path / "out"
-    code, out, err = invoke(["run", *SMALL, *args, "--out", str(out_dir)], capsys)
+    code, out, err = invoke(["run", *SMALL, *args, "--out", str(out_dir)])
     assert code == 2
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("fedvote: error:")
@@ -100,39 +91,39 @@ def test_console_script_runs_as_a_process(tmp_path):
     assert json.loads(completed.stdout)["sigma"] == 3.0
 
 
-def test_config_recorded_in_result_json_reruns_identically(tmp_path, capsys):
-    code, first, _ = invoke(["run", *SMALL, "--sigma", "3", "--json", "--out", str(tmp_path)], capsys)
+def test_config_recorded_in_result_json_reruns_identically(tmp_path, invoke):
+    code, first, _ = invoke(["run", *SMALL, "--sigma", "3", "--json", "--out", str(tmp_path)])
     assert code == 0
-    code, second, _ = invoke(["run", "--config", str(tmp_path / "result.json"), "--json"], capsys)
+    code, second, _ = invoke(["run", "--config", str(tmp_path / "result.json"), "--json"])
     assert code == 0
     first, second = json.loads(first), json.loads(second)
     assert second["config"] == first["config"]
     assert second["accuracy"] == first["accuracy"]  # same seed and noise seed
 
 
-def test_config_refuses_other_run_flags_and_bad_files(tmp_path, capsys):
+def test_config_refuses_other_run_flags_and_bad_files(tmp_path, invoke):
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
     for args in (["--config", str(bad)], ["--config", str(tmp_path / "missing.json")],
                  ["--config", str(bad), "--agents", "3"]):
-        code, out, err = invoke(["run", *args], capsys)
+        code, out, err = invoke(["run", *args])
         assert code == 2 and out == "" and err.count("\n") == 1
         assert "--config" in err
 
 
-def test_budget_in_a_ledger_is_enforced_across_runs_before_release(tmp_path, capsys):
+def test_budget_in_a_ledger_is_enforced_across_runs_before_release(tmp_path, invoke):
     import sqlite3
 
     ledger = tmp_path / "ledger.db"
     args = ["run", *SMALL, "--sigma", "8", "--ledger", str(ledger), "--budget-epsilon", "4", "--json"]
     spent = []
     for _ in range(2):
-        code, out, _ = invoke(args, capsys)
+        code, out, _ = invoke(args)
         assert code == 0
         spent.append(json.loads(out)["ledger"]["spent_agent_epsilon"])
     assert spent[0] < spent[1] <= 4.0
     rows_before = sqlite3.connect(ledger).execute("SELECT COUNT(*) FROM records").fetchone()[0]
-    code, out, err = invoke([*args, "--out", str(tmp_path / "third")], capsys)
+    code, out, err = invoke([*args, "--out", str(tmp_path / "third")])
     assert code == 2 and out == ""
     assert err.startswith("fedvote: error: --budget-epsilon: privacy budget exceeded")
     assert err.count("\n") == 1
@@ -140,22 +131,22 @@ def test_budget_in_a_ledger_is_enforced_across_runs_before_release(tmp_path, cap
     assert not (tmp_path / "third").exists()
 
 
-def test_every_command_group_is_reachable_from_the_fedvote_entry_point(capsys):
-    code, out, _ = invoke(["--help"], capsys)
+def test_every_command_group_is_reachable_from_the_fedvote_entry_point(invoke):
+    code, out, _ = invoke(["--help"])
     assert code == 0
     for command in ("run", "account", "data", "compare"):
         assert f"  {command} " in out
-    code, out, _ = invoke(["account", "pate-fl", "--sigma", "25", "--queries", "500", "--delta", "1e-3", "--json"], capsys)
+    code, out, _ = invoke(["account", "pate-fl", "--sigma", "25", "--queries", "500", "--delta", "1e-3", "--json"])
     assert code == 0 and json.loads(out)["epsilon"] == pytest.approx(2.7354, abs=5e-4)
-    code, out, _ = invoke(["data", "list", "--data-dir", "tests/data/samples", "--json"], capsys)
+    code, out, _ = invoke(["data", "list", "--data-dir", "tests/data/samples", "--json"])
     assert code == 0 and "mnist" in out
-    code, _, err = invoke(["compare", "--methods", "nope"], capsys)
+    code, _, err = invoke(["compare", "--methods", "nope"])
     assert code == 2 and "--methods" in err
 
 
-def test_compare_takes_the_same_federation_flags_as_run(capsys):
+def test_compare_takes_the_same_federation_flags_as_run(invoke):
     code, out, _ = invoke(["compare", "--methods", "fedavg", "--agents", "5", "--partition", "dirichlet",
-                           "--dirichlet-alpha", "5", "--rounds", "3", "--json"], capsys)
+                           "--dirichlet-alpha", "5", "--rounds", "3", "--json"])
     assert code == 0
     assert json.loads(out)[0]["method"] == "fedavg"
 
@@ -209,8 +200,8 @@ def _keys(value, prefix=""):
             yield from _keys(inner, prefix)
 
 
-def test_noiseless_functions_of_private_data_live_only_under_diagnostics(tmp_path, capsys):
-    code, out, _ = invoke(["run", *SMALL, "--sigma", "5", "--json", "--out", str(tmp_path)], capsys)
+def test_noiseless_functions_of_private_data_live_only_under_diagnostics(tmp_path, invoke):
+    code, out, _ = invoke(["run", *SMALL, "--sigma", "5", "--json", "--out", str(tmp_path)])
     assert code == 0
     result = json.loads(out)
     diagnostics = result["diagnostics"]
@@ -219,7 +210,7 @@ def test_noiseless_functions_of_private_data_live_only_under_diagnostics(tmp_pat
     outside = [key for key in _keys({k: v for k, v in result.items() if k != "diagnostics"})
                if key.rsplit(".", 1)[-1] in PRIVATE_DIAGNOSTICS]
     assert outside == []
-    code, out, _ = invoke(["run", *SMALL, "--sigma", "5"], capsys)
+    code, out, _ = invoke(["run", *SMALL, "--sigma", "5"])
     summary = out[out.index("simulation diagnostic"):]
     assert "teacher accuracy" in summary  # shown only below the diagnostic heading
     assert "teacher accuracy" not in out[: out.index("simulation diagnostic")]
@@ -247,18 +238,18 @@ def _foreign_flags() -> list[tuple[str, list[str], str]]:
 
 
 @pytest.mark.parametrize(("method", "args", "flag"), _foreign_flags(), ids=lambda v: " ".join(v) if isinstance(v, list) else v)
-def test_every_method_refuses_a_flag_it_does_not_take_by_name(method, args, flag, capsys):
+def test_every_method_refuses_a_flag_it_does_not_take_by_name(method, args, flag, invoke):
     """One options seam: kNN and gradient settings are method options like the newer methods'; a
     flag given to a method that does not take it is refused in one line naming it, before
     anything is loaded (no more `--method pate-fl --k 5 --rounds 7` silently recorded)."""
-    code, out, err = invoke(["run", "--method", method, *args], capsys)
+    code, out, err = invoke(["run", "--method", method, *args])
     assert code == 2 and out == ""
     assert err.strip() == f"fedvote: error: {flag}: is not an option of method {method!r}"
 
 
 @pytest.mark.parametrize("args", [["--k", "5"], ["--rounds", "7"], ["--k", "5", "--rounds", "7"]])
-def test_pate_fl_refuses_knn_and_gradient_flags(args, capsys):
-    code, _, err = invoke(["run", "--method", "pate-fl", *args], capsys)
+def test_pate_fl_refuses_knn_and_gradient_flags(args, invoke):
+    code, _, err = invoke(["run", "--method", "pate-fl", *args])
     assert code == 2
     assert err.strip() in {f"fedvote: error: {flag}: is not an option of method 'pate-fl'" for flag in args[::2]}
 
@@ -283,17 +274,17 @@ def test_knn_and_gradient_flags_keep_their_names_and_come_from_the_methods_optio
     assert knn | gradient | {"--no-normalize-features", "--no-center-inputs"} <= flags
 
 
-def test_a_bad_knn_or_gradient_value_is_refused_by_its_flag(capsys):
-    code, _, err = invoke(["run", "--method", "private-knn-fl", "--k", "0"], capsys)
+def test_a_bad_knn_or_gradient_value_is_refused_by_its_flag(invoke):
+    code, _, err = invoke(["run", "--method", "private-knn-fl", "--k", "0"])
     assert code == 2 and err.strip() == "fedvote: error: --k: must be an integer in [1, 2147483647], got 0"
-    code, _, err = invoke(["run", "--method", "dp-fedavg", "--sampling-rate", "2"], capsys)
+    code, _, err = invoke(["run", "--method", "dp-fedavg", "--sampling-rate", "2"])
     assert code == 2 and err.strip() == "fedvote: error: --sampling-rate: must be in (0, 1], got 2.0"
 
 
-def test_a_gradient_run_records_its_settings_as_options(tmp_path, capsys):
+def test_a_gradient_run_records_its_settings_as_options(tmp_path, invoke):
     code, _, _ = invoke(["run", "--method", "dp-fedavg", "--agents", "5", "--rounds", "2", "--sampling-rate", "1",
                          "--local-steps", "1", "--noise", "server", "--gradient-model", "logistic", "--noise-seed", "0",
-                         "--out", str(tmp_path)], capsys)
+                         "--out", str(tmp_path)])
     assert code == 0
     config = json.loads((tmp_path / "result.json").read_text())["config"]
     assert "gradient" not in config and "knn" not in config

@@ -6,27 +6,18 @@ import json
 
 import pytest
 
-from fedvote.cli import main
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import pate_fl_discrete_events
 
 SMALL = ["--agents", "10", "--epochs", "5", "--teacher-model", "logistic", "--student-model", "logistic"]
 
 
-def invoke(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
-
-
-def test_pate_fl_secure_noise_reports_the_discrete_gaussian_accountants_epsilon(capsys):
+def test_pate_fl_secure_noise_reports_the_discrete_gaussian_accountants_epsilon(invoke):
     # 40 teacher epochs (SMALL's 5 left the logistic teachers so weak that the student, on
     # fresh CSPRNG noise each run, fell below 0.2 about one run in eight; with 40: 0.31-0.62
     # over eight runs, chance is 0.1).
     code, out, err = invoke(["run", "--method", "pate-fl", *SMALL, "--epochs", "40", "--queries", "40",
-                             "--secure-noise", "--epsilon", "4", "--json"], capsys)
+                             "--secure-noise", "--epsilon", "4", "--json"])
     assert code == 0, err
     result = json.loads(out)
     privacy = result["privacy"]
@@ -41,27 +32,27 @@ def test_pate_fl_secure_noise_reports_the_discrete_gaussian_accountants_epsilon(
     assert result["accuracy"] > 0.2  # it learned something from the integer noisy votes
 
 
-def test_dp_fedavg_secure_noise_is_the_distributed_discrete_gaussian(capsys):
+def test_dp_fedavg_secure_noise_is_the_distributed_discrete_gaussian(invoke):
     """Issue 46: quantised updates with exact discrete Gaussian shares from the OS CSPRNG, accounted
     by KLS21 in RDP (tests/methods/test_dp_fedavg_discrete.py checks its ε independently)."""
     code, out, err = invoke(["run", "--method", "dp-fedavg", "--agents", "10", "--rounds", "3", "--sigma", "1.0",
-                             "--gradient-model", "logistic", "--secure-noise", "--json"], capsys)
+                             "--gradient-model", "logistic", "--secure-noise", "--json"])
     assert code == 0, err
     result = json.loads(out)
     assert result["privacy"]["noise_source"] == "csprng-distributed-discrete-gaussian"
     assert result["privacy"]["accountant"] == "rdp"
     assert result["privacy"]["agent"]["epsilon"] is not None and result["privacy"]["agent"]["epsilon"] > 0
     code, out, _ = invoke(["run", "--method", "dp-fedavg", "--agents", "10", "--rounds", "3", "--sigma", "1.0",
-                           "--gradient-model", "logistic", "--json"], capsys)
+                           "--gradient-model", "logistic", "--json"])
     plain = json.loads(out)["privacy"]
     assert plain["noise_source"] == "pcg64-os-entropy"
     # the general subsampling bound of the discrete sum is looser than the float path's PLD
     assert result["privacy"]["agent"]["epsilon"] >= plain["agent"]["epsilon"]
 
 
-def test_a_run_without_secure_noise_states_its_pcg64_source(capsys):
+def test_a_run_without_secure_noise_states_its_pcg64_source(invoke):
     code, out, _ = invoke(["run", "--method", "pate-fl", *SMALL, "--queries", "20", "--sigma", "5",
-                           "--noise-seed", "3", "--json"], capsys)
+                           "--noise-seed", "3", "--json"])
     assert code == 0
     assert json.loads(out)["privacy"]["noise_source"] == "pcg64-seeded"
 
@@ -75,16 +66,16 @@ def test_a_run_without_secure_noise_states_its_pcg64_source(capsys):
         (["--method", "pate-fl", "--release", "labels"], "Confident-GNMax"),
     ],
 )
-def test_secure_noise_is_refused_in_one_line_where_it_does_not_apply(args, says, capsys):
-    code, out, err = invoke(["run", *args, "--secure-noise"], capsys)
+def test_secure_noise_is_refused_in_one_line_where_it_does_not_apply(args, says, invoke):
+    code, out, err = invoke(["run", *args, "--secure-noise"])
     assert code == 2
     assert err.count("\n") == 1 and "--secure-noise" in err and says in err
     assert out == ""
 
 
 
-def test_dp_fedsgd_secure_noise_seeds_its_dp_sgd_generators_from_the_os(capsys):
+def test_dp_fedsgd_secure_noise_seeds_its_dp_sgd_generators_from_the_os(invoke):
     code, out, err = invoke(["run", "--method", "dp-fedsgd", "--agents", "10", "--rounds", "1", "--sigma", "1.0",
-                             "--secure-noise", "--json"], capsys)
+                             "--secure-noise", "--json"])
     assert code == 0, err
     assert json.loads(out)["privacy"]["noise_source"] == "csprng-seeded-torch"

@@ -21,14 +21,6 @@ TINY = ["--agents", "3", "--epochs", "1", "--teacher-model", "logistic", "--stud
         "--queries", "5", "--self-training-rounds", "0"]
 
 
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
-
-
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
@@ -40,27 +32,27 @@ def invoke(args, capsys):
          "--sigma: must be at most 1e+06 (noise that drowns every release: ε ≈ 0, nothing is learned), got 1e+308"),
     ],
 )
-def test_bad_seeds_and_a_huge_sigma_are_one_line_before_any_work(flags, message, tmp_path, capsys):
+def test_bad_seeds_and_a_huge_sigma_are_one_line_before_any_work(flags, message, tmp_path, invoke):
     started = time.perf_counter()
     code, out, err = invoke(["run", *TINY, *flags, "--out", str(tmp_path / "out"),
-                             "--ledger", str(tmp_path / "l.db")], capsys)
+                             "--ledger", str(tmp_path / "l.db")])
     assert code == 2
     assert err.strip() == f"fedvote: error: {message}"
     assert out == "" and not (tmp_path / "out").exists() and not (tmp_path / "l.db").exists()
     assert time.perf_counter() - started < 5  # refused up front, not after 14 s of work
 
 
-def test_the_largest_seeds_run(capsys):
+def test_the_largest_seeds_run(invoke):
     code, out, err = invoke(["run", *TINY, "--sigma", "2", "--seed", "4294967295",
-                             "--noise-seed", "9223372036854775807", "--json"], capsys)
+                             "--noise-seed", "9223372036854775807", "--json"])
     assert code == 0, err
     assert json.loads(out)["config"]["seed"] == 4294967295
 
 
-def test_a_ledger_that_is_a_text_file_is_refused_in_one_line(tmp_path, capsys):
+def test_a_ledger_that_is_a_text_file_is_refused_in_one_line(tmp_path, invoke):
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes\n")
-    code, _, err = invoke(["run", *TINY, "--sigma", "2", "--ledger", str(notes)], capsys)
+    code, _, err = invoke(["run", *TINY, "--sigma", "2", "--ledger", str(notes)])
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and err.startswith("fedvote: error: --ledger: ")
     assert notes.read_text() == "my notes\n"
@@ -78,7 +70,7 @@ def deployment(tmp_path_factory):
     return root / "fed"
 
 
-def test_deploy_server_refuses_an_agent_file_as_data_before_flower_starts(deployment, tmp_path, monkeypatch, capsys):
+def test_deploy_server_refuses_an_agent_file_as_data_before_flower_starts(deployment, tmp_path, monkeypatch, invoke):
     """`fedvote deploy server --data agent-0.npz`: one line naming the file's role; Flower never starts."""
     import fedvote.cli.deploy as deploy
 
@@ -88,7 +80,7 @@ def test_deploy_server_refuses_an_agent_file_as_data_before_flower_starts(deploy
     monkeypatch.setattr(deploy, "_flower_executable", no_flower)
     agent_file = deployment / "agent-0.npz"
     code, _, err = invoke(["deploy", "server", "--config", str(deployment / "run.json"), "--data", str(agent_file),
-                           "--out", str(tmp_path / "out"), "--insecure"], capsys)
+                           "--out", str(tmp_path / "out"), "--insecure"])
     assert code == 2
     assert err.strip() == (
         f"fedvote: error: --data: {agent_file} is no fedvote server file: it is an agent's file "
@@ -97,7 +89,7 @@ def test_deploy_server_refuses_an_agent_file_as_data_before_flower_starts(deploy
     assert not (tmp_path / "out" / "result.json").exists()
 
 
-def test_a_failed_deployment_names_a_log_that_is_still_there(deployment, tmp_path, monkeypatch, capsys):
+def test_a_failed_deployment_names_a_log_that_is_still_there(deployment, tmp_path, monkeypatch, invoke):
     """"see the log" pointed at a log already deleted with Flower's temporary home."""
     import fedvote.cli.deploy as deploy
 
@@ -108,7 +100,7 @@ def test_a_failed_deployment_names_a_log_that_is_still_there(deployment, tmp_pat
     monkeypatch.setattr(deploy, "_run_foreground", lambda command, home: 1)  # flwr run failed
     code, _, err = invoke(["deploy", "server", "--config", str(deployment / "run.json"),
                            "--data", str(deployment / "server.npz"), "--out", str(tmp_path / "out"),
-                           "--insecure"], capsys)
+                           "--insecure"])
     assert code == 1
     line = err.strip().splitlines()[-1]
     prefix = "fedvote: error: the run wrote no result (flwr run exited with 1); the SuperLink's log (with the " \

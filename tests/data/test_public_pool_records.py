@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 
 import fedvote.runner as runner
-from fedvote.cli import main
 from fedvote.config import FederationConfig, RunConfig
 from fedvote.data.datasets import load_dataset, resize_images
 from fedvote.data.federation import build_domain_federation
@@ -75,14 +74,6 @@ def write_csv(path: Path, features: np.ndarray, labels: np.ndarray) -> Path:
 def config(dataset: str, target: str | None, data_dir: Path | None = None, agents: int = 4) -> RunConfig:
     directory = str(data_dir) if data_dir is not None else None
     return RunConfig(federation=FederationConfig(dataset=dataset, target=target, data_dir=directory, agents=agents))
-
-
-def invoke(args: list, capsys) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(arg) for arg in args])
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 def error_line(err: str) -> str:
@@ -247,76 +238,76 @@ def test_the_refusal_counts_records_of_each_public_part():
 # ------------------------------------------------------------------ every command reaches the check
 
 
-def test_fedvote_run_with_a_byte_copy_as_target_exits_2_naming_target(agents_file, byte_copy, tmp_path, capsys):
+def test_fedvote_run_with_a_byte_copy_as_target_exits_2_naming_target(agents_file, byte_copy, tmp_path, invoke):
     ledger, out = tmp_path / "ledger.db", tmp_path / "out"
     args = ["run", "--dataset", f"npz:{agents_file}", "--target", f"npz:{byte_copy}", *TINY,
             "--queries", "10", "--student-model", "logistic", "--ledger", ledger, "--out", out]
-    code, stdout, err = invoke(args, capsys)
+    code, stdout, err = invoke(args)
     assert code == 2 and stdout == ""
     assert refused_count(err) == RECORDS
     assert not ledger.exists() and not out.exists()
 
 
-def test_fedvote_run_with_a_csv_copy_as_target_exits_2_naming_target(tmp_path, capsys):
+def test_fedvote_run_with_a_csv_copy_as_target_exits_2_naming_target(tmp_path, invoke):
     x, y = digits_arrays()
     agents = write_csv(tmp_path / "agents.csv", x, y)
     copy = Path(shutil.copyfile(agents, tmp_path / "copy.csv"))
     args = ["run", "--dataset", f"csv:{agents}", "--target", f"csv:{copy}", *TINY,
             "--queries", "10", "--student-model", "logistic"]
-    code, stdout, err = invoke(args, capsys)
+    code, stdout, err = invoke(args)
     assert code == 2 and stdout == "" and refused_count(err) == RECORDS
 
 
 def test_fedvote_compare_with_a_byte_copy_as_target_exits_2_naming_target(
-    agents_file, byte_copy, tmp_path, capsys
+    agents_file, byte_copy, tmp_path, invoke
 ):
     ledger, out = tmp_path / "ledger.db", tmp_path / "out"
     args = ["compare", "--methods", "pate-fl", "--dataset", f"npz:{agents_file}", "--target",
             f"npz:{byte_copy}", "--agents", "4", "--epochs", "1", "--ledger", ledger, "--out", out]
-    code, stdout, err = invoke(args, capsys)
+    code, stdout, err = invoke(args)
     assert code == 2 and stdout == "" and refused_count(err) == RECORDS
     assert not ledger.exists() and not out.exists()
 
 
-def test_fedvote_sweep_with_a_byte_copy_as_target_exits_2_naming_target(agents_file, byte_copy, tmp_path, capsys):
+def test_fedvote_sweep_with_a_byte_copy_as_target_exits_2_naming_target(agents_file, byte_copy, tmp_path, invoke):
     out = tmp_path / "sweep"
     args = ["sweep", "--method", "pate-fl", "--dataset", f"npz:{agents_file}", "--target", f"npz:{byte_copy}",
             *TINY, "--queries", "10", "--student-model", "logistic", "--grid", "sigma=5,10", "--out", out]
-    code, stdout, err = invoke(args, capsys)
+    code, stdout, err = invoke(args)
     assert code == 2 and stdout == "" and refused_count(err) == RECORDS
     assert not (out / "sweep.json").exists()
 
 
-def test_fedvote_label_with_a_byte_copy_as_target_exits_2_naming_target(agents_file, byte_copy, tmp_path, capsys):
+def test_fedvote_label_with_a_byte_copy_as_target_exits_2_naming_target(agents_file, byte_copy, tmp_path, invoke):
     queries = tmp_path / "queries.npy"
     np.save(queries, digits_arrays(1500)[0][-3:])  # the querier's own examples
     ledger = tmp_path / "ledger.db"
     args = ["label", "--queries", queries, "--dataset", f"npz:{agents_file}", "--target", f"npz:{byte_copy}",
             *TINY, "--ledger", ledger]
-    code, stdout, err = invoke(args, capsys)
+    code, stdout, err = invoke(args)
     assert code == 2 and stdout == "" and refused_count(err) == RECORDS
     assert not ledger.exists()
 
 
-def test_fedvote_audit_with_a_byte_copy_as_target_exits_2_naming_target(agents_file, byte_copy, capsys):
+def test_fedvote_audit_with_a_byte_copy_as_target_exits_2_naming_target(agents_file, byte_copy, invoke):
     args = ["audit", "--method", "pate-fl", "--dataset", f"npz:{agents_file}", "--target", f"npz:{byte_copy}",
             *TINY, "--queries", "10", "--student-model", "logistic", "--trials", "50"]
-    code, stdout, err = invoke(args, capsys)
+    code, stdout, err = invoke(args)
     assert code == 2 and stdout == "" and refused_count(err) == RECORDS
 
 
 def test_fedvote_deploy_split_with_a_byte_copy_as_target_exits_2_and_writes_no_file(
-    agents_file, byte_copy, tmp_path, capsys
+    agents_file, byte_copy, tmp_path, invoke
 ):
     run_json = tmp_path / "run.json"
     run_json.write_text(json.dumps(config(f"npz:{agents_file}", f"npz:{byte_copy}").to_dict()))
     out = tmp_path / "deployment"
-    code, stdout, err = invoke(["deploy", "split", "--config", run_json, "--out", out], capsys)
+    code, stdout, err = invoke(["deploy", "split", "--config", run_json, "--out", out])
     assert code == 2 and stdout == "" and refused_count(err) == RECORDS
     assert not out.exists()  # no agent's file, no server file, not even the directory
 
 
-def test_a_validation_file_holding_the_agents_records_is_refused_naming_it(agents_file, tmp_path, capsys):
+def test_a_validation_file_holding_the_agents_records_is_refused_naming_it(agents_file, tmp_path, invoke):
     x, y = digits_arrays()
     validation = tmp_path / "validation.npz"
     np.savez(validation, x=x[:30], y=y[:30])
@@ -326,7 +317,7 @@ def test_a_validation_file_holding_the_agents_records_is_refused_naming_it(agent
     args = ["run", "--method", "weighted-pate", "--validation-file", validation, "--dataset",
             f"npz:{agents_file}", "--target", f"npz:{others}", *TINY, "--queries", "10",
             "--student-model", "logistic"]
-    code, stdout, err = invoke(args, capsys)
+    code, stdout, err = invoke(args)
     assert code == 2 and stdout == ""
     assert error_line(err).startswith(
         "fedvote: error: --validation-file: the validation set holds 30 of the agents' records (by content); "

@@ -7,7 +7,6 @@ import pytest
 from click.testing import CliRunner
 from sklearn.linear_model import LogisticRegression
 
-from fedvote.cli.app import main
 from fedvote.cli.data import data
 from fedvote.data import syndigits
 from fedvote.data.channels import LUMA_WEIGHTS, luminance
@@ -124,17 +123,9 @@ def test_data_list_describes_syndigits_without_generating_it(tmp_path, monkeypat
     assert "fedvote data make-syndigits" in result.output
 
 
-def _invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(arg) for arg in args])
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
-
-
-def test_make_syndigits_writes_files_the_loader_and_data_list_read(tmp_path, capsys):
-    code, out, err = _invoke(["data", "make-syndigits", "--out", tmp_path, "--count", "30", "--seed", "5",
-                              "--test-count", "12"], capsys)
+def test_make_syndigits_writes_files_the_loader_and_data_list_read(tmp_path, invoke):
+    code, out, err = invoke(["data", "make-syndigits", "--out", tmp_path, "--count", "30", "--seed", "5",
+                             "--test-count", "12"])
     assert code == 0, err
     train_file, test_file = tmp_path / "syndigits" / "train.npz", tmp_path / "syndigits" / "test.npz"
     assert out.split() == [str(train_file), str(test_file)]
@@ -145,7 +136,7 @@ def test_make_syndigits_writes_files_the_loader_and_data_list_read(tmp_path, cap
     status = dataset_status("syndigits", tmp_path)
     assert status.splits["train"]["count"] == 30 and status.splits["train"]["files"] == [str(train_file)]
     # Default test count: a quarter of the training count.
-    code, _, err = _invoke(["data", "make-syndigits", "--out", tmp_path / "b", "--count", "8"], capsys)
+    code, _, err = invoke(["data", "make-syndigits", "--out", tmp_path / "b", "--count", "8"])
     assert code == 0 and len(load_dataset("syndigits", tmp_path / "b", split="test")) == 2
 
 
@@ -159,8 +150,8 @@ def test_make_syndigits_writes_files_the_loader_and_data_list_read(tmp_path, cap
         (["--count", "999999999"], "--count"),
     ],
 )
-def test_make_syndigits_refuses_bad_flags_in_one_line(tmp_path, capsys, flags, flag):
-    code, _, err = _invoke(["data", "make-syndigits", "--out", tmp_path, *flags], capsys)
+def test_make_syndigits_refuses_bad_flags_in_one_line(tmp_path, invoke, flags, flag):
+    code, _, err = invoke(["data", "make-syndigits", "--out", tmp_path, *flags])
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"fedvote: error: {flag}: "), err

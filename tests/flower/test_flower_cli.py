@@ -11,14 +11,6 @@ from fedvote.cli import main
 from fedvote.cli.deploy import deployment_summary
 
 
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
-
-
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory):
     root = tmp_path_factory.mktemp("deploy")
@@ -38,35 +30,34 @@ def test_split_writes_one_file_per_agent_the_server_file_and_the_config(fed):
     assert json.loads((fed / "run.json").read_text())["federation"]["agents"] == 3
 
 
-def test_agent_refuses_another_agents_file(fed, capsys):
-    code, _, err = invoke(["deploy", "agent", "--id", "1", "--data", str(fed / "agent-0.npz"), "--insecure"], capsys)
+def test_agent_refuses_another_agents_file(fed, invoke):
+    code, _, err = invoke(["deploy", "agent", "--id", "1", "--data", str(fed / "agent-0.npz"), "--insecure"])
     assert code == 2
     assert err.strip() == f"fedvote: error: --id: {fed / 'agent-0.npz'} holds agent 0, not agent 1"
 
 
-def test_agent_needs_tls_or_an_explicit_insecure(fed, capsys):
-    code, _, err = invoke(["deploy", "agent", "--id", "0", "--data", str(fed / "agent-0.npz")], capsys)
+def test_agent_needs_tls_or_an_explicit_insecure(fed, invoke):
+    code, _, err = invoke(["deploy", "agent", "--id", "0", "--data", str(fed / "agent-0.npz")])
     assert code == 2 and "--root-certificates" in err and len(err.strip().splitlines()) == 1
 
 
-def test_server_refuses_half_a_tls_setup(fed, tmp_path, capsys):
+def test_server_refuses_half_a_tls_setup(fed, tmp_path, invoke):
     cert = tmp_path / "server.pem"
     cert.write_text("not used")
     code, _, err = invoke(
         ["deploy", "server", "--config", str(fed / "run.json"), "--data", str(fed / "server.npz"),
          "--out", str(tmp_path / "out"), "--ssl-certfile", str(cert)],
-        capsys,
     )
     assert code == 2 and "--ssl-keyfile" in err
 
 
-def test_agent_refuses_a_file_that_is_not_an_agent_file(fed, capsys):
-    code, _, err = invoke(["deploy", "agent", "--id", "0", "--data", str(fed / "server.npz"), "--insecure"], capsys)
+def test_agent_refuses_a_file_that_is_not_an_agent_file(fed, invoke):
+    code, _, err = invoke(["deploy", "agent", "--id", "0", "--data", str(fed / "server.npz"), "--insecure"])
     assert code == 2 and "is no fedvote agent file" in err
 
 
-def test_app_writes_the_flower_app_project(tmp_path, capsys):
-    code, out, _ = invoke(["deploy", "app", str(tmp_path / "app")], capsys)
+def test_app_writes_the_flower_app_project(tmp_path, invoke):
+    code, out, _ = invoke(["deploy", "app", str(tmp_path / "app")])
     assert code == 0
     project = tomli.loads((tmp_path / "app" / "pyproject.toml").read_text())
     assert project["tool"]["flwr"]["app"]["components"] == {

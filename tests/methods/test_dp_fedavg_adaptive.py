@@ -11,20 +11,11 @@ import pytest
 from dp_accounting import dp_event, pld
 
 from fedvote.agents.local_updates import ClipCountTraining, release_update
-from fedvote.cli import main
 from fedvote.errors import ConfigError
 from fedvote.methods.dp_fedavg import DpFedAvg
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.transport.local import LocalTransport
-
-
-def invoke(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
 
 
 class SharesSeen(LocalTransport):
@@ -72,9 +63,9 @@ def test_epsilon_equals_an_independent_pld_computation_from_the_noise_really_add
     assert outcome.details["update_noise_multiplier"] > z  # the count took some of z⁻²
 
 
-def test_cli_adaptive_epsilon_is_at_most_the_target_and_equals_an_independent_computation(capsys):
+def test_cli_adaptive_epsilon_is_at_most_the_target_and_equals_an_independent_computation(invoke):
     code, out, err = invoke(["run", "--method", "dp-fedavg", "--clipping", "adaptive", "--epsilon", "4",
-                             "--rounds", "10", "--agents", "10", "--noise-seed", "0", "--json"], capsys)
+                             "--rounds", "10", "--agents", "10", "--noise-seed", "0", "--json"])
     assert code == 0, err
     result = json.loads(out)
     privacy = result["privacy"]
@@ -138,9 +129,9 @@ def test_the_bit_is_below_or_at_the_clip_centred_and_scaled(small_federation):
         (["--clip-learning-rate", "-1"], "clip_learning_rate"),
     ],
 )
-def test_bad_input_is_one_line_exit_2(args, flag, capsys, tmp_path):
+def test_bad_input_is_one_line_exit_2(args, flag, invoke, tmp_path):
     code, _, err = invoke(["run", "--method", "dp-fedavg", "--agents", "10", "--rounds", "2",
-                           "--ledger", str(tmp_path / "ledger.db"), *args], capsys)
+                           "--ledger", str(tmp_path / "ledger.db"), *args])
     assert code == 2
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith("fedvote run [")]
     assert len(lines) == 1, err

@@ -11,21 +11,12 @@ import pytest
 from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
 
 from fedvote.agents.local_updates import DiscreteTraining
-from fedvote.cli import main
 from fedvote.methods.dp_fedavg import DpFedAvg
 from fedvote.privacy.accountant import RDP_ORDERS, epsilon_for
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.transport.local import LocalTransport
 
 SMALL = ["--agents", "10", "--rounds", "3", "--gradient-model", "logistic"]
-
-
-def invoke(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
 
 
 def independent_epsilon(plan: dict, q: float, rounds: int, delta: float) -> float:
@@ -57,9 +48,9 @@ def independent_epsilon(plan: dict, q: float, rounds: int, delta: float) -> floa
     return float(dp_rdp.compute_epsilon(np.array(RDP_ORDERS), np.array(rdp), delta)[0])
 
 
-def test_secure_noise_names_the_discrete_gaussian_and_equals_an_independent_computation(capsys):
+def test_secure_noise_names_the_discrete_gaussian_and_equals_an_independent_computation(invoke):
     code, out, err = invoke(["run", "--method", "dp-fedavg", *SMALL, "--epsilon", "4", "--secure-noise",
-                             "--json"], capsys)
+                             "--json"])
     assert code == 0, err
     result = json.loads(out)
     privacy = result["privacy"]
@@ -116,10 +107,10 @@ def test_every_release_is_an_integer_and_the_sum_is_exact(small_federation, secu
     (["--noise", "server"], "secure-noise"),
     (["--clipping", "adaptive"], "secure-noise"),
 ])
-def test_refusals_are_one_line_exit_2(args, flag, capsys, tmp_path):
+def test_refusals_are_one_line_exit_2(args, flag, invoke, tmp_path):
     ledger = tmp_path / "ledger.db"
     code, _, err = invoke(["run", "--method", "dp-fedavg", *SMALL, "--sigma", "1", "--secure-noise",
-                           "--ledger", str(ledger), *args], capsys)
+                           "--ledger", str(ledger), *args])
     assert code == 2, err
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith("fedvote run [")]
     assert len(lines) == 1 and (flag in lines[0] or flag.replace("-", "_") in lines[0]), err

@@ -11,20 +11,11 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from fedvote.cli import main
 from fedvote.methods import METHODS
 from fedvote.methods.dp_ftrl import DpFtrl
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.transport.local import LocalTransport
-
-
-def invoke(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:
@@ -46,8 +37,8 @@ def brute_force_gaussians(rounds: int, epoch: int) -> int:
     return total
 
 
-def test_bar_command_epsilon_at_most_4_and_equal_to_an_independent_computation(capsys):
-    code, out, err = invoke(["run", "--method", "dp-ftrl", "--epsilon", "4", "--json"], capsys)
+def test_bar_command_epsilon_at_most_4_and_equal_to_an_independent_computation(invoke):
+    code, out, err = invoke(["run", "--method", "dp-ftrl", "--epsilon", "4", "--json"])
     assert code == 0, err
     result = json.loads(out)
     privacy = result["privacy"]
@@ -123,10 +114,10 @@ def test_registered():
         (["--epoch-rounds", "11"], "epoch-rounds"),  # K > N = 10
     ],
 )
-def test_bad_input_is_one_line_exit_2_nothing_charged(args, flag, capsys, tmp_path):
+def test_bad_input_is_one_line_exit_2_nothing_charged(args, flag, invoke, tmp_path):
     ledger = tmp_path / "ledger.db"
     code, _, err = invoke(["run", "--method", "dp-ftrl", "--agents", "10", "--rounds", "2", "--sigma", "1",
-                           "--ledger", str(ledger), *args], capsys)
+                           "--ledger", str(ledger), *args])
     assert code == 2, err
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith("fedvote run [")]
     assert len(lines) == 1, err

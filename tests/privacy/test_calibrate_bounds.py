@@ -17,7 +17,6 @@ import time
 import pytest
 from dp_accounting import dp_event
 
-from fedvote.cli import main
 from fedvote.config import PrivacyConfig
 from fedvote.errors import ConfigError
 from fedvote.privacy.accountant import (
@@ -33,14 +32,6 @@ from fedvote.privacy.events import ReplaceOneDpEvent, pate_fl_events
 
 TINY = ["--agents", "3", "--epochs", "1", "--teacher-model", "logistic", "--student-model", "logistic",
         "--queries", "5", "--self-training-rounds", "0", "--noise-seed", "0"]
-
-
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 # The default run's calibration (digits, 50 agents, Q = 100, PLD), in a fresh process that
@@ -70,8 +61,8 @@ def test_epsilon_10000_and_1000_calibrate_in_seconds_and_flat_memory(epsilon):
     assert float(epsilon) * 0.999 <= epsilon_for(event, 1e-3, "pld") <= float(epsilon)
 
 
-def test_epsilon_10000_runs_and_reports_an_epsilon_within_the_target(tmp_path, capsys):
-    code, out, err = invoke(["run", *TINY, "--epsilon", "10000", "--json"], capsys)
+def test_epsilon_10000_runs_and_reports_an_epsilon_within_the_target(tmp_path, invoke):
+    code, out, err = invoke(["run", *TINY, "--epsilon", "10000", "--json"])
     assert code == 0, err
     result = json.loads(out)
     assert result["privacy"]["agent"]["epsilon"] <= 10000
@@ -88,9 +79,9 @@ def test_epsilon_10000_runs_and_reports_an_epsilon_within_the_target(tmp_path, c
                   "non-private reference"),
     ],
 )
-def test_epsilon_inf_and_1e308_are_refused_in_one_line(value, message, tmp_path, capsys):
+def test_epsilon_inf_and_1e308_are_refused_in_one_line(value, message, tmp_path, invoke):
     """`--epsilon inf` / `1e308` ended in a brentq traceback."""
-    code, out, err = invoke(["run", *TINY, "--epsilon", value, "--out", str(tmp_path / "out")], capsys)
+    code, out, err = invoke(["run", *TINY, "--epsilon", value, "--out", str(tmp_path / "out")])
     assert code == 2
     assert err.strip() == message
     assert not (tmp_path / "out").exists()
@@ -124,9 +115,9 @@ def test_privacy_config_refuses_an_infinite_epsilon():
          "--rounds", "2"],
     ],
 )
-def test_every_epsilon_sigma_and_delta_flag_refuses_non_finite_values_in_one_line(args, tmp_path, monkeypatch, capsys):
+def test_every_epsilon_sigma_and_delta_flag_refuses_non_finite_values_in_one_line(args, tmp_path, monkeypatch, invoke):
     monkeypatch.chdir(tmp_path)
-    code, _, err = invoke(args, capsys)
+    code, _, err = invoke(args)
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fedvote: error: --"), err
@@ -171,8 +162,8 @@ def test_subsampled_releases_with_little_noise_stay_in_memory_or_are_refused():
         epsilon_for(dp_sgd(1e-9), 1e-3)
 
 
-def test_an_explicit_sigma_too_small_to_account_is_refused_before_training(capsys):
-    code, _, err = invoke(["run", *TINY, "--method", "dp-fedsgd", "--sigma", "1e-6"], capsys)
+def test_an_explicit_sigma_too_small_to_account_is_refused_before_training(invoke):
+    code, _, err = invoke(["run", *TINY, "--method", "dp-fedsgd", "--sigma", "1e-6"])
     assert code == 2
     assert err.startswith("fedvote: error: --sigma: at σ = 1e-06, instance level: so little noise that the privacy "
                           "loss cannot be accounted")
@@ -254,10 +245,10 @@ def test_one_gaussian_release_with_an_epsilon_beyond_the_sigma_floor_is_refused_
     assert analytic_gaussian_sigma(largest, 1e-5, 1.0) >= SIGMA_FLOOR * (1 - 1e-9)
 
 
-def test_fedaux_epsilon_classes_1e155_is_refused_in_one_line(tmp_path, capsys):
+def test_fedaux_epsilon_classes_1e155_is_refused_in_one_line(tmp_path, invoke):
     code, _, err = invoke(["run", "--method", "fedaux-fdp", *TINY, "--extractor-epochs", "1",
                         "--distill-epochs", "1", "--local-epochs", "1", "--extractor-dim", "4",
-                        "--out", str(tmp_path / "out"), "--epsilon-classes", "1.896150381621835e+155"], capsys)
+                        "--out", str(tmp_path / "out"), "--epsilon-classes", "1.896150381621835e+155"])
     assert code == 2
     assert err.count("\n") == 1 and "--epsilon-classes" in err
     assert not (tmp_path / "out").exists()

@@ -241,23 +241,15 @@ TINY = ["--agents", "5", "--queries", "10", "--epochs", "2", "--teacher-model", 
         "--student-model", "logistic", "--noise-seed", "1", "--sigma", "2", "--accountant", "exact"]
 
 
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(arg) for arg in args])
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
-
-
-def test_a_nudged_test_fraction_is_refused_once_the_budget_is_spent(tmp_path, capsys):
+def test_a_nudged_test_fraction_is_refused_once_the_budget_is_spent(tmp_path, invoke):
     ledger = tmp_path / "l.db"
     base = ["run", *TINY, "--ledger", ledger, "--budget-epsilon", "10"]
     for i in (1, 2):
-        code, _, err = invoke([*base, "--out", tmp_path / f"r{i}"], capsys)
+        code, _, err = invoke([*base, "--out", tmp_path / f"r{i}"])
         assert code == 0, err
-    code, _, err = invoke([*base, "--out", tmp_path / "r3"], capsys)
+    code, _, err = invoke([*base, "--out", tmp_path / "r3"])
     assert code == 2 and "privacy budget exceeded" in err
-    code, _, err = invoke([*base, "--test-fraction", "0.149", "--out", tmp_path / "nudged"], capsys)
+    code, _, err = invoke([*base, "--test-fraction", "0.149", "--out", tmp_path / "nudged"])
     assert code == 2, err
     (line,) = err.strip().splitlines()
     assert line.startswith("fedvote: error: --budget-epsilon: privacy budget exceeded")

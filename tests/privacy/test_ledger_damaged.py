@@ -8,20 +8,11 @@ nothing; ``verify`` first runs SQLite's integrity check and says what still read
 
 import pytest
 
-from fedvote.cli import main
 from fedvote.privacy.events import pate_fl_events
 from fedvote.privacy.ledger import PersistentLedger
 
 TINY = ["--agents", "5", "--queries", "10", "--epochs", "2", "--teacher-model", "logistic",
         "--student-model", "logistic", "--noise-seed", "1", "--sigma", "5", "--accountant", "exact"]
-
-
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(arg) for arg in args])
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 @pytest.fixture
@@ -44,17 +35,17 @@ def one_damage_line(err: str, path) -> str:
     return line
 
 
-def test_ledger_show_on_a_damaged_ledger_is_one_line_exit_2(damaged, capsys):
+def test_ledger_show_on_a_damaged_ledger_is_one_line_exit_2(damaged, invoke):
     before = damaged.read_bytes()
-    code, out, err = invoke(["ledger", "show", damaged], capsys)
+    code, out, err = invoke(["ledger", "show", damaged])
     assert code == 2 and out == ""
     one_damage_line(err, damaged)
     assert damaged.read_bytes() == before  # left as it was
 
 
-def test_ledger_verify_on_a_damaged_ledger_says_what_still_reads(damaged, capsys):
+def test_ledger_verify_on_a_damaged_ledger_says_what_still_reads(damaged, invoke):
     before = damaged.read_bytes()
-    code, out, err = invoke(["ledger", "verify", damaged], capsys)
+    code, out, err = invoke(["ledger", "verify", damaged])
     assert code == 2
     line = one_damage_line(err, damaged)
     assert "ledger verify" in line  # where to look next
@@ -66,20 +57,20 @@ def test_ledger_verify_on_a_damaged_ledger_says_what_still_reads(damaged, capsys
     assert damaged.read_bytes() == before
 
 
-def test_run_with_a_damaged_ledger_is_one_line_exit_2_and_writes_nothing(damaged, tmp_path, capsys):
+def test_run_with_a_damaged_ledger_is_one_line_exit_2_and_writes_nothing(damaged, tmp_path, invoke):
     before = damaged.read_bytes()
     out_dir = tmp_path / "out"
-    code, _, err = invoke(["run", *TINY, "--ledger", damaged, "--out", out_dir], capsys)
+    code, _, err = invoke(["run", *TINY, "--ledger", damaged, "--out", out_dir])
     assert code == 2
     one_damage_line(err, damaged)
     assert not out_dir.exists()
     assert damaged.read_bytes() == before
 
 
-def test_verify_of_an_intact_ledger_reports_the_integrity_check(tmp_path, capsys):
+def test_verify_of_an_intact_ledger_reports_the_integrity_check(tmp_path, invoke):
     path = tmp_path / "ledger.db"
     with PersistentLedger(path, "fed", budget_epsilon=50.0) as ledger:
         ledger.charge(pate_fl_events(20.0, 40))
-    code, out, _ = invoke(["ledger", "verify", path], capsys)
+    code, out, _ = invoke(["ledger", "verify", path])
     assert code == 0
     assert "SQLite integrity check ok; 1 federation(s), every spend within its budgets" in out

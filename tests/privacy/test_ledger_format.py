@@ -5,7 +5,6 @@ import sqlite3
 
 import pytest
 
-from fedvote.cli import main
 from fedvote.errors import ConfigError
 from fedvote.privacy.events import pate_fl_events
 from fedvote.privacy.ledger import (
@@ -34,14 +33,6 @@ CREATE TABLE budgets (
     delta REAL NOT NULL, level TEXT NOT NULL, accountant TEXT NOT NULL, created REAL NOT NULL
 );
 """
-
-
-def invoke(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(arg) for arg in args])
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 def one_error_line(err: str) -> str:
@@ -80,10 +71,10 @@ def test_a_new_ledger_carries_the_format_marker_and_version(tmp_path):
         assert len(ledger.history()) == 1
 
 
-def test_someone_elses_sqlite_database_is_refused_and_left_byte_identical(notes_db, tmp_path, capsys):
+def test_someone_elses_sqlite_database_is_refused_and_left_byte_identical(notes_db, tmp_path, invoke):
     # Issue 18, item 4: `--ledger` pointed at someone else's SQLite database (a table `notes`).
     before = notes_db.read_bytes()
-    code, out, err = invoke(["run", *TINY, "--ledger", notes_db, "--out", tmp_path / "out"], capsys)
+    code, out, err = invoke(["run", *TINY, "--ledger", notes_db, "--out", tmp_path / "out"])
     assert code == 2 and out == ""
     assert one_error_line(err) == (
         f"fedvote: error: --ledger: {notes_db} is an SQLite database but not a fedvote ledger "
@@ -93,7 +84,7 @@ def test_someone_elses_sqlite_database_is_refused_and_left_byte_identical(notes_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]  # no journal, no result
     for command in (["ledger", "show", notes_db], ["ledger", "verify", notes_db],
                     ["ledger", "set-budget", notes_db, "--federation", "f", "--epsilon", "1"]):
-        code, out, err = invoke(command, capsys)
+        code, out, err = invoke(command)
         assert code == 2 and out == "" and "is an SQLite database but not a fedvote ledger" in one_error_line(err)
         assert notes_db.read_bytes() == before
     with pytest.raises(ConfigError, match="not a fedvote ledger"):
@@ -101,24 +92,24 @@ def test_someone_elses_sqlite_database_is_refused_and_left_byte_identical(notes_
     assert notes_db.read_bytes() == before
 
 
-def test_a_text_file_as_ledger_is_refused_in_one_line(tmp_path, capsys):
+def test_a_text_file_as_ledger_is_refused_in_one_line(tmp_path, invoke):
     # Issue 18, items 3 and 4: `--ledger notes.txt` (a sqlite3.DatabaseError traceback before).
     notes = tmp_path / "notes.txt"
     notes.write_text("remember: epsilon is not a typo\n")
     before = notes.read_bytes()
-    code, out, err = invoke(["run", *TINY, "--ledger", notes], capsys)
+    code, out, err = invoke(["run", *TINY, "--ledger", notes])
     assert code == 2 and out == ""
     assert one_error_line(err) == (
         f"fedvote: error: --ledger: {notes} is not a fedvote ledger (not an SQLite database); "
         "give a new file name or an existing fedvote ledger"
     )
     for command in (["ledger", "show", notes], ["ledger", "verify", notes]):
-        code, _, err = invoke(command, capsys)
+        code, _, err = invoke(command)
         assert code == 2 and "not an SQLite database" in one_error_line(err)
     assert notes.read_bytes() == before
 
 
-def test_a_ledger_of_a_newer_format_is_refused_with_its_version_named(tmp_path, capsys):
+def test_a_ledger_of_a_newer_format_is_refused_with_its_version_named(tmp_path, invoke):
     path = tmp_path / "l.db"
     PersistentLedger(path, federation="f").close()
     db = sqlite3.connect(path)
@@ -126,13 +117,13 @@ def test_a_ledger_of_a_newer_format_is_refused_with_its_version_named(tmp_path, 
     db.commit()
     db.close()
     before = path.read_bytes()
-    code, _, err = invoke(["run", *TINY, "--ledger", path], capsys)
+    code, _, err = invoke(["run", *TINY, "--ledger", path])
     assert code == 2
     assert one_error_line(err) == (
         f"fedvote: error: --ledger: {path} is a fedvote ledger of format version {LEDGER_FORMAT_VERSION + 1}, "
         f"newer than this fedvote reads (version {LEDGER_FORMAT_VERSION}); upgrade fedvote to use it"
     )
-    code, _, err = invoke(["ledger", "show", path], capsys)
+    code, _, err = invoke(["ledger", "show", path])
     assert code == 2 and f"format version {LEDGER_FORMAT_VERSION + 1}" in one_error_line(err)
     assert path.read_bytes() == before
 
