@@ -40,13 +40,12 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from run import clean_pool_votes, machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 from fedvote.aggregation.voting import noisy_argmax  # noqa: E402
 from fedvote.models.vote_regression import fit_vote_regression  # noqa: E402
 from fedvote.runner import make_federation, plan, prepare_public  # noqa: E402
 from fedvote.settings import build_config  # noqa: E402
-from fedvote.transport.local import LocalTransport  # noqa: E402
 
 NAME = "cifar10_ceiling"
 SEED = 0
@@ -100,12 +99,7 @@ def main() -> None:
                                                                        test_labels), labelled=size)  # fmt: skip
 
     planned = plan(config, federation.public_metadata())  # the defaults' teachers
-    transport = LocalTransport(federation, seed=SEED, noise_seed=SEED)
-    transport.train_teachers(planned.teacher)
-    everything = np.arange(len(pool))
-    clean = transport.vote_sum(everything, 0.0, federation.num_agents)
-    assert clean is not None
-    sums = np.asarray(clean.sums, dtype=np.float64)  # (3000, C), noiseless
+    sums = clean_pool_votes(federation, planned.teacher, SEED)  # (3000, C), noiseless
     plurality = sums.argmax(axis=1)
     right = float((plurality == pool_labels).mean())
     row("linear, 3,000 pool images, the teachers' clean plurality labels",

@@ -1,18 +1,21 @@
 """Which public-pool points to query: random (the paper's) or typical (TypiClust), measured.
 
 PATE-FL on its defaults with each ``--query-selection``: on digits and on the voting
-paper's MNIST non-IID federation typed with the defaults (``--dataset mnist --agents 100
---partition classes --classes-per-agent 6 --epsilon 4.3 --delta 1e-3``), seeds 0–2. The
+paper's non-IID federation of MNIST and of Fashion-MNIST typed with the defaults (``--dataset
+mnist --agents 100 --partition classes --classes-per-agent 6 --epsilon 4.3 --delta 1e-3``;
+the same with ``--dataset fashion-mnist``, issue 43's command), seeds 0–2. The
 same seed and noise seed give both rules the same teachers and the same noise stream, so
 the rows differ only in which points are asked. The choice reads only the public pool, so
 both rows carry the same ε. Writes ``experiments/results/query_selection.json`` and the
 section that ``experiments/run.py`` places in docs/results.md; docs/defaults.md quotes it.
 
-Usage (repository root): ``FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/query_selection.py [digits|mnist ...]``
+Usage (repository root): ``FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/query_selection.py
+[digits|mnist|fashion-mnist ...]``; naming some data sets keeps the saved rows of the others.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import time
@@ -38,6 +41,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "delta": 1e-3,
     },
 }
+SETTINGS["fashion-mnist"] = {**SETTINGS["mnist"], "dataset": "fashion-mnist"}
+SAVED = HERE / "results" / "query_selection.json"
 
 
 def measure(data: str) -> list[dict[str, Any]]:
@@ -59,7 +64,8 @@ def measure(data: str) -> list[dict[str, Any]]:
             })
             print(f"[queries] {data} {selection} seed {seed}: {result.accuracy:.3f} "
                   f"(labels {result.label_accuracy:.3f})", file=sys.stderr, flush=True)
-        rows.append({"data": data, "selection": selection, "runs": runs})
+        rows.append({"data": data, "selection": selection, "runs": runs, "date": time.strftime("%Y-%m-%d"),
+                     "machine": machine()})  # fmt: skip
     return rows
 
 
@@ -68,16 +74,17 @@ def section(record: dict[str, Any]) -> str:
     lines = [
         "## Which pool points are queried (`--query-selection`)",
         "",
-        f"Ran {record['date']} on {record['machine']}.",
+        f"Last run {record['date']} on {record['machine']}; each data set's run is named under the table.",
         "",
         "Command: `FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/query_selection.py`. "
         "PATE-FL on its defaults (digits: `fedvote run --query-selection S --seed s --noise-seed s`; "
         "MNIST: the voting paper's non-IID federation, `--dataset mnist --agents 100 --partition classes "
-        "--classes-per-agent 6 --epsilon 4.3 --delta 1e-3`), seeds 0–2. Under one seed both rules get the "
+        "--classes-per-agent 6 --epsilon 4.3 --delta 1e-3`; Fashion-MNIST: the same with `--dataset "
+        "fashion-mnist`, issue 43's command), seeds 0–2. Under one seed both rules get the "
         "same teachers and noise stream; the choice reads only the public pool, so ε is the same. "
         "`typical` is TypiClust's most typical point of each of Q k-means clusters of the pool "
         "(`fedvote.data.query_selection`); `auto`, the default, picks it from 10 pool points per query up: "
-        "typical on MNIST (3,000 points, Q = 100), random on digits (270 points).",
+        "typical on MNIST and Fashion-MNIST (3,000 points), random on digits (270 points).",
         "",
         "| data | queries | test accuracy per seed | mean ± std | pseudo-label accuracy | ε agent | seconds per run |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -92,6 +99,8 @@ def section(record: dict[str, Any]) -> str:
             f"{statistics.mean(accuracies):.3f} ± {statistics.stdev(accuracies):.3f} | {label_text} | "
             f"{runs[0]['epsilon_agent']:.3f} | {statistics.mean(r['seconds'] for r in runs):.0f} |"
         )
+    ran = {(row["data"], row["date"], row["machine"]) for row in record["rows"] if "machine" in row}
+    lines += [""] + [f"{data}: ran {date} on {where}." for data, date, where in sorted(ran)]
     return "\n".join(lines)
 
 
@@ -100,12 +109,17 @@ def main(argv: list[str]) -> None:
     datas = argv or list(SETTINGS)
     unknown = [d for d in datas if d not in SETTINGS]
     if unknown:
-        sys.exit(f"experiments/query_selection.py: unknown data {', '.join(unknown)}; choose from digits, mnist")
+        sys.exit(f"experiments/query_selection.py: unknown data {', '.join(unknown)}; choose from {', '.join(SETTINGS)}")
+    kept: list[dict[str, Any]] = []
+    if argv and SAVED.exists():  # the other data sets' rows, each with the run it came from
+        saved = json.loads(SAVED.read_text())
+        kept = [{"date": saved["date"], "machine": saved["machine"], **row} for row in saved["rows"]
+                if row["data"] not in datas]  # fmt: skip
     record = {
         "name": "query_selection",
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
-        "rows": [row for data in datas for row in measure(data)],
+        "rows": kept + [row for data in datas for row in measure(data)],
     }
     save_results("query_selection", record, section(record))
 

@@ -27,11 +27,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+import numpy as np
 import torch
 
 from fedvote.compare import compare, format_table
 from fedvote.config import RunConfig
+from fedvote.data.federation import Federation
+from fedvote.models.config import TrainingConfig
 from fedvote.runner import run
+from fedvote.transport.local import LocalTransport
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -123,6 +127,20 @@ def save_results(name: str, record: dict, section: str | None = None) -> None:
     if section is not None:
         (RESULTS / f"{name}.section.md").write_text(section + "\n")
         print(f"wrote {RESULTS / f'{name}.section.md'}", file=sys.stderr)
+
+
+def clean_pool_votes(federation: Federation, teacher: TrainingConfig, seed: int) -> np.ndarray:
+    """The teachers' noiseless vote sums on every public pool image, (P, C) float64.
+
+    A simulation diagnostic that a deployment never has: every agent trains its teacher by
+    ``teacher`` (:class:`~fedvote.transport.local.LocalTransport`, ``seed``), then all of them
+    vote once on the whole pool with no noise.
+    """
+    transport = LocalTransport(federation, seed=seed, noise_seed=seed)
+    transport.train_teachers(teacher)
+    clean = transport.vote_sum(np.arange(federation.public.features.shape[0]), 0.0, federation.num_agents)
+    assert clean is not None  # every agent answers a noiseless in-process vote
+    return np.asarray(clean.sums, dtype=np.float64)
 
 
 def run_draws_experiment(
