@@ -154,7 +154,7 @@ def section(record: dict[str, Any]) -> str:
         "",
         f"Command: `FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/{NAME}.py`, which runs "
         f"`{COMMAND} --method M --seed s --noise-seed s` for each method and seed "
-        f"({', '.join(str(s) for s in record['seeds'])}), each a fresh process. Private methods are "
+        f"({', '.join(str(s) for s in sorted({r['seed'] for r in record['runs']}))}), each a fresh process. Private methods are "
         "calibrated to ε = 4 at their own level, δ = 1e-3. Wall time includes start-up; CPU time is "
         "the process's user + system seconds; the load average (1 minute) is given before → after "
         "(the host is shared: wall time moves with it). Every method runs on its defaults, which for "
