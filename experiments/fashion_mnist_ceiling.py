@@ -144,12 +144,12 @@ def section(record: dict[str, Any]) -> str:
     lines += [
         "",
         "With every pool image labelled, none is left for FixMatch, and the student trains on the "
-        "labels alone (the 3,000-label rows' short wall time). The wall time of the last row includes "
-        "training the teachers. "
+        "labels alone (the 3,000-true-label row's short wall time); the clean-plurality row's wall time "
+        "includes training the teachers. "
         f"The best of these noiseless cases is {best:.4f}: "
         + ("below" if best < BAR else "at or above")
         + f" the Bar's {BAR:.2f}. A voting student on this pool, whose labels at agent ε 4.3 are "
-        "fewer and less often right than any row here, "
+        "fewer and less often right than in any noiseless row here, "
         + ("cannot reach it unless the student itself learns more from the pool than the default does."
            if best < BAR else "is limited by its labels, not by the student."),
     ]
