@@ -89,3 +89,21 @@ def test_a_partial_query_selection_rerun_keeps_the_other_data_sets_with_their_ru
 def test_query_selection_refuses_an_unknown_data_set(query_selection):
     with pytest.raises(SystemExit, match="unknown data cifar; choose from digits, mnist, fashion-mnist"):
         query_selection.main(["cifar"])
+
+
+def test_the_student_capacity_section_names_each_knob_and_its_command(ceiling):
+    record = {"date": "2026-11-28", "machine": "here", "labelled": 200, "epochs": 40, "wall_seconds": 600.0,
+              "load_after": 1.0, "rows": [{"what": what, "accuracy": 0.8 + i / 100, "seconds": 100.0}
+                                          for i, (what, _, _) in enumerate(ceiling.STUDENT_VARIANTS)]}  # fmt: skip
+    text = ceiling.capacity_section(record)
+    assert "fashion_mnist_ceiling.py --part student" in text and "200 random pool images" in text
+    assert "| default student | 0.8000 | 100 |" in text
+    assert "| twice the steps (epochs x2, step cap x2) | 0.8100 | 100 |" in text
+    # each variant changes one knob against the defaults (the step knob: the epochs and the cap together)
+    (_, factor, default), *others = ceiling.STUDENT_VARIANTS
+    assert factor == 1 and default == ceiling.ConsistencySettings()
+    changed = [
+        (factor, {f for f in default.__dataclass_fields__ if getattr(settings, f) != getattr(default, f)})
+        for _, factor, settings in others
+    ]
+    assert changed == [(2, {"max_steps"}), (1, {"relabel_cnn_widths"})]
