@@ -44,8 +44,9 @@ sys.path.insert(0, str(HERE))
 
 from run import clean_pool_votes, machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
+from fedvote.data.federation import Federation  # noqa: E402
 from fedvote.data.query_selection import choose_queries  # noqa: E402
-from fedvote.methods.voting import student_from_labels  # noqa: E402
+from fedvote.methods.pate_fl import PateFL  # noqa: E402
 from fedvote.models.semi_supervised import ConsistencySettings  # noqa: E402
 from fedvote.models.student import train_student  # noqa: E402
 from fedvote.models.training import predict_labels  # noqa: E402
@@ -70,6 +71,48 @@ STUDENT_VARIANTS = (
 )  # fmt: skip
 
 
+def default_student_accuracy(
+    federation: Federation,
+    planned: PateFL,
+    indices: np.ndarray,
+    labels: np.ndarray,
+    *,
+    epochs_factor: int = 1,
+    consistency: ConsistencySettings | None = None,
+) -> float:
+    """Test accuracy of the planned student trained on ``labels`` (L,) of pool points ``indices`` (L,).
+
+    The rest of the pool is its unlabelled set, as :func:`fedvote.methods.voting.student_from_labels`
+    gives it; ``epochs_factor`` and ``consistency`` change one knob for ``--part student``.
+    """
+    pool = federation.public.features
+    config = planned.student
+    if epochs_factor != 1:
+        config = dataclasses.replace(config, epochs=epochs_factor * config.planned_epochs)
+    student = train_student(
+        pool[indices], labels, num_classes=federation.num_classes, config=config, seed=SEED,
+        unlabeled=pool[np.setdiff1d(np.arange(pool.shape[0]), indices)],
+        semi_supervised=planned.semi_supervised,
+        self_training_rounds=planned.self_training_rounds,
+        consistency=consistency,
+    )  # fmt: skip
+    return float((predict_labels(student, federation.test.features) == np.asarray(federation.test.labels)).mean())
+
+
+def save_record(name: str, rows: list[dict[str, Any]], started: float, render: Any, **extra: Any) -> None:
+    """Save ``rows`` under ``name`` with the machine, date, seed, load and wall time; print the section."""
+    record = {"name": name, "machine": machine(), "date": time.strftime("%Y-%m-%d"), "seed": SEED, **extra,
+              "rows": rows, "load_after": os.getloadavg()[0], "wall_seconds": time.perf_counter() - started}  # fmt: skip
+    save_results(name, record, render(record))
+    print(render(record))
+
+
+def ran_line(record: dict[str, Any]) -> str:
+    """Where and when a record ran, its wall time and the load at its end."""
+    return (f"Ran {record['date']} on {record['machine']}; {record['wall_seconds']:.0f} s wall "
+            f"(load {record['load_after']:.1f} at the end).")  # fmt: skip
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=("all", "ceiling", "student"), default="all",
@@ -80,10 +123,9 @@ def main(argv: list[str]) -> None:
     started = time.perf_counter()
     config = build_config("pate-fl", data_dir=data_dir, seed=SEED, epsilon=EPSILON, **COMMAND_SETTINGS)
     federation = prepare_public(config, make_federation(config))
-    server = federation.server_data()
     pool_labels = np.asarray(federation.public.labels)
-    test_labels = np.asarray(federation.test.labels)
     planned = plan(config, federation.public_metadata())  # the defaults' student and teachers
+    assert isinstance(planned, PateFL)
     rows: list[dict[str, Any]] = []
     if part in ("all", "student"):
         student_capacity(federation, planned, started)
@@ -92,16 +134,7 @@ def main(argv: list[str]) -> None:
     started = time.perf_counter()
 
     def student_accuracy(indices: np.ndarray, labels: np.ndarray) -> float:
-        student = student_from_labels(
-            server,
-            indices,
-            labels,
-            config=planned.student,
-            seed=SEED,
-            self_training_rounds=planned.self_training_rounds,
-            semi_supervised=planned.semi_supervised,
-        )
-        return float((predict_labels(student, federation.test.features) == test_labels).mean())
+        return default_student_accuracy(federation, planned, indices, labels)
 
     def row(what: str, accuracy: float, **extra: Any) -> None:
         rows.append({"what": what, "accuracy": accuracy, **extra})
@@ -127,7 +160,7 @@ def main(argv: list[str]) -> None:
     # mechanism draws it from these teachers' clean sums; the same draw for both query rules.
     noise = np.random.default_rng([SEED, 77]).normal(0.0, planned.sigma, size=sums.shape)  # (3000, C)
     for rule in ("typical", "random"):
-        chosen = choose_queries(server.public_features, planned.queries, SEED, rule)  # (Q,)
+        chosen = choose_queries(federation.public.features, planned.queries, SEED, rule)  # (Q,)
         noisy = sums[chosen] + noise[chosen]
         labels = noisy.argmax(axis=1)
         ordered = np.sort(noisy, axis=1)
@@ -140,10 +173,7 @@ def main(argv: list[str]) -> None:
                 student_accuracy(chosen[kept], labels[kept]),
                 right_labels=float((labels[kept] == pool_labels[chosen[kept]]).mean()), labelled=int(kept.sum()),
                 seconds=time.perf_counter() - begun)  # fmt: skip
-    record = {"name": NAME, "machine": machine(), "date": time.strftime("%Y-%m-%d"), "seed": SEED, "rows": rows,
-              "load_after": os.getloadavg()[0], "wall_seconds": time.perf_counter() - started}  # fmt: skip
-    save_results(NAME, record, section(record))
-    print(section(record))
+    save_record(NAME, rows, started, section)
 
 
 def section(record: dict[str, Any]) -> str:
@@ -151,8 +181,7 @@ def section(record: dict[str, Any]) -> str:
     lines = [
         "## Fashion-MNIST: what the 3,000-image public pool can teach the default student (issue 43's 0.85 bar)",
         "",
-        f"Ran {record['date']} on {record['machine']}; {record['wall_seconds']:.0f} s wall "
-        f"(load {record['load_after']:.1f} at the end).",
+        ran_line(record),
         "",
         f"Command: `FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/{NAME}.py`. The federation "
         "of the Bar's command (100 agents, 6 classes each, seed 0). Every student is fedvote's default "
@@ -182,29 +211,20 @@ def section(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def student_capacity(federation: Any, planned: Any, started: float) -> None:
+def student_capacity(federation: Federation, planned: PateFL, started: float) -> None:
     """The default student against one knob each, on the same true labels; writes its own section."""
-    pool, pool_labels = federation.public.features, np.asarray(federation.public.labels)
+    pool_labels = np.asarray(federation.public.labels)
     chosen = np.sort(np.random.default_rng(SEED).choice(len(pool_labels), CAPACITY_LABELLED, replace=False))
-    unlabeled = np.delete(pool, chosen, axis=0)
-    epochs = planned.student.planned_epochs
     rows = []
     for what, factor, settings in STUDENT_VARIANTS:
         begun = time.perf_counter()
-        student = train_student(
-            pool[chosen], pool_labels[chosen], num_classes=federation.num_classes,
-            config=dataclasses.replace(planned.student, epochs=factor * epochs), seed=SEED, unlabeled=unlabeled,
-            semi_supervised=planned.semi_supervised, self_training_rounds=planned.self_training_rounds,
-            consistency=settings,
-        )  # fmt: skip
-        accuracy = float((predict_labels(student, federation.test.features) == np.asarray(federation.test.labels)).mean())
+        accuracy = default_student_accuracy(
+            federation, planned, chosen, pool_labels[chosen], epochs_factor=factor, consistency=settings
+        )
         rows.append({"what": what, "accuracy": accuracy, "seconds": time.perf_counter() - begun})
         print(f"[{CAPACITY_NAME}] {what}: {accuracy:.4f}", file=sys.stderr, flush=True)
-    record = {"name": CAPACITY_NAME, "machine": machine(), "date": time.strftime("%Y-%m-%d"), "seed": SEED,
-              "labelled": CAPACITY_LABELLED, "epochs": epochs, "rows": rows, "load_after": os.getloadavg()[0],
-              "wall_seconds": time.perf_counter() - started}  # fmt: skip
-    save_results(CAPACITY_NAME, record, capacity_section(record))
-    print(capacity_section(record))
+    epochs = planned.student.planned_epochs
+    save_record(CAPACITY_NAME, rows, started, capacity_section, labelled=CAPACITY_LABELLED, epochs=epochs)
 
 
 def capacity_section(record: dict[str, Any]) -> str:
@@ -212,8 +232,7 @@ def capacity_section(record: dict[str, Any]) -> str:
     lines = [
         "## Fashion-MNIST: the default student against one knob each (issue 43's 0.85 bar)",
         "",
-        f"Ran {record['date']} on {record['machine']}; {record['wall_seconds']:.0f} s wall "
-        f"(load {record['load_after']:.1f} at the end).",
+        ran_line(record),
         "",
         f"Command: `FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/{NAME}.py --part student`. "
         f"The Bar's federation (seed 0); {record['labelled']} random pool images with their true labels, the "
