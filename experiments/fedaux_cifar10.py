@@ -41,9 +41,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import code_version, machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from run import code_version, machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 NAME = "fedaux_cifar10"
+SEEDS = "0,1,2"
 ALPHAS = (0.01, 10.24)
 HOLDOUT = 10_000
 TOTAL_EPSILON = 0.6
@@ -117,15 +118,16 @@ def federation(clients: Any, aux: Any, test: Any, alpha: float, seed: int) -> An
     return dataclasses.replace(fed, dataset_name="cifar10", input_features="patch")
 
 
-def base_config(data_dir: str) -> Any:
+def base_config(data_dir: str, seed: int = 0) -> Any:
+    """Every row's config but method and options; ``seed`` is the training and noise seed."""
     from fedvote.config import RunConfig
 
     return RunConfig.from_dict({
         "method": "fedaux-fdp",
         "federation": {"dataset": "cifar10", "data_dir": data_dir, "agents": 20, "input_features": "auto",
                        "partition": {"scheme": "dirichlet-balanced", "alpha": ALPHAS[0]}},
-        "privacy": {"sigma": None, "epsilon": None, "delta": DELTA, "accountant": "pld", "noise_seed": 0},
-        "seed": 0,
+        "privacy": {"sigma": None, "epsilon": None, "delta": DELTA, "accountant": "pld", "noise_seed": seed},
+        "seed": seed,
         "options": {},
     })  # fmt: skip
 
@@ -145,7 +147,7 @@ def one_run(
         ),
         options=dict(options),
     )
-    row: dict[str, Any] = {"alpha": alpha, "method": method, "setting": setting, "options": options,
+    row: dict[str, Any] = {"seed": base.seed, "alpha": alpha, "method": method, "setting": setting, "options": options,
                            "load_before": os.getloadavg()[0]}  # fmt: skip
     started = time.perf_counter()
     try:
@@ -233,8 +235,11 @@ def section(record: dict[str, Any]) -> str:
     lines = [
         "## FedAUXfdp, CIFAR-10 (JPEG copy) clients, **held-out CIFAR-10 as auxiliary data** (fedaux-fdp paper, Table 2; issue 43 item 3b)",
         "",
-        f"Ran {record['date']} on {record['machine']}; patch features mapped once in "
-        f"{record['features_seconds']:.0f} s; {record.get('seconds', 0):.0f} s in all.",
+        "; ".join(
+            f"seed {run['seed']} ran {run.get('date')} on {run.get('machine')}; patch features mapped once in "
+            f"{run.get('features_seconds', 0):.0f} s; {run.get('seconds', 0):.0f} s in all"
+            for run in record.get("runs", [])
+        ) + ".",
         "",
         f"Command: `{COMMAND}`. 20 clients split 40,000 of CIFAR-10's training images by "
         "`dirichlet-balanced` α (2,000 each), one round, full participation. **Auxiliary (public) "
@@ -322,37 +327,92 @@ def section(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def load(saved: Path) -> dict[str, Any]:
+    """The saved record, each row with its seed and ``runs`` one entry per seed (date, machine,
+    commit, feature and total seconds). Records saved before ``--seeds`` existed ran seed 0 only."""
+    record = json.loads(saved.read_text())
+    for row in record["rows"]:
+        row.setdefault("seed", 0)
+    if "runs" not in record:
+        legacy = ("date", "machine", "commit", "features_seconds", "seconds")
+        record["runs"] = [{"seed": 0, **{k: record[k] for k in legacy if k in record}}] if record["rows"] else []
+    return record
+
+
+def parse_seeds(text: str, script: str) -> list[int]:
+    """``--seeds``: one seed or comma-separated seeds, each a non-negative integer, no repeats."""
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        refuse(script, f"--seeds must be comma-separated integers, got {text!r}")
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        refuse(script, f"--seeds must be distinct non-negative integers, got {text!r}")
+    return seeds
+
+
+def replace_seed(record: dict[str, Any], run: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``record`` with seed ``run["seed"]``'s run and rows replaced by ``run`` and ``rows``, the other seeds' kept."""
+    seed = run["seed"]
+    return {
+        **record,
+        "runs": sorted([r for r in record.get("runs", []) if r["seed"] != seed] + [run], key=lambda r: r["seed"]),
+        "rows": [r for r in record["rows"] if r["seed"] != seed] + rows,
+    }
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--seeds", default=SEEDS, help=f"comma-separated seeds of hold-out, split and noise (default {SEEDS})"
+    )
     parser.add_argument("--render", action="store_true", help="rewrite the section from the saved results")
     parser.add_argument("--limit", type=int, default=None, help=argparse.SUPPRESS)  # smoke tests only
     args = parser.parse_args(argv)
     saved = HERE / "results" / f"{NAME}.json"
     if args.render:
-        record = json.loads(saved.read_text())
+        record = load(saved)
         save_results(NAME, record, section(record))
         return
-    data_dir = require_data_dir(f"experiments/{NAME}.py", holding="cifar10/")
+    script = f"experiments/{NAME}.py"
+    seeds = parse_seeds(args.seeds, script)
+    data_dir = require_data_dir(script, holding="cifar10/")
+    for seed in seeds:
+        run_seed(saved, data_dir, seed, args.limit)
+    print(section(load(saved)))
+
+
+def run_seed(saved: Path, data_dir: str, seed: int, limit: int | None) -> None:
+    """Every row of one seed (hold-out, split, training and noise), replacing that seed's saved rows."""
     started = time.perf_counter()
-    clients, aux, test, features_s = mapped_datasets(data_dir, seed=0, limit=args.limit)
-    print(f"[{NAME}] patch features: {features_s:.0f} s", file=sys.stderr, flush=True)
-    record: dict[str, Any] = {
-        "name": NAME, "machine": machine(), "date": time.strftime("%Y-%m-%d"), "command": COMMAND,
-        "commit": code_version(), "holdout": HOLDOUT, "features_seconds": round(features_s, 1), "rows": [],
+    load_before = os.getloadavg()[0]
+    clients, aux, test, features_s = mapped_datasets(data_dir, seed=seed, limit=limit)
+    print(f"[{NAME}] seed {seed}: patch features: {features_s:.0f} s", file=sys.stderr, flush=True)
+    record: dict[str, Any] = (
+        load(saved) if saved.exists() else {"name": NAME, "command": COMMAND, "holdout": HOLDOUT, "rows": []}
+    )
+    record = {key: value for key, value in record.items() if key not in ("date", "machine", "commit", "seconds",
+                                                                         "features_seconds")}  # fmt: skip
+    run_info: dict[str, Any] = {
+        "seed": seed, "date": time.strftime("%Y-%m-%d"), "machine": machine(), "commit": code_version(),
+        "features_seconds": round(features_s, 1), "load_before": load_before,
     }  # fmt: skip
-    base = base_config(data_dir)
+    rows: list[dict[str, Any]] = []
+    base = base_config(data_dir, seed)
+
+    def save(row: dict[str, Any]) -> None:
+        nonlocal record
+        rows.append(row)
+        run_info.update(seconds=round(time.perf_counter() - started, 1), load_after=os.getloadavg()[0])
+        record = replace_seed(record, run_info, rows)
+        save_results(NAME, record, section(record))
+
     for alpha in ALPHAS:
-        fed = federation(clients, aux, test, alpha, seed=0)
+        fed = federation(clients, aux, test, alpha, seed=seed)
         for setting, extra in (("paper settings", PAPER_OPTIONS), ("defaults", {})):
             for method, budget in TABLE2:
-                record["rows"].append(one_run(base, fed, alpha, method, setting, {**extra, **budget}))
-                record["seconds"] = round(time.perf_counter() - started, 1)
-                save_results(NAME, record, section(record))
-            record["rows"].append(one_run(base, fed, alpha, "fedaux-fdp", setting + ", no class DP",
-                                          {**extra, "epsilon_scores": 0.1, "class_privacy": False}))  # fmt: skip
-            record["seconds"] = round(time.perf_counter() - started, 1)
-            save_results(NAME, record, section(record))
-    print(section(record))
+                save(one_run(base, fed, alpha, method, setting, {**extra, **budget}))
+            save(one_run(base, fed, alpha, "fedaux-fdp", setting + ", no class DP",
+                         {**extra, "epsilon_scores": 0.1, "class_privacy": False}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -56,12 +56,13 @@ ONE_ROW = (
     "fedvote run --method prifedsync --dataset cifar10 --data-dir ../shared/datasets --clients 100 "
     "--partition dirichlet-balanced --dirichlet-alpha 0.5 --sampling-rate 0.5 --batch-size 16 "
     "--local-steps 32 --learning-rate 0.005 --optimizer adam --gradient-model logistic --helper interpolate "
-    "--alpha 0.1 --per-sample-clip 1 --rounds R --target-accuracy 0.52 --sigma 2S --delta 1e-5 --seed 0 --noise-seed 0"
+    "--alpha 0.1 --per-sample-clip 1 --rounds R --target-accuracy 0.52 --sigma 2S --delta 1e-5 --seed N --noise-seed N"
 )
+SEEDS = "0,1,2"
 
 
-def base_config(data_dir: str, rounds: int, dataset: str, input_features: str = "auto") -> Any:
-    """The run config of one private row (σ set per row)."""
+def base_config(data_dir: str, rounds: int, dataset: str, input_features: str = "auto", seed: int = 0) -> Any:
+    """The run config of one private row (σ set per row): ``seed`` draws the split, training and noise."""
     from fedvote.config import RunConfig
 
     return RunConfig.from_dict({
@@ -70,8 +71,8 @@ def base_config(data_dir: str, rounds: int, dataset: str, input_features: str = 
             "dataset": dataset, "data_dir": data_dir, "agents": 100, "input_features": input_features,
             "partition": {"scheme": "dirichlet-balanced", "alpha": 0.5},
         },
-        "privacy": {"sigma": 1.0, "epsilon": None, "delta": 1e-5, "accountant": "pld", "noise_seed": 0},
-        "seed": 0,
+        "privacy": {"sigma": 1.0, "epsilon": None, "delta": 1e-5, "accountant": "pld", "noise_seed": seed},
+        "seed": seed,
         "options": {
             "rounds": rounds, "sampling_rate": P, "local_steps": 32, "per_sample_clip": 1.0,
             "learning_rate": 0.005, "batch_size": 16, "gradient_model": "logistic",
@@ -112,6 +113,7 @@ def run_row(config: Any, federation: Any, sigma: float | None, rounds: int) -> d
     history = result["diagnostics"]["client_accuracy_history"]
     personal = next((h["round"] for h in history if (h["personalised"] or 0) >= TARGET), None)
     row = {
+        "seed": config.seed,
         "input_features": federation.input_features,
         "sigma": sigma,
         "fedvote_sigma": config.privacy.sigma,
@@ -334,12 +336,36 @@ def _label(row: dict[str, Any]) -> str:
     return "patch features" if _kind(row) == "patch" else "pixels"
 
 
+def load(saved: Path) -> dict[str, Any]:
+    """The saved record; rows saved before ``--seeds`` existed ran seed 0 and say so from here on."""
+    record = json.loads(saved.read_text())
+    for row in record["rows"]:
+        row.setdefault("seed", 0)
+    return record
+
+
+def _key(row: dict[str, Any]) -> tuple[str, float | None, int]:
+    return _kind(row), row["sigma"], row["seed"]
+
+
 def _save(saved: Path, record: dict[str, Any]) -> None:
-    """Save ``record`` with the rows already saved of other (input features, σ) pairs kept."""
-    own = {(_kind(r), r["sigma"]) for r in record["rows"]}
-    earlier = json.loads(saved.read_text())["rows"] if saved.exists() else []
-    merged = {**record, "rows": [r for r in earlier if (_kind(r), r["sigma"]) not in own] + record["rows"]}
+    """Save ``record`` with the rows already saved of other (input features, σ, seed) kept: a rerun
+    of one seed replaces that seed's rows only."""
+    own = {_key(r) for r in record["rows"]}
+    earlier = load(saved)["rows"] if saved.exists() else []
+    merged = {**record, "rows": [r for r in earlier if _key(r) not in own] + record["rows"]}
     save_results(NAME, merged, section(merged))
+
+
+def parse_seeds(text: str, script: str) -> list[int]:
+    """``--seeds``: one seed or comma-separated seeds, each a non-negative integer, no repeats."""
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        refuse(script, f"--seeds must be comma-separated integers, got {text!r}")
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        refuse(script, f"--seeds must be distinct non-negative integers, got {text!r}")
+    return seeds
 
 
 def main(argv: list[str]) -> None:
@@ -351,6 +377,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--max-rounds", type=int, default=30, help="configured R of each private run")
     parser.add_argument("--no-reference", action="store_true", help="skip the non-private run")
     parser.add_argument(
+        "--seeds", default=SEEDS, help=f"comma-separated seeds of split, training and noise (default {SEEDS})"
+    )
+    parser.add_argument(
         "--input-features",
         default="auto",
         choices=("auto", "patch", "none"),
@@ -361,7 +390,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     saved = HERE / "results" / f"{NAME}.json"
     if args.render:
-        record = json.loads(saved.read_text())
+        record = load(saved)
         save_results(NAME, record, section(record))
         return
     script = f"experiments/{NAME}.py"
@@ -372,24 +401,35 @@ def main(argv: list[str]) -> None:
         refuse(script, f"--sigmas must be comma-separated numbers, got {args.sigmas!r}")
     if args.max_rounds < 1:
         refuse(script, f"--max-rounds must be at least 1, got {args.max_rounds}")
+    seeds = parse_seeds(args.seeds, script)
     from fedvote.privacy.fdp import prifedsync_mu  # noqa: F401  (fail early if missing)
+
+    invocation = " ".join([COMMAND, *argv])
+    for seed in seeds:
+        run_seed(saved, args, data_dir, seed, sigmas, invocation, argv)
+
+
+def run_seed(
+    saved: Path, args: argparse.Namespace, data_dir: str, seed: int, sigmas: list[float], invocation: str,
+    argv: list[str],
+) -> None:
+    """The requested rows of one seed on one federation (the features mapped once), saving after each."""
+    from fedvote.progress import LineProgress
     from fedvote.runner import make_federation, prepare_public
 
-    config = base_config(data_dir, args.max_rounds, args.dataset, args.input_features)
+    config = base_config(data_dir, args.max_rounds, args.dataset, args.input_features, seed)
     started = time.perf_counter()
-    from fedvote.progress import LineProgress
-
     federation = prepare_public(config, make_federation(config), LineProgress(prefix=NAME))  # features: once
-    features_s = time.perf_counter() - started
-    print(f"[{NAME}] federation and input features: {features_s:.0f} s", file=sys.stderr, flush=True)
+    features_s = round(time.perf_counter() - started, 1)
+    print(f"[{NAME}] seed {seed}: federation and input features: {features_s:.0f} s", file=sys.stderr, flush=True)
     record: dict[str, Any] = {
         "name": NAME, "machine": machine(), "date": time.strftime("%Y-%m-%d"), "command": COMMAND,
-        "features_seconds": round(features_s, 1), "argv": argv, "rows": [],
+        "features_seconds": features_s, "argv": argv, "rows": [],
     }  # fmt: skip
-    invocation = " ".join([COMMAND, *argv])
+    stamp = {"invocation": invocation, "features_seconds": features_s, "date": record["date"]}
     for sigma in sigmas:
         row = run_row(config, federation, sigma, args.max_rounds)
-        row["invocation"] = invocation
+        row.update(stamp)
         if row["personalised_round"] is not None:
             row["epsilon_at_personalised"] = _proven(config, federation, sigma, row["personalised_round"])
         record["rows"].append(row)
@@ -397,7 +437,7 @@ def main(argv: list[str]) -> None:
     if not args.no_reference:
         rounds = record["rows"][0]["rounds"] if record["rows"] else args.max_rounds
         reference = run_row(config, federation, None, rounds)
-        reference["invocation"] = invocation
+        reference.update(stamp)
         reference["paired_sigma"] = record["rows"][0]["sigma"] if record["rows"] else None
         record["rows"].append(reference)
         _save(saved, record)

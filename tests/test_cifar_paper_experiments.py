@@ -1,0 +1,149 @@
+"""experiments/prifedsync_cifar10.py and experiments/fedaux_cifar10.py (issue 43, tables 3a and 3b):
+rows saved before ``--seeds`` existed load as seed 0, a rerun of one seed replaces that seed's rows
+only, and the sections show every seed's value with the mean ± std and name the seeds present.
+Hand-made rows only: nothing is trained and no data set is read."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+
+
+def _load(name: str):
+    sys.path.insert(0, str(ROOT / "experiments"))
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", ROOT / "experiments" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def prifedsync():
+    return _load("prifedsync_cifar10")
+
+
+@pytest.fixture(scope="module")
+def fedaux():
+    return _load("fedaux_cifar10")
+
+
+# --- PriFedSync (table 3a) ------------------------------------------------------------------------
+
+
+def _history(reached: int | None, rounds: int, final: float) -> list[dict[str, Any]]:
+    """Per-round diagnostics whose mean personalised accuracy first reaches 0.52 at ``reached``."""
+    out = []
+    for k in range(1, rounds + 1):
+        personal = 0.53 if reached is not None and k >= reached else 0.40
+        out.append({"round": k, "personalised": final if k == rounds else personal, "global": 0.45})
+    return out
+
+
+def _pri_row(seed: int | None, sigma: float | None, personal_round: int | None, personalised: float,
+             kind: str = "patch", seconds: float = 60.0, rounds: int = 30) -> dict[str, Any]:  # fmt: skip
+    row = {
+        "input_features": kind, "sigma": sigma, "fedvote_sigma": 0.0 if sigma is None else 2 * sigma, "p": 0.5,
+        "round_reached": None, "personalised_round": personal_round, "rounds": rounds, "max_rounds": 30,
+        "epsilon": None if sigma is None else 10.66, "epsilon_ex_post": None if sigma is None else 10.66,
+        "mu_at_stop": None if sigma is None else 10.27,
+        "mu_at_personalised_round": None if sigma is None or personal_round is None else 6.22,
+        "epsilon_at_personalised": None if sigma is None or personal_round is None else 5.93,
+        "min_client_records": 497, "delta": 1e-5, "global_public": 0.5, "personalised": personalised,
+        "global": 0.54, "global_full_test": 0.5367,
+        "public_history": [{"round": k, "global": 0.5} for k in range(1, rounds + 1)],
+        "history": _history(personal_round, rounds, personalised), "seconds": seconds,
+        "load_before": 3.2, "load_after": 2.8, "commit": f"commit abc{seed if seed is not None else 0}",
+        "invocation": "FEDVOTE_DATA=... experiments/prifedsync_cifar10.py", "features_seconds": 290.0,
+    }  # fmt: skip
+    if sigma is None:
+        row["paired_sigma"] = 0.5
+    if seed is not None:
+        row["seed"] = seed
+    return row
+
+
+def _pri_record(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"name": "prifedsync_cifar10", "machine": "here", "date": "2026-11-28", "rows": rows}
+
+
+def test_prifedsync_rows_saved_without_a_seed_load_as_seed_0(prifedsync, tmp_path):
+    saved = tmp_path / "prifedsync_cifar10.json"
+    old = [_pri_row(None, 0.5, 11, 0.5608), _pri_row(None, None, 3, 0.6158)]
+    saved.write_text(json.dumps(_pri_record(old)))
+    rows = prifedsync.load(saved)["rows"]
+    assert [(r["sigma"], r["seed"]) for r in rows] == [(0.5, 0), (None, 0)]
+
+
+def test_a_prifedsync_rerun_of_seed_1_replaces_only_seed_1s_rows(prifedsync, tmp_path, monkeypatch):
+    saved = tmp_path / "prifedsync_cifar10.json"
+    old = [_pri_row(None, 0.5, 11, 0.56), _pri_row(1, 0.5, 9, 0.57), _pri_row(1, None, 3, 0.61),
+           _pri_row(2, 0.5, 14, 0.55), _pri_row(None, 0.5, None, 0.46, kind="none")]  # fmt: skip
+    saved.write_text(json.dumps(_pri_record(old)))
+    written: dict[str, Any] = {}
+    monkeypatch.setattr(prifedsync, "save_results", lambda name, record, text: written.update(record=record))
+    new = _pri_row(1, 0.5, 8, 0.58)
+    prifedsync._save(saved, _pri_record([new]))
+    rows = written["record"]["rows"]
+    by_key = {(r["input_features"], r["sigma"], r["seed"]): r["personalised"] for r in rows}
+    assert by_key == {
+        ("patch", 0.5, 0): 0.56,  # seed 0, the seed-less row, kept
+        ("patch", 0.5, 1): 0.58,  # seed 1's σ 0.5 row replaced by the rerun's
+        ("patch", None, 1): 0.61,  # seed 1's reference, not rerun, kept
+        ("patch", 0.5, 2): 0.55,
+        ("none", 0.5, 0): 0.46,
+    }
+    assert len(rows) == 5
+
+
+# --- FedAUXfdp (table 3b) -------------------------------------------------------------------------
+
+
+def _aux_row(seed: int | None, alpha: float, method: str, setting: str, accuracy: float) -> dict[str, Any]:
+    row = {"alpha": alpha, "method": method, "setting": setting, "load_before": 10.0, "accuracy": accuracy,
+           "epsilon": 0.6, "epsilon_pld": 0.6, "agent_epsilon": 476.3, "delta": 2e-5, "extractor_dim": None,
+           "lambda_": None, "seconds": 20.0, "load_after": 9.0}  # fmt: skip
+    if "no class DP" in setting:
+        row.update(epsilon=None, epsilon_pld=None, agent_epsilon=None)
+    if seed is not None:
+        row["seed"] = seed
+    return row
+
+
+def _aux_rows(seed: int | None, shift: float) -> list[dict[str, Any]]:
+    """All 16 rows of one seed; accuracy = a per-cell base + ``shift``."""
+    rows = []
+    for a, alpha in enumerate((0.01, 10.24)):
+        for s, setting in enumerate(("paper settings", "defaults")):
+            for m, method in enumerate(("fedaux-fdp", "fedd-p", "fedavg-p")):
+                rows.append(_aux_row(seed, alpha, method, setting, 0.30 + 0.04 * a + 0.02 * s + 0.01 * m + shift))
+            rows.append(_aux_row(seed, alpha, "fedaux-fdp", setting + ", no class DP", 0.40 + shift))
+    return rows
+
+
+def test_fedaux_rows_saved_without_a_seed_load_as_seed_0_with_their_run(fedaux, tmp_path):
+    saved = tmp_path / "fedaux_cifar10.json"
+    old = {"name": "fedaux_cifar10", "date": "2026-11-28", "machine": "old host", "commit": "commit b512b94",
+           "features_seconds": 1214.5, "seconds": 2065.1, "rows": _aux_rows(None, 0.0)}  # fmt: skip
+    saved.write_text(json.dumps(old))
+    record = fedaux.load(saved)
+    assert {r["seed"] for r in record["rows"]} == {0} and len(record["rows"]) == 16
+    assert record["runs"] == [{"seed": 0, "date": "2026-11-28", "machine": "old host", "commit": "commit b512b94",
+                               "features_seconds": 1214.5, "seconds": 2065.1}]  # fmt: skip
+
+
+def test_a_fedaux_rerun_of_seed_1_replaces_only_seed_1s_rows(fedaux):
+    record = {"rows": _aux_rows(0, 0.0) + _aux_rows(1, 0.01) + _aux_rows(2, 0.02),
+              "runs": [{"seed": s, "seconds": 100.0 + s} for s in (0, 1, 2)]}  # fmt: skip
+    rerun = [_aux_row(1, 0.01, "fedaux-fdp", "paper settings", 0.99)]
+    out = fedaux.replace_seed(record, {"seed": 1, "seconds": 7.0}, rerun)
+    assert [r for r in out["rows"] if r["seed"] == 1] == rerun
+    assert [r for r in out["rows"] if r["seed"] != 1] == _aux_rows(0, 0.0) + _aux_rows(2, 0.02)
+    assert out["runs"] == [{"seed": 0, "seconds": 100.0}, {"seed": 1, "seconds": 7.0}, {"seed": 2, "seconds": 102.0}]
