@@ -18,11 +18,14 @@ splitting them twice gives exactly what two runs would). The FedAUX pipeline the
 on MNIST (``experiments/fedaux_fdp.py``): h₀ = PCA on the pool's pre-training split (20 %),
 heads on h̃, distillation on the other 80 %. Two settings: the MNIST experiment's paper
 settings (``experiments/fedaux_fdp.json``: λ = 0.01, d = 32, …) and fedvote's defaults (only
-the budgets given). One seed (0: split, hold-out and noise), for want of CPU time.
+the budgets given). ``--seeds`` (default 0,1,2; one seed or several) sets the hold-out, split,
+training and noise seed, one seed after another (the features mapped once per seed); each row
+carries its seed, and a run of a seed replaces that seed's saved rows only (rows saved before
+``--seeds`` existed are seed 0).
 
 Usage (repository root)::
 
-    FEDVOTE_DATA=../shared/datasets nice .venv/bin/python experiments/fedaux_cifar10.py [--render]
+    FEDVOTE_DATA=../shared/datasets nice .venv/bin/python experiments/fedaux_cifar10.py [--seeds 0,1,2] [--render]
 
 Writes ``experiments/results/fedaux_cifar10.json`` and ``fedaux_cifar10.section.md`` (placed in
 docs/results.md by ``experiments/run.py --render``), after every run.
@@ -34,6 +37,7 @@ import argparse
 import dataclasses
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -174,75 +178,172 @@ def one_run(
     return row
 
 
-def _find(rows: list[dict[str, Any]], alpha: float, method: str, setting: str) -> dict[str, Any] | None:
+def _find(
+    rows: list[dict[str, Any]], alpha: float, method: str, setting: str, seed: int
+) -> dict[str, Any] | None:
     return next(
-        (r for r in rows if (r["alpha"], r["method"], r["setting"]) == (alpha, method, setting)), None
+        (
+            r
+            for r in rows
+            if (r["alpha"], r["method"], r["setting"], r["seed"]) == (alpha, method, setting, seed)
+        ),
+        None,
     )
 
 
-def _cell(row: dict[str, Any] | None) -> str:
-    if row is None:
-        return "not run"
-    if row.get("refused"):
-        return "refused: " + row["refused"]
-    return f"{row['accuracy']:.3f}"
+def _seeds(rows: list[dict[str, Any]]) -> list[int]:
+    return sorted({r["seed"] for r in rows})
+
+
+def _accuracies(rows: list[dict[str, Any]], alpha: float, method: str, setting: str) -> dict[int, float]:
+    """Seed → accuracy of the runs of that cell that ran (refusals and missing seeds left out)."""
+    found = {s: _find(rows, alpha, method, setting, s) for s in _seeds(rows)}
+    return {s: r["accuracy"] for s, r in found.items() if r is not None and not r.get("refused")}
+
+
+def _listed(values: list[Any]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def mean_std(values: list[float], digits: int = 3, signed: bool = False) -> str:
+    """Mean ± sample std over the seeds (0 for one seed)."""
+    if not values:
+        return "—"
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):{'+' if signed else ''}.{digits}f} ± {std:.{digits}f}"
+
+
+def _cell(rows: list[dict[str, Any]], alpha: float, method: str, setting: str) -> tuple[str, str]:
+    """(each seed's accuracy in seed order — 'refused' or 'not run' where none —, mean ± std of those that ran)."""
+    shown = []
+    for seed in _seeds(rows):
+        row = _find(rows, alpha, method, setting, seed)
+        shown.append(
+            "not run" if row is None else "refused" if row.get("refused") else f"{row['accuracy']:.3f}"
+        )
+    return ", ".join(shown), mean_std(list(_accuracies(rows, alpha, method, setting).values()))
 
 
 def _eps(value: float | None) -> str:
     return "∞" if value is None else f"{value:.3f}"
 
 
+def _one_or_each(texts: list[str]) -> str:
+    return "—" if not texts else texts[0] if len(set(texts)) == 1 else ", ".join(texts)
+
+
+def _gaps(
+    rows: list[dict[str, Any]], alpha: float, setting: str, against: tuple[str, ...]
+) -> dict[int, float]:
+    """Seed → FedAUXfdp − the best of ``against`` (seeds where all of them ran)."""
+    ours = _accuracies(rows, alpha, "fedaux-fdp", setting)
+    theirs = [_accuracies(rows, alpha, m, setting) for m in against]
+    return {s: a - max(t[s] for t in theirs) for s, a in ours.items() if all(s in t for t in theirs)}
+
+
+def _signed(values: dict[int, float]) -> str:
+    return (
+        ", ".join(f"{v:+.3f}" for v in values.values())
+        + f" (mean {mean_std(list(values.values()), signed=True)})"
+    )
+
+
 def _why(rows: list[dict[str, Any]]) -> list[str]:
     """Why the claim holds or not, from the runs: the frozen h̃'s ceiling (FedAUXfdp without class noise)."""
-    ceilings = []
+    ceilings, versus = [], []
     for setting in ("paper settings", "defaults"):
         for alpha in ALPHAS:
-            free = _find(rows, alpha, "fedaux-fdp", setting + ", no class DP")
-            noisy = _find(rows, alpha, "fedaux-fdp", setting)
-            if free is None or free.get("refused") or noisy is None or noisy.get("refused"):
-                continue
-            ceilings.append(
-                f"{setting}, α = {alpha}: {free['accuracy']:.3f} without class noise, {noisy['accuracy']:.3f} with it"
-            )
+            free = _accuracies(rows, alpha, "fedaux-fdp", setting + ", no class DP")
+            noisy = _accuracies(rows, alpha, "fedaux-fdp", setting)
+            if free and noisy:
+                ceilings.append(
+                    f"{setting}, α = {alpha}: {statistics.mean(free.values()):.3f} without class noise, "
+                    f"{statistics.mean(noisy.values()):.3f} with it"
+                )
+            gap = _gaps(rows, alpha, setting, ("fedd-p",))
+            if gap:
+                versus.append((setting, alpha, gap))
     if not ceilings:
         return []
-    return [
-        "",
+    text = (
         "Why, measured: the server model is a logistic head on a frozen h̃ (PCA of the patch features of "
-        "2,000 auxiliary images), and even FedAUXfdp **without** class-head noise reaches only "
+        f"{HOLDOUT // 5:,} auxiliary images), and even FedAUXfdp **without** class-head noise reaches only "
         + "; ".join(ceilings)
-        + ". With a representation that weak, FedAUXfdp's weighted soft labels and FedD+P's plain mean "
-        "land close together (one seed, no spread measured: differences of 0.01–0.02 are within what "
-        "another seed could move), so the paper's 30-point gap at α = 0.01 (FedAUXfdp 75.2 % vs 46.0 / 41.8 %, "
-        "a contrastively pre-trained ShuffleNet on STL-10) does not reproduce here." + _fedavg_note(rows),
-    ]
+        + " (means over the seeds)."
+    )
+    if versus:
+        widest = max(abs(statistics.mean(g.values())) for _, _, g in versus)
+        text += (
+            " With a representation that weak, FedAUXfdp's weighted soft labels and FedD+P's plain mean land "
+            f"within {widest:.3f} of each other on average; FedAUXfdp − FedD+P per seed: "
+            + "; ".join(f"{setting}, α = {alpha}: {_signed(gap)}" for setting, alpha, gap in versus)
+            + "."
+        )
+    low = ALPHAS[0]
+    paper_lead = PAPER["fedaux-fdp"][low] - max(PAPER["fedd-p"][low], PAPER["fedavg-p"][low])
+    leads = [_gaps(rows, low, setting, ("fedd-p", "fedavg-p")) for setting in ("paper settings", "defaults")]
+    leads = [g for g in leads if g]
+    if leads:
+        best = 100 * max(statistics.mean(g.values()) for g in leads)
+        text += (
+            f" The paper's lead of {paper_lead:.1f} points at α = {low} (FedAUXfdp {PAPER['fedaux-fdp'][low]} % vs "
+            f"{PAPER['fedavg-p'][low]} / {PAPER['fedd-p'][low]} %, a contrastively pre-trained ShuffleNet on STL-10) "
+            + ("does not reproduce here" if best < paper_lead / 2 else "reproduces in part here")
+            + f": the largest mean lead over the better baseline measured at α = {low} is {best:+.1f} points."
+        )
+    return ["", text + _fedavg_note(rows)]
 
 
 def _fedavg_note(rows: list[dict[str, Any]]) -> str:
     """FedAVG+P's drop from α = 10.24 to 0.01 at the paper's settings, where both ran."""
-    low, high = (_find(rows, a, "fedavg-p", "paper settings") for a in (0.01, 10.24))
-    if low is None or high is None or low.get("refused") or high.get("refused"):
+    low, high = (_accuracies(rows, a, "fedavg-p", "paper settings") for a in ALPHAS)
+    both = [s for s in low if s in high]
+    if not both:
         return ""
+    lower = sum(low[s] < high[s] for s in both)
     return (
-        f" FedAVG+P at the paper's settings: {low['accuracy']:.3f} at α = 0.01 vs {high['accuracy']:.3f} "
-        "at α = 10.24 (the paper: 46.0 % vs 74.1 %): averaging heads of one-class clients hurts here too."
+        f" FedAVG+P at the paper's settings: {statistics.mean(low[s] for s in both):.3f} at α = {ALPHAS[0]} vs "
+        f"{statistics.mean(high[s] for s in both):.3f} at α = {ALPHAS[1]} (mean of seeds {_listed(both)}; the paper: "
+        f"{PAPER['fedavg-p'][ALPHAS[0]]} % vs {PAPER['fedavg-p'][ALPHAS[1]]} %), lower at α = {ALPHAS[0]} in "
+        f"{lower} of {len(both)} seeds"
+        + (": averaging heads of one-class clients hurts here too." if lower == len(both) else ".")
     )
+
+
+def _runs_text(record: dict[str, Any]) -> str:
+    """Which seeds ran where and when, each one process: from the saved runs."""
+    runs = record.get("runs", [])
+    hosts = {str(r.get("machine", "unknown")).split("; fedvote")[0] for r in runs}
+    parts = []
+    for run in runs:
+        load = (
+            f", load {run['load_before']:.1f} → {run['load_after']:.1f}"
+            if "load_before" in run and "load_after" in run
+            else ""
+        )
+        parts.append(
+            f"seed {run['seed']} ran {run.get('date', '?')} at fedvote {run.get('commit', 'unknown')}"
+            + ("" if len(hosts) == 1 else f" on {str(run.get('machine')).split('; fedvote')[0]}")
+            + f": patch features mapped once in {run.get('features_seconds', 0):.0f} s, "
+            f"{run.get('seconds', 0):.0f} s in all{load}"
+        )
+    where = f"Ran on {hosts.pop()}, one process per seed: " if len(hosts) == 1 else "One process per seed: "
+    return where + "; ".join(parts) + "."
 
 
 def section(record: dict[str, Any]) -> str:
     """The docs/results.md section."""
     rows = record["rows"]
+    seeds = _seeds(rows)
+    done = [r for r in rows if not r.get("refused") and r.get("agent_epsilon") is not None]
+    agent = [r["agent_epsilon"] for r in done]
     lines = [
         "## FedAUXfdp, CIFAR-10 (JPEG copy) clients, **held-out CIFAR-10 as auxiliary data** (fedaux-fdp paper, Table 2; issue 43 item 3b)",
         "",
-        "; ".join(
-            f"seed {run['seed']} ran {run.get('date')} on {run.get('machine')}; patch features mapped once in "
-            f"{run.get('features_seconds', 0):.0f} s; {run.get('seconds', 0):.0f} s in all"
-            for run in record.get("runs", [])
-        ) + ".",
+        _runs_text(record),
         "",
-        f"Command: `{COMMAND}`. 20 clients split 40,000 of CIFAR-10's training images by "
-        "`dirichlet-balanced` α (2,000 each), one round, full participation. **Auxiliary (public) "
+        f"Command: `{COMMAND}` (`--seeds`, default {SEEDS}). 20 clients split 40,000 of CIFAR-10's training "
+        "images by `dirichlet-balanced` α (2,000 each), one round, full participation. **Auxiliary (public) "
         "data: the other 10,000 training images, held out (seeded) — not the paper's STL-10 or "
         "CIFAR-100, which are not available here**; it is drawn from the clients' own distribution, "
         "an easier setting than the paper's, so accuracies are not comparable with its figures, only "
@@ -254,76 +355,106 @@ def section(record: dict[str, Any]) -> str:
         "0.5 (classes), the paper's basic composition; FedD+P and FedAVG+P 0.6 on their class heads. "
         "'paper settings': experiments/fedaux_fdp.json's options (λ = 0.01, d = 32, feature bias 0.5, "
         "quantile 0.5, 10 distillation epochs); 'defaults': fedvote's (λ = 1/ln C, d auto, …), only "
-        "the budgets given. Seed 0 only (split, hold-out, noise), for want of CPU time: one draw, no "
-        "spread. The single-run equivalent is `fedvote run --method M --dataset cifar10 ... "
-        "--epsilon-classes E` on a federation fedvote's CLI cannot build (a hold-out of the clients' "
+        f"the budgets given. Seed{'s' if len(seeds) > 1 else ''} {_listed(seeds)} (a seed sets the hold-out, "
+        "the split, training and noise): each cell gives the seeds' accuracies in seed order, then mean ± std "
+        "(sample std over the seeds that ran). The single-run equivalent is `fedvote run --method M --dataset "
+        "cifar10 ... --epsilon-classes E` on a federation fedvote's CLI cannot build (a hold-out of the clients' "
         "own training split as the pool), hence the script.",
         "",
         "The agent-level ε column (zero-out of a whole client: every head lies in the ball "
-        "‖β‖ ≤ √(2·ln K/λ), a sound but loose bound) is in the hundreds to tens of thousands: like the "
-        "paper, these runs protect records, not clients.",
+        "‖β‖ ≤ √(2·ln K/λ), a sound but loose bound) lies between "
+        + (f"{min(agent):,.0f} and {max(agent):,.0f}" if agent else "— and —")
+        + ": like the paper, these runs protect records, not clients.",
         "",
         "| method, setting | ε (δ = 2e-5) | "
-        + " | ".join(f"α = {a}" for a in ALPHAS)
-        + " | PLD ε | agent-level ε |",
-        "| --- " * (len(ALPHAS) + 4) + "|",
+        + " | ".join(f"α = {a}, per seed | mean ± std" for a in ALPHAS)
+        + " | PLD ε | agent-level ε, range over α and seeds |",
+        "| --- " * (2 * len(ALPHAS) + 4) + "|",
     ]
-    paper = [f"{PAPER[m][a]} %" for m, _ in TABLE2 for a in ALPHAS]
-    for index, (method, _) in enumerate(TABLE2):
-        shown = paper[index * len(ALPHAS) : (index + 1) * len(ALPHAS)]
+    for method, _ in TABLE2:
         lines.append(
             f"| {method}, the paper (ShuffleNet, STL-10 auxiliary; mean of its seeds) | 0.6 | "
-            + " | ".join(shown)
+            + " | ".join(f"— | {PAPER[method][a]} %" for a in ALPHAS)
             + " | — | — |"
         )
     for setting in ("paper settings", "defaults"):
         for method, _ in TABLE2:
-            cells = [_find(rows, a, method, setting) for a in ALPHAS]
-            done = [c for c in cells if c is not None and not c.get("refused")]
-            eps = _eps(done[0]["epsilon"]) if done else "—"
-            pld = _eps(done[0]["epsilon_pld"]) if done else "—"
-            agent = ", ".join(_eps(c["agent_epsilon"]) for c in done) if done else "—"
+            ran = [r for r in done if (r["method"], r["setting"]) == (method, setting)]
+            eps = _one_or_each(sorted({_eps(r["epsilon"]) for r in ran}))
+            pld = _one_or_each(sorted({_eps(r["epsilon_pld"]) for r in ran}))
+            spread = [r["agent_epsilon"] for r in ran]
             lines.append(
-                f"| {method}, {setting} | {eps} | " + " | ".join(map(_cell, cells)) + f" | {pld} | {agent} |"
+                f"| {method}, {setting} | {eps} | "
+                + " | ".join(" | ".join(_cell(rows, a, method, setting)) for a in ALPHAS)
+                + f" | {pld} | "
+                + (f"{min(spread):.3f}–{max(spread):.3f}" if spread else "—")
+                + " |"
             )
-        cells = [_find(rows, a, "fedaux-fdp", setting + ", no class DP") for a in ALPHAS]
-        if any(cells):
+        free = setting + ", no class DP"
+        if any(r["setting"] == free for r in rows):
             lines.append(
-                f"| fedaux-fdp, {setting}, no class DP (scores ε 0.1 only; Table 3's 'None') | 0.100 | "
-                + " | ".join(map(_cell, cells))
+                f"| fedaux-fdp, {free} (scores ε 0.1 only; Table 3's 'None') | 0.100 | "
+                + " | ".join(" | ".join(_cell(rows, a, "fedaux-fdp", free)) for a in ALPHAS)
                 + " | — | — |"
             )
     verdicts = []
     for setting in ("paper settings", "defaults"):
         for alpha in ALPHAS:
-            found = {m: _find(rows, alpha, m, setting) for m, _ in TABLE2}
-            if any(r is None or r.get("refused") for r in found.values()):
+            gaps = _gaps(rows, alpha, setting, ("fedd-p", "fedavg-p"))
+            if not gaps:
                 continue
-            ours = found["fedaux-fdp"]["accuracy"]
-            best = max(found["fedd-p"]["accuracy"], found["fedavg-p"]["accuracy"])
+            ahead = sum(g > 0 for g in gaps.values())
+            verdict = (
+                ("ahead" if ahead else "**not ahead**") + " (one seed)"
+                if len(gaps) == 1
+                else f"ahead in all {len(gaps)} seeds"
+                if ahead == len(gaps)
+                else f"**not ahead in any of the {len(gaps)} seeds**"
+                if ahead == 0
+                else f"**ahead in {ahead} of {len(gaps)} seeds only**"
+            )
             verdicts.append(
-                f"{setting}, α = {alpha}: FedAUXfdp {ours:.3f} vs best baseline {best:.3f} — "
-                + ("ahead" if ours > best else "**not ahead**")
+                f"{setting}, α = {alpha}: FedAUXfdp − best baseline per seed {_signed(gaps)} — {verdict}"
             )
     lines += [
         "",
         "The paper's claim (Table 2): FedAUXfdp significantly outperforms FedD+P and FedAVG+P in the "
-        "most heterogeneous settings (α = 0.01, 0.04). Measured here: " + ("; ".join(verdicts) or "—") + ".",
+        "most heterogeneous settings (α = 0.01, 0.04). Measured here (the better of FedD+P and FedAVG+P "
+        "in each seed): " + ("; ".join(verdicts) or "—") + ".",
         *_why(rows),
-        "",
-        "Runs (seconds; load average before → after):",
-        "",
     ]
-    for row in rows:
-        lines.append(
-            f"* {row['method']}, {row['setting']}, α = {row['alpha']}: {_cell(row)}, {row['seconds']:.0f} s, "
-            f"load {row['load_before']:.1f} → {row.get('load_after', row['load_before']):.1f}"
-            + (
-                f", λ = {row['lambda_']:.4g}, d = {row['extractor_dim']}"
-                if row.get("lambda_") is not None
-                else ""
-            )
-        )
+    refused = [r for r in rows if r.get("refused")]
+    if refused:
+        lines += ["", "Refused (what fedvote said):", ""] + [
+            f"* {r['method']}, {r['setting']}, α = {r['alpha']}, seed {r['seed']}: {r['refused']}"
+            for r in refused
+        ]
+    lines += ["", "Runs (seconds; load average before → after), per seed:", ""]
+    for setting in ("paper settings", "defaults"):
+        for alpha in ALPHAS:
+            for method, label in [(m, m) for m, _ in TABLE2] + [("fedaux-fdp", "fedaux-fdp, no class DP")]:
+                name = setting + (", no class DP" if label.endswith("no class DP") else "")
+                found = [r for s in seeds for r in [_find(rows, alpha, method, name, s)] if r is not None]
+                if not found:
+                    continue
+                knobs = sorted(
+                    {
+                        f"λ = {r['lambda_']:.4g}, d = {r['extractor_dim']}"
+                        for r in found
+                        if r.get("lambda_") is not None
+                    }
+                )
+                lines.append(
+                    f"* {method}, {name}, α = {alpha}: "
+                    + "; ".join(
+                        f"seed {r['seed']} "
+                        + ("refused" if r.get("refused") else f"{r['accuracy']:.3f}")
+                        + f", {r['seconds']:.0f} s, load {r['load_before']:.1f} → "
+                        f"{r.get('load_after', r['load_before']):.1f}"
+                        for r in found
+                    )
+                    + (f" ({'; '.join(knobs)})" if knobs else "")
+                )
     return "\n".join(lines)
 
 
@@ -335,7 +466,9 @@ def load(saved: Path) -> dict[str, Any]:
         row.setdefault("seed", 0)
     if "runs" not in record:
         legacy = ("date", "machine", "commit", "features_seconds", "seconds")
-        record["runs"] = [{"seed": 0, **{k: record[k] for k in legacy if k in record}}] if record["rows"] else []
+        record["runs"] = (
+            [{"seed": 0, **{k: record[k] for k in legacy if k in record}}] if record["rows"] else []
+        )
     return record
 
 
@@ -355,7 +488,9 @@ def replace_seed(record: dict[str, Any], run: dict[str, Any], rows: list[dict[st
     seed = run["seed"]
     return {
         **record,
-        "runs": sorted([r for r in record.get("runs", []) if r["seed"] != seed] + [run], key=lambda r: r["seed"]),
+        "runs": sorted(
+            [r for r in record.get("runs", []) if r["seed"] != seed] + [run], key=lambda r: r["seed"]
+        ),
         "rows": [r for r in record["rows"] if r["seed"] != seed] + rows,
     }
 
