@@ -297,11 +297,13 @@ def section(record: dict[str, Any]) -> str:
     for group in private:
         first = group[0]
         paper_r, paper_mu, paper_acc, _ = PAPER.get(first["sigma"], ("—", "—", "—", "—"))
-        mu = ", ".join(
-            f"{r['mu_at_personalised_round']:.2f}"
-            if r.get("mu_at_personalised_round") is not None
-            else f"— ({r['mu_at_stop']:.2f} at round {r['rounds']})"
-            for r in group
+        mu = _one_or_each(
+            [
+                f"{r['mu_at_personalised_round']:.2f}"
+                if r.get("mu_at_personalised_round") is not None
+                else f"— ({r['mu_at_stop']:.2f} at round {r['rounds']})"
+                for r in group
+            ]
         )
         personal = spread([r["personalised"] for r in group])
         local = spread([r["global"] for r in group])
@@ -432,7 +434,7 @@ def _pixels_note(rows: list[dict[str, Any]]) -> list[str]:
             if features
             else ""
         )
-        + f" on this shared host; hence R = {_one_or_each(sorted({str(r['max_rounds']) for r in rows}))}, not the "
+        + f" on this shared host; hence R = {_one_or_each(sorted({str(r['max_rounds']) for r in rows if r['sigma'] is not None}))}, not the "
         f"paper's {min(p[0] for p in PAPER.values())}–{max(p[0] for p in PAPER.values())}.",
     ]
 
