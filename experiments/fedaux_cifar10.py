@@ -331,6 +331,15 @@ def _runs_text(record: dict[str, Any]) -> str:
     return where + "; ".join(parts) + "."
 
 
+def _knobs_text(found: list[dict[str, Any]], knobs: list[str]) -> str:
+    """λ and d as fedvote reported them, naming the seeds where earlier runs did not record them."""
+    if not knobs:
+        return ""
+    told = [r["seed"] for r in found if r.get("lambda_") is not None]
+    which = "" if len(told) == len(found) else f"seed{'s' if len(told) > 1 else ''} {_listed(told)}: "
+    return f" ({which}{'; '.join(knobs)})"
+
+
 def section(record: dict[str, Any]) -> str:
     """The docs/results.md section."""
     rows = record["rows"]
@@ -453,7 +462,7 @@ def section(record: dict[str, Any]) -> str:
                         f"{r.get('load_after', r['load_before']):.1f}"
                         for r in found
                     )
-                    + (f" ({'; '.join(knobs)})" if knobs else "")
+                    + _knobs_text(found, knobs)
                 )
     return "\n".join(lines)
 
