@@ -49,7 +49,7 @@ from fedvote.methods.registry import noise_source
 from fedvote.models.input_features import resolve_input_features, with_input_features
 from fedvote.models.training import predict_labels
 from fedvote.privacy.accountant import PLDTooLarge, accountant_for, bounded_epsilon, check_pld_accountable
-from fedvote.privacy.calibrate import calibrate_sigma
+from fedvote.privacy.calibrate import memoised_calibration
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import LedgerSession, PersistentLedger, PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
@@ -243,13 +243,11 @@ def _planned(config: RunConfig, public: PublicMetadata, queries: int) -> Method:
     level = calibration_level(config, method)
     target = method.calibration_target(privacy.target_epsilon) if level is not None else None
     if target is not None and level is not None:
-        sigma = calibrate_sigma(
-            lambda s: method.with_sigma(s).planned_events().at(level),
-            target,
-            privacy.delta,
-            privacy.accountant,
+        calibrated = memoised_calibration(
+            lambda m, s: m.with_sigma(s).planned_events().at(level), target, privacy.delta, privacy.accountant
         )
-        method = method.with_sigma(sigma)
+        method = method.with_calibrated_settings(calibrated)  # e.g. DP-FedAvg's q
+        method = method.with_sigma(calibrated(method))
     _check_accountable(method, config)
     return method
 

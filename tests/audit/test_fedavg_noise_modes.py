@@ -14,10 +14,11 @@ import dataclasses
 import pytest
 
 from fedvote.audit import audit
+from fedvote.errors import ConfigError
 from fedvote.methods.dp_fedavg import DpFedAvg
 
 CANARIES = 200
-SETTINGS = {"epsilon": 4.0, "noise_seed": 1}
+SETTINGS = {"epsilon": 4.0, "noise_seed": 1, "sampling_rate": 0.05}  # as sized (the planned 0.2: see below)
 
 
 @pytest.mark.parametrize("noise", ["server", "distributed-unmasked"])
@@ -47,3 +48,10 @@ def test_cut_server_noise_raises_the_bound(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(DpFedAvg, "aggregate", broken)
     cut = audit("dp-fedavg", "instance", CANARIES, noise="server", **SETTINGS)
     assert cut.epsilon_lower_bound > sound.epsilon_lower_bound + 0.3
+
+
+def test_canaries_that_could_outnumber_the_unmasked_n_are_refused_before_the_run(monkeypatch):
+    """Unmasked, no sampling credit: the planned q is the cap, 1 (cohort.py); 200 canaries then outnumber N = 50."""
+    monkeypatch.setattr(DpFedAvg, "run", lambda *args, **kwargs: pytest.fail("the run started"))
+    with pytest.raises(ConfigError, match="trials: 200 canaries at q = 1 can sample more than the planned N = 50"):
+        audit("dp-fedavg", "agent", CANARIES, noise="distributed-unmasked", epsilon=4.0, noise_seed=1)

@@ -30,7 +30,8 @@ from fedvote.methods.dp_fedavg import DpFedAvg
 from fedvote.transport.batched_clients import BatchedUpdates
 
 CANARIES = 200
-SETTINGS: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-5, "seed": 0, "noise_seed": 3}  # T = 100, q = 0.05
+# T = 100, q = 0.05 given (not the planned 0.2): 200 canaries at 0.2 would outnumber the unmasked N = 50.
+SETTINGS: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-5, "seed": 0, "noise_seed": 3, "sampling_rate": 0.05}
 ROUNDS = 100
 MODES = ("distributed", "server", "distributed-unmasked")
 LEVELS = ("agent", "instance")

@@ -72,7 +72,7 @@ def test_cli_adaptive_epsilon_is_at_most_the_target_and_equals_an_independent_co
     z = (result["update_noise_multiplier"] ** -2 + (2 * result["clip_count_stddev"]) ** -2) ** -0.5
     assert z == pytest.approx(result["sigma"], rel=1e-9)
     independent = pld.PLDAccountant().compose(
-        dp_event.PoissonSampledDpEvent(0.05, dp_event.GaussianDpEvent(z)), 10
+        dp_event.PoissonSampledDpEvent(result["sampling_rate"], dp_event.GaussianDpEvent(z)), 10
     ).get_epsilon(privacy["delta"])
     assert privacy["agent"]["epsilon"] == pytest.approx(independent, rel=0.01)
     assert privacy["agent"]["epsilon"] <= 4.0

@@ -35,7 +35,7 @@ def independent_epsilon(plan: dict, q: float, rounds: int, delta: float) -> floa
     rdp = []
     for order in RDP_ORDERS:
         alpha = max(2, math.ceil(order))
-        if alpha > 256:
+        if alpha > 256 or q == 1.0:  # q = 1: no sampling, the unsampled bound is the smaller
             rdp.append(rounds * eps(alpha))
             continue
         logs = [(alpha - 1) * math.log1p(-q) + math.log(alpha * q - q + 1),
@@ -49,8 +49,9 @@ def independent_epsilon(plan: dict, q: float, rounds: int, delta: float) -> floa
 
 
 def test_secure_noise_names_the_discrete_gaussian_and_equals_an_independent_computation(invoke):
+    # q given: the planned q for 10 agents is 1, where the subsampling bound is not used at all
     code, out, err = invoke(["run", "--method", "dp-fedavg", *SMALL, "--epsilon", "4", "--secure-noise",
-                             "--json"])
+                             "--sampling-rate", "0.05", "--json"])
     assert code == 0, err
     result = json.loads(out)
     privacy = result["privacy"]
@@ -60,6 +61,7 @@ def test_secure_noise_names_the_discrete_gaussian_and_equals_an_independent_comp
     assert privacy["agent"]["epsilon"] <= 4.0
     assert privacy["agent"]["epsilon"] == pytest.approx(
         independent_epsilon(plan, 0.05, 3, privacy["delta"]), rel=1e-6)
+    assert result["sampling_rate"] == 0.05 and result["sampling_rate_rule"] == "given"
     assert plan["shares"] * plan["share_variance"] >= (result["sigma"] * plan["norm_bound"]) ** 2
 
 
@@ -125,3 +127,15 @@ def test_the_planned_events_are_charged(small_federation):
     planned = DpFedAvg(sigma=1.2, rounds=2, local_steps=1, model="logistic", secure_noise=True, num_agents=10,
                        model_floats=d).planned_events()
     assert epsilon_for(ledger.event("agent"), 1e-3) == pytest.approx(epsilon_for(planned.agent, 1e-3), rel=1e-12)
+
+
+def test_secure_noise_at_the_planned_rate_equals_the_unsampled_bound(invoke):
+    """10 agents: the planned q is 1 (cohort.py), every agent every round; ε is KLS21's, T-fold, unsampled."""
+    code, out, err = invoke(["run", "--method", "dp-fedavg", *SMALL, "--epsilon", "4", "--secure-noise", "--json"])
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["sampling_rate"] == 1.0 and result["sampling_rate_rule"] == "planned"
+    privacy = result["privacy"]
+    assert privacy["agent"]["epsilon"] <= 4.0
+    assert privacy["agent"]["epsilon"] == pytest.approx(
+        independent_epsilon(result["discrete_noise"], 1.0, 3, privacy["delta"]), rel=1e-6)

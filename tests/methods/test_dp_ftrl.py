@@ -42,8 +42,10 @@ def test_bar_command_epsilon_at_most_4_and_equal_to_an_independent_computation(i
     assert code == 0, err
     result = json.loads(out)
     privacy = result["privacy"]
-    gaussians = brute_force_gaussians(100, 20)
-    assert gaussians == 25 == result["node_gaussians_per_agent"]
+    # K not given: ⌈N/100⌉ = 1 group for digits' 50 agents, every agent in every round (cohort.py)
+    assert result["epoch_rounds"] == 1
+    gaussians = brute_force_gaussians(100, 1)
+    assert gaussians == 100 == result["node_gaussians_per_agent"]
     z, delta = result["sigma"], privacy["delta"]
     assert privacy["agent"]["epsilon"] <= 4.0
     assert privacy["agent"]["epsilon"] == pytest.approx(gdp_epsilon(math.sqrt(gaussians) / z, delta), rel=1e-6)

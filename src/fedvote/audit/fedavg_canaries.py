@@ -193,6 +193,8 @@ def fedavg_trainer_audit(
         raise ConfigError("trials", f"{count} canary agents are fewer than t = {method.min_responders}")
     planned_agents = method.num_agents
     unmasked = method.noise == "distributed-unmasked"
+    if unmasked and planned_agents is not None:
+        _check_unmasked_rounds(count, float(method.sampling_rate), planned_agents)
     agents = count if unmasked else method.num_agents  # the unmasked run checks N against the transport
     audited = dataclasses.replace(method, model=AUDIT_MODEL, num_agents=agents)
     shape = tuple(federation.example_shape)
@@ -248,6 +250,21 @@ def fedavg_trainer_audit(
             "sigma": sigma,
         },
     )
+
+
+def _check_unmasked_rounds(count: int, rate: float, planned_agents: int) -> None:
+    """Refuse, before the run, canaries whose rounds would sample more than the planned N (6 sd above q·m).
+
+    The unmasked events assume m_t ≤ N; a round beyond it is refused after the run otherwise.
+    """
+    expected = rate * count
+    if expected + 6.0 * math.sqrt(expected * (1.0 - rate)) > planned_agents:
+        raise ConfigError(
+            "trials",
+            f"{count} canaries at q = {rate:g} can sample more than the planned N = {planned_agents} "
+            "in a round (the unmasked events assume at most N): fewer trials, more --agents or a smaller "
+            "--sampling-rate",
+        )
 
 
 def _unmasked_view(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -146,6 +146,16 @@ class Method(ABC):
 
         Called by the runner's :func:`~fedvote.runner.plan` before calibration, e.g. with
         the agents' record counts where a bound depends on them.
+        """
+        return self
+
+    def with_calibrated_settings(self, calibrate: Callable[[Method], float]) -> Method:
+        """The method with the settings it plans from the noise its target ε needs (default: none).
+
+        ``calibrate(m)`` is the σ that meets the run's target ε for method ``m``, as the planner
+        calibrates it (public quantities only). Called by :func:`~fedvote.runner.plan` before the
+        run's own calibration, and only when the run has a target ε: e.g. DP-FedAvg's q
+        (:mod:`fedvote.methods.cohort`).
         """
         return self
 

@@ -101,6 +101,7 @@ from fedvote.aggregation.secure_noise import (
 from fedvote.aggregation.secure_sum import FixedPoint
 from fedvote.aggregation.voting import noise_share_std
 from fedvote.errors import ConfigError
+from fedvote.methods.cohort import planned_sampling_rate
 from fedvote.methods.gradient import GradientMethod, privacy_generator
 from fedvote.methods.options.gradient import CLIPPINGS, NOISE_PLACEMENTS, DpFedAvgOptions
 from fedvote.models.local_training import LocalTraining, LocalUpdates, flat_parameters
@@ -113,8 +114,11 @@ from fedvote.transport import capabilities
 from fedvote.transport.base import Transport
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from fedvote.config import RunConfig
     from fedvote.data.federation import PublicMetadata, ServerData
-    from fedvote.methods.base import MethodOutcome
+    from fedvote.methods.base import Method, MethodOutcome
 
 # Who each placement's ε holds against (result.json's ``details.epsilon_holds_against``).
 HOLDS_AGAINST: dict[str, str] = {
@@ -147,7 +151,10 @@ class _ClipHistory:
 
 @dataclass(frozen=True)
 class DpFedAvg(GradientMethod):
-    """DP-FedAvg with noise multiplier ``sigma``; defaults T = 100, q = 0.05, E = 20, S = 0.08.
+    """DP-FedAvg with noise multiplier ``sigma``; defaults T = 100, E = 20, S = 0.08, q planned.
+
+    q not given: with a target ε, :func:`fedvote.methods.cohort.planned_sampling_rate` (0.2 for
+    N = 50 or 100 at ε = 4, the paper's 0.05 from N = 2,000 up); with ``--sigma``, the paper's 0.05.
 
     ``sigma`` is the noise multiplier σ (noise std on the sum = σ·S); 0 runs clipped
     FedAvg without noise (non-private). ``noise`` is ``"distributed"`` (default: shares
@@ -174,6 +181,9 @@ class DpFedAvg(GradientMethod):
     clip_learning_rate: float = adaptive_clipping.DEFAULT_CLIP_LEARNING_RATE
     clip_count_stddev: float | None = None
     model_floats: int | None = None  # d, for --secure-noise's discrete events (with_public sets it)
+    # Where q came from: "given" (--sampling-rate), "planned" (cohort.planned_sampling_rate, from the
+    # target ε) or "paper" (neither: --sigma given, the paper's 0.05).
+    sampling_rate_rule: str = "paper"
     _history: _ClipHistory = field(default_factory=_ClipHistory, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -236,6 +246,26 @@ class DpFedAvg(GradientMethod):
                 f"must exceed z/2 = {self.sigma / 2.0:g} (the noise multiplier z = {self.sigma:g} covers "
                 f"the count and the updates together), got {count:g}",
             )
+
+    @classmethod
+    def from_config(
+        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
+    ) -> DpFedAvg:
+        """As every gradient method; records whether ``--sampling-rate`` was given (else it is planned)."""
+        method = super().from_config(config, sigma=sigma, queries=queries, min_responders=min_responders)
+        assert isinstance(method, DpFedAvg)
+        if cls.options_from(config).sampling_rate is None:
+            return method
+        return dataclasses.replace(method, sampling_rate_rule="given")
+
+    def with_calibrated_settings(self, calibrate: Callable[[Method], float]) -> DpFedAvg:
+        """The planned q where none was given (:func:`fedvote.methods.cohort.planned_sampling_rate`)."""
+        if self.sampling_rate_rule != "paper" or self.num_agents is None:
+            return self
+        rate = planned_sampling_rate(
+            self.num_agents, lambda q: calibrate(dataclasses.replace(self, sampling_rate=q))
+        )
+        return dataclasses.replace(self, sampling_rate=rate, sampling_rate_rule="planned")
 
     def discrete(self) -> bool:
         """Whether the noise is the distributed discrete Gaussian (``--secure-noise``, σ > 0)."""
@@ -554,6 +584,7 @@ class DpFedAvg(GradientMethod):
             "noise_share_std": self._reported_share(transport.num_agents),
             "min_responders": self.responders(transport.num_agents) if self.noise == "distributed" else None,
             "update_denominator": self.sampling_rate * transport.num_agents,
+            "sampling_rate_rule": self.sampling_rate_rule,
             "epsilon_holds_against": HOLDS_AGAINST[self.noise],
             **self._adaptive_details(transport.num_agents),
             **self._discrete_details(),

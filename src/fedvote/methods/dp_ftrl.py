@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from fedvote.errors import ConfigError
+from fedvote.methods.cohort import planned_epoch_rounds
 from fedvote.methods.gradient import GradientMethod
 from fedvote.methods.options.gradient import DpFtrlOptions
 from fedvote.models.local_training import LocalTraining, LocalUpdates
@@ -45,8 +46,9 @@ if TYPE_CHECKING:
     from fedvote.data.federation import ServerData
     from fedvote.methods.base import MethodOutcome
 
-# K when not given: 20 groups (each agent in 5% of the rounds, DP-FedAvg's q), or N with fewer agents.
-DEFAULT_EPOCH_ROUNDS = 20
+# K of a DpFtrl built directly: one group, every agent in every round (what the planner takes for
+# N ≤ 100; from the command line K not given is ⌈N/100⌉, :func:`fedvote.methods.cohort.planned_epoch_rounds`).
+DEFAULT_EPOCH_ROUNDS = 1
 
 HOLDS_AGAINST = (
     "observers of the released models only; the server is trusted (it sums each round's clipped "
@@ -64,7 +66,7 @@ class _FtrlState:
 
 @dataclass(frozen=True)
 class DpFtrl(GradientMethod):
-    """DP-FTRL with noise multiplier ``sigma`` = z; defaults T = 100, K = 20, E = 20, C = 0.08, η_s = 1.
+    """DP-FTRL with noise multiplier ``sigma`` = z; defaults T = 100, K = 1, E = 20, C = 0.08, η_s = 1.
 
     ``epoch_rounds`` K: the agents' groups and the tree's restart period; ``clip_norm`` C;
     ``server_learning_rate`` η_s. ``sampling_rate`` is not used (nobody is sampled).
@@ -129,12 +131,12 @@ class DpFtrl(GradientMethod):
     def from_config(
         cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
     ) -> DpFtrl:
-        """As every gradient method; K not given: min(20, N) (N is public), K > N refused."""
+        """As every gradient method; K not given: ⌈N/100⌉ (:mod:`fedvote.methods.cohort`), K > N refused."""
         method = super().from_config(config, sigma=sigma, queries=queries, min_responders=min_responders)
         assert isinstance(method, DpFtrl)
         agents = config.federation.agents
         if cls.options_from(config).epoch_rounds is None:
-            method = dataclasses.replace(method, epoch_rounds=min(DEFAULT_EPOCH_ROUNDS, agents))
+            method = dataclasses.replace(method, epoch_rounds=planned_epoch_rounds(agents))
         method._check_groups(agents)
         return method
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 from dp_accounting import dp_event, gaussian_mechanism, mechanism_calibration
 from dp_accounting.privacy_accountant import NeighboringRelation, PrivacyAccountant
@@ -56,6 +57,28 @@ def calibrate_sigma(
         )
         return _refine(lambda sigma: _epsilon(make_event(sigma), delta, accountant), coarse, target_epsilon)
     return _search(make_event, target_epsilon, delta, accountant, 1, SIGMA_RELATIVE_TOLERANCE)
+
+
+def memoised_calibration(
+    events_at: Callable[[Any, float], dp_event.DpEvent],
+    target_epsilon: float,
+    delta: float,
+    accountant: str = "pld",
+) -> Callable[[Any], float]:
+    """``calibrate(candidate)``: :func:`calibrate_sigma` of ``events_at(candidate, σ)``, once per plan.
+
+    A planner that tries several candidates (DP-FedAvg's q, :mod:`fedvote.methods.cohort`) and then
+    calibrates the one it keeps pays once for each distinct release plan (its events at σ = 1).
+    """
+    known: dict[str, float] = {}
+
+    def calibrate(candidate: Any) -> float:
+        key = repr(events_at(candidate, 1.0))
+        if key not in known:
+            known[key] = calibrate_sigma(lambda s: events_at(candidate, s), target_epsilon, delta, accountant)
+        return known[key]
+
+    return calibrate
 
 
 # The pld search first runs on a grid this many times coarser (a tenth of the points, and

@@ -42,7 +42,9 @@ _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
     "sampling_rate": (
         None,
         "Gradient methods: agent sampling probability q per round [default: 0.05; DP-FedSGD 1; "
-        "PriFedSync 0.5, 1 with small clients].",
+        "PriFedSync 0.5, 1 with small clients; DP-FedAvg with --epsilon: planned from N and the target, "
+        "the smallest q whose noise on the averaged update is within 25% of full participation's, at most "
+        "100 agents expected a round, at least 0.05 (0.2 with 50 or 100 agents at epsilon 4)].",
         None,
     ),
     "local_steps": (
@@ -106,7 +108,8 @@ _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
     "epoch_rounds": (
         None,
         "DP-FTRL: rounds per epoch K; the agents form K fixed groups, group t mod K takes part in round t, "
-        "and the tree restarts every K rounds [default: 20].",
+        "and the tree restarts every K rounds [default: ceil(N/100), at most 100 agents a round: 1 with "
+        "up to 100 agents].",
         None,
     ),
     "server_learning_rate": (None, "DP-FTRL: the server's step on the noisy prefix sum [default: 1].", None),
