@@ -11,6 +11,7 @@ Usage (repository root): ``.venv/bin/python experiments/defaults_digits.py [METH
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import time
@@ -22,7 +23,7 @@ from fedvote.methods import METHODS
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import machine, save_results  # noqa: E402  (experiments/run.py)
+from run import RESULTS, machine, save_results  # noqa: E402  (experiments/run.py)
 
 SEEDS = (0, 1, 2)
 TARGET = 0.75  # the accuracy issue's bar for a method on its defaults
@@ -48,7 +49,7 @@ def measure(method: str) -> dict:
             "seconds": time.perf_counter() - started,
         })
         print(f"[defaults] {method} seed {seed}: {result['accuracy']:.3f}", file=sys.stderr, flush=True)
-    return {"method": method, "runs": runs}
+    return {"method": method, "runs": runs, "ran": f"{time.strftime('%Y-%m-%d')} on {machine()}"}
 
 
 def section(record: dict) -> str:
@@ -83,6 +84,8 @@ def section(record: dict) -> str:
             f"{eps(first['epsilon_instance'])} | {seconds:.1f} | {'yes' if mean >= TARGET else '**no**'} |"
         )
     refusals = [row for row in record["methods"] if "refused" in row]
+    later = [row for row in record["methods"] if row.get("ran") and row["ran"] != f"{record['date']} on {record['machine']}"]
+    lines += [f"\nRerun alone since (the other rows from the run above): {row['method']}, {row['ran']}." for row in later]
     lines += ["", "How the defaults are chosen (public quantities only) is in docs/defaults.md."]
     if refusals:
         lines += ["", "The refusals, as printed (one line each, before anything is trained):", ""]
@@ -96,11 +99,17 @@ def main(argv: list[str]) -> None:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         sys.exit(f"experiments/defaults_digits.py: unknown method(s) {', '.join(unknown)}")
+    measured = [measure(method) for method in methods]
+    saved = RESULTS / "defaults_digits.json"
+    kept = []  # methods not asked again keep their saved rows (each row names its run)
+    if argv and saved.exists():
+        kept = [row for row in json.loads(saved.read_text())["methods"] if row["method"] not in methods]
+    first = json.loads(saved.read_text()) if kept else {"machine": machine(), "date": time.strftime("%Y-%m-%d")}
     record = {
         "name": "defaults_digits",
-        "machine": machine(),
-        "date": time.strftime("%Y-%m-%d"),
-        "methods": [measure(method) for method in methods],
+        "machine": first["machine"],  # the run the kept rows come from
+        "date": first["date"],
+        "methods": sorted(kept + measured, key=lambda row: row["method"]),
     }
     save_results("defaults_digits", record, section(record))
 

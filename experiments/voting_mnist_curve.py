@@ -4,6 +4,8 @@ Usage (from the repository root):
 
     FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/voting_mnist_curve.py
     .venv/bin/python experiments/voting_mnist_curve.py --render   # from the saved result
+    FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/voting_mnist_curve.py --methods dp-fedavg
+        # that method's points again, the others kept from the saved result (each with its run)
 
 Runs one ``fedvote sweep`` (the command below, printed in docs/results.md): 100 agents
 × 600 MNIST records, 6 classes each, 30 % of MNIST's test set public, PATE-FL and
@@ -43,20 +45,21 @@ SWEEP_ARGS = [
 COMMAND = "fedvote " + " ".join(f'"{a}"' if "=" in a else a for a in SWEEP_ARGS) + " --out DIR"
 
 
-def run_sweep() -> dict:
-    """Run (or resume) the sweep; its sweep.json."""
+def run_sweep(methods: tuple[str, ...] = METHODS, out: Path = SWEEP_DIR) -> dict:
+    """Run (or resume) the sweep of ``methods`` into ``out``; its sweep.json."""
     fedvote = Path(sys.executable).parent / "fedvote"
-    args = [str(fedvote), *SWEEP_ARGS, "--out", str(SWEEP_DIR)]
-    if (SWEEP_DIR / "points").is_dir():
+    args = [str(fedvote), *SWEEP_ARGS, "--out", str(out)]
+    args[args.index("--method") + 1] = ",".join(methods)
+    if (out / "points").is_dir():
         args.append("--resume")
     subprocess.run(args, check=True)
-    return json.loads((SWEEP_DIR / "sweep.json").read_text())
+    return json.loads((out / "sweep.json").read_text())
 
 
-def summarise(sweep: dict) -> dict:
+def summarise(sweep: dict, methods: tuple[str, ...] = METHODS) -> dict:
     """Mean ± std over seeds of accuracy, and the largest ε, per method and ε."""
     cells: dict[str, dict[str, dict]] = {}
-    for method in METHODS:
+    for method in methods:
         rows = [r for r in sweep["rows"] if r["method"] == method]
         keys = ["reference"] if rows and rows[0]["reference"] else [str(e) for e in EPSILONS]
         for key in keys:
@@ -138,7 +141,33 @@ def section(record: dict) -> str:
         "",
         "![PATE-FL and DP-FedAvg against agent-level ε](voting_mnist_curve.png)",
     ]
+    for rerun in record.get("reruns", []):
+        lines += [
+            "",
+            f"Rerun since, {', '.join(rerun['methods'])} alone (`--methods`; the other rows from the run "
+            f"above): {rerun['date']} on {rerun['machine']}; {rerun['seconds'] / 60:.0f} minutes.",
+        ]
     return "\n".join(lines)
+
+
+def rerun_methods(methods: tuple[str, ...]) -> None:
+    """Sweep ``methods`` again (fresh points) and replace their cells in the saved result."""
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        sys.exit(f"experiments/voting_mnist_curve.py: --methods: unknown {', '.join(unknown)}; choose from {METHODS}")
+    record = json.loads((RESULTS / "voting_mnist_curve.json").read_text())
+    out = SWEEP_DIR.with_name(SWEEP_DIR.name + "_rerun")
+    shutil.rmtree(out, ignore_errors=True)  # never resume another run's points
+    start = time.time()
+    sweep = run_sweep(methods, out)
+    record["cells"].update(summarise(sweep, methods))
+    record.setdefault("reruns", []).append({
+        "methods": list(methods), "date": time.strftime("%Y-%m-%d"), "machine": machine(),
+        "seconds": sum(r["time_s"] for r in sweep["rows"]) or time.time() - start,
+    })  # fmt: skip
+    plot(record["cells"])
+    save_results("voting_mnist_curve", record, section(record))
+    shutil.rmtree(out)
 
 
 def main() -> None:
@@ -149,6 +178,9 @@ def main() -> None:
         return
     if not os.environ.get("FEDVOTE_DATA"):
         sys.exit("experiments/voting_mnist_curve.py: set FEDVOTE_DATA to the directory holding mnist/")
+    if sys.argv[1:2] == ["--methods"] and len(sys.argv) == 3:
+        rerun_methods(tuple(m.strip() for m in sys.argv[2].split(",")))
+        return
     start = time.time()
     sweep = run_sweep()
     record = {
