@@ -162,20 +162,21 @@ def every_lines(runs: list[dict[str, Any]]) -> list[str]:
         "method's own level, δ 1e-3; FedAvg, majority vote and FedAUX+F are not private).",
         "",
         "| method | test accuracy | pseudo-label accuracy | agent ε | instance ε | wall s | CPU s "
-        "| load before → after |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| load before → after | commit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for run in sorted(runs, key=lambda r: r["method"]):
         if run.get("refused"):
             lines.append(
                 f"| {run['method']} | refused: {run['refused'].removeprefix('fedvote: error: ')} | | | "
-                f"| {run['wall_seconds']:.0f} | {run['cpu_seconds']:.0f} | {run['load_before']:.1f} → {run['load_after']:.1f} |"
+                f"| {run['wall_seconds']:.0f} | {run['cpu_seconds']:.0f} | {run['load_before']:.1f} → {run['load_after']:.1f} "
+                f"| {run.get('commit', '')} |"
             )
             continue
         lines.append(
             f"| {run['method']} | {run['accuracy']:.4f} | {_labels(run['label_accuracy'])} "
             f"| {_epsilon(run['epsilon_agent'])} | {_epsilon(run['epsilon_instance'])} | {run['wall_seconds']:.0f} "
-            f"| {run['cpu_seconds']:.0f} | {run['load_before']:.1f} → {run['load_after']:.1f} |"
+            f"| {run['cpu_seconds']:.0f} | {run['load_before']:.1f} → {run['load_after']:.1f} | {run.get('commit', '')} |"
         )
     return lines
 
@@ -211,7 +212,10 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=("a", "b", "both"), default="both")
     parser.add_argument("--seeds", default=",".join(str(s) for s in SEEDS), help="part a (default 0,1,2)")
-    parser.add_argument("--methods", default=",".join(sorted(METHODS)), help="part b (default: every method)")
+    parser.add_argument(
+        "--methods", default=",".join(sorted(METHODS)),
+        help="part b (default: every method not saved yet; methods named here are run again)",
+    )  # fmt: skip
     parser.add_argument("--fresh", action="store_true", help="forget the saved runs and run everything again")
     parser.add_argument(
         "--render", action="store_true", help="rewrite the section from the saved results only"
@@ -236,6 +240,9 @@ def main(argv: list[str]) -> None:
         path.unlink()
     record: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"runs": []}
     record.update(name=NAME, machine=machine(), date=time.strftime("%Y-%m-%d"), methods=sorted(METHODS))
+    if args.part in ("b", "both") and args.methods != parser.get_default("methods"):
+        # methods named again: their part (b) rows are measured anew (e.g. after a default changed)
+        record["runs"] = [r for r in record["runs"] if not (r["part"] == "b" and r["method"] in methods)]
     done = {key(r) for r in record["runs"]}
     jobs: list[tuple[str, int | None, str, tuple[str, ...]]] = []
     if args.part in ("a", "both"):
