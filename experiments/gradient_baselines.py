@@ -186,14 +186,14 @@ def _adaptive_against_fixed(rows: dict[str, Any]) -> list[str]:
     if fixed is None or adaptive is None:
         return []
     pairs = [(f, a) for f in fixed["runs"] for a in adaptive["runs"] if f["seed"] == a["seed"]]
-    per_seed = " / ".join(f"{a['accuracy'] - f['accuracy']:+.3f}" for f, a in pairs)
+    per_seed = " / ".join(f"{a['accuracy'] - f['accuracy']:+.4f}" for f, a in pairs)
     mean = adaptive["mean_accuracy"] - fixed["mean_accuracy"]
-    verdict = "at least" if mean >= 0 else f"below, by {-mean:.3f},"
-    losses = [f"seed {f['seed']} by {f['accuracy'] - a['accuracy']:.3f}" for f, a in pairs
+    verdict = "at least" if mean >= 0 else f"below, by {-mean:.4f},"
+    losses = [f"seed {f['seed']} by {f['accuracy'] - a['accuracy']:.4f}" for f, a in pairs
               if a["accuracy"] < f["accuracy"]]
     return [
         f"* **Adaptive − fixed clip**, seeds {'/'.join(str(f['seed']) for f, _ in pairs)}: {per_seed} "
-        f"(mean {mean:+.3f}): the adaptive clip's mean is {verdict} the fixed clip's"
+        f"(mean {mean:+.4f}): the adaptive clip's mean is {verdict} the fixed clip's"
         + (f"; it loses on {', '.join(losses)}." if losses else "; it loses on no seed."),
     ]
 
