@@ -84,8 +84,13 @@ def section(record: dict) -> str:
             f"{eps(first['epsilon_instance'])} | {seconds:.1f} | {'yes' if mean >= TARGET else '**no**'} |"
         )
     refusals = [row for row in record["methods"] if "refused" in row]
-    later = [row for row in record["methods"] if row.get("ran") and row["ran"] != f"{record['date']} on {record['machine']}"]
-    lines += [f"\nRerun alone since (the other rows from the run above): {row['method']}, {row['ran']}." for row in later]
+    first = f"{record['date']} on {record['machine']}"
+    later: dict[str, list[str]] = {}
+    for row in record["methods"]:
+        if row.get("ran", first) != first:
+            later.setdefault(row["ran"], []).append(row["method"])
+    lines += [f"\nRerun since (the other rows from the run above): {', '.join(names)}, {ran}."
+              for ran, names in later.items()]
     lines += ["", "How the defaults are chosen (public quantities only) is in docs/defaults.md."]
     if refusals:
         lines += ["", "The refusals, as printed (one line each, before anything is trained):", ""]

@@ -240,9 +240,11 @@ def main(argv: list[str]) -> None:
         path.unlink()
     record: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"runs": []}
     record.update(name=NAME, machine=machine(), date=time.strftime("%Y-%m-%d"), methods=sorted(METHODS))
+    again: frozenset[tuple[str, int | None, str]] = frozenset()
     if args.part in ("b", "both") and args.methods != parser.get_default("methods"):
         # methods named again: their part (b) rows are measured anew (e.g. after a default changed)
-        record["runs"] = [r for r in record["runs"] if not (r["part"] == "b" and r["method"] in methods)]
+        again = frozenset(("b", None, m) for m in methods)
+        record["runs"] = [r for r in record["runs"] if key(r) not in again]
     done = {key(r) for r in record["runs"]}
     jobs: list[tuple[str, int | None, str, tuple[str, ...]]] = []
     if args.part in ("a", "both"):
@@ -258,8 +260,8 @@ def main(argv: list[str]) -> None:
         print(f"[{NAME}] ({part}) {method} seed {seed}: {figure} in {run['wall_seconds']:.0f} s "
               f"(load {run['load_after']:.1f})", file=sys.stderr, flush=True)  # fmt: skip
         print(json.dumps(run), file=sys.stderr, flush=True)  # the whole row, for the log
-        save(path, record)
-    save(path, record)
+        save(path, record, again)
+    save(path, record, again)
     print(section(record))
 
 
@@ -268,10 +270,13 @@ def key(run: dict[str, Any]) -> tuple[str, int | None, str]:
     return run["part"], run.get("seed"), run["method"]
 
 
-def save(path: Path, record: dict[str, Any]) -> None:
-    """Save ``record`` with the runs another process saved meanwhile (parts a and b may run side by side)."""
+def save(path: Path, record: dict[str, Any], dropped: frozenset[tuple[str, int | None, str]] = frozenset()) -> None:
+    """Save ``record`` with the runs another process saved meanwhile (parts a and b may run side by side).
+
+    ``dropped``: the keys this process measures anew — their saved rows are not brought back.
+    """
     if path.exists():
-        mine = {key(r) for r in record["runs"]}
+        mine = {key(r) for r in record["runs"]} | dropped
         record["runs"] += [r for r in json.loads(path.read_text())["runs"] if key(r) not in mine]
     save_results(NAME, record, section(record))
 
