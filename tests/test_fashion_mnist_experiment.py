@@ -63,3 +63,27 @@ def test_a_save_keeps_the_runs_another_process_saved(experiment, tmp_path, monke
     record = {"date": "d", "machine": "m", "methods": ["fedavg"], "runs": [_run("a", "pate-fl", 0, 0.8)]}
     experiment.save(path, record)
     assert {experiment.key(r) for r in saved["record"]["runs"]} == {("a", 0, "pate-fl"), ("b", None, "fedavg")}
+
+
+def test_a_rerun_method_replaces_its_saved_row_and_never_brings_it_back(experiment, tmp_path, monkeypatch):
+    """``--methods dp-fedavg,dp-ftrl`` after a default changed: their new rows only, the others kept."""
+    (tmp_path / "data" / "fashion-mnist").mkdir(parents=True)
+    monkeypatch.setenv("FEDVOTE_DATA", str(tmp_path / "data"))
+    monkeypatch.setattr(experiment, "HERE", tmp_path)
+    path = tmp_path / "results" / "fashion_mnist.json"
+    path.parent.mkdir()
+    old = [_run("b", "dp-fedavg", None, 0.37), _run("b", "dp-ftrl", None, 0.17), _run("b", "fedavg", None, 0.83)]
+    path.write_text(json.dumps({"runs": old}))
+    monkeypatch.setattr(experiment, "save_results", lambda name, record, text: path.write_text(json.dumps(record)))
+    monkeypatch.setattr(experiment, "section", lambda record: "")
+    fresh = iter([0.55, 0.59])
+
+    def one_run(data_dir, flags):  # noqa: ANN001, ANN202
+        run = _run("b", "unused", None, next(fresh), commit="new")
+        return {k: v for k, v in run.items() if k not in ("part", "method", "seed")}
+
+    monkeypatch.setattr(experiment, "one_run", one_run)
+    experiment.main(["--part", "b", "--methods", "dp-fedavg,dp-ftrl"])
+    runs = json.loads(path.read_text())["runs"]
+    assert sorted((r["method"], r["accuracy"], r["commit"]) for r in runs) == [
+        ("dp-fedavg", 0.55, "new"), ("dp-ftrl", 0.59, "new"), ("fedavg", 0.83, "abc1234")]
