@@ -5,6 +5,8 @@ Also: the FixMatch student's augmentations and TypiClust query selection on RGB 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -181,11 +183,14 @@ def test_crop_flip_changes_training():
 def test_fixmatch_views_of_rgb_images_move_channels_together():
     grey = torch.rand(6, 1, 32, 32)
     rgb = grey.expand(6, 3, 32, 32).contiguous()
-    for augment in (weak_augment, strong_augment):
+    colourless = functools.partial(strong_augment, colour=False)  # the geometric views alone
+    for augment in (weak_augment, colourless):
         one = augment(grey, torch.Generator().manual_seed(5))
         three = augment(rgb, torch.Generator().manual_seed(5))
         assert three.shape == (6, 3, 32, 32) and torch.isfinite(three).all()
         assert torch.allclose(three, one.expand(6, 3, 32, 32), atol=1e-6)
+    coloured = strong_augment(rgb, torch.Generator().manual_seed(5))  # RGB's default adds a colour operation
+    assert torch.allclose(coloured, coloured[:, :1].expand(6, 3, 32, 32), atol=1e-5)  # a grey photo stays grey
 
 
 def test_fixmatch_student_trains_on_rgb_images():

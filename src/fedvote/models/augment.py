@@ -2,12 +2,13 @@
 
 FixMatch (Sohn et al. 2020) asks two views of every unlabelled image: a *weak* one
 (a small random translation) whose confident prediction becomes a pseudo-label, and a
-*strong* one (random affine warp, contrast and brightness, cutout) the model must map
-to the same label. Digits must keep their identity, so nothing flips unless asked: with
-``flip=True`` both views are also mirrored left-right with probability 1/2, right for
-clothing or photos, wrong for digits; :func:`mirror_closed_pool` tells the two apart from the
-public pool alone. Every draw comes from the caller's ``torch.Generator``: a run is
-reproducible from its seed (and without flips draws exactly what it drew before they existed).
+*strong* one (random affine warp, for RGB images a RandAugment colour operation,
+contrast and brightness, cutout) the model must map to the same label. Digits must keep
+their identity, so nothing flips unless asked: with ``flip=True`` both views are also
+mirrored left-right with probability 1/2, right for clothing or photos, wrong for digits;
+:func:`mirror_closed_pool` tells the two apart from the public pool alone. Every draw comes
+from the caller's ``torch.Generator``: a run is reproducible from its seed (and without flips,
+or colour on grey images, draws exactly what it drew before they existed).
 
 All functions take and return float batches (B, C, H, W), on the CPU or a GPU: the random
 draws are always made on the CPU from the caller's generator (the same stream either way) and
@@ -22,6 +23,8 @@ import math
 import numpy as np
 import torch
 from torch.nn import functional
+
+from fedvote.models.colour import colour_augment
 
 # :func:`mirror_closed_pool`'s limit on the median ratio, and the pool points it reads. Measured
 # on 3,000 points of each test split (the voting paper's pool size): Fashion-MNIST 1.09,
@@ -137,8 +140,9 @@ def strong_augment(
     max_shift: float = 0.15,
     cutout: float = 0.4,
     flip: bool = False,
+    colour: bool | None = None,
 ) -> torch.Tensor:
-    """A random affine warp, contrast/brightness change and a cutout square per image.
+    """A random affine warp, a colour operation (RGB), contrast/brightness change and a cutout square.
 
     The warp composes rotation (±``max_rotation_degrees``), isotropic scale in
     ``scale``, shear (±``max_shear``) and translation (±``max_shift`` of the side);
@@ -146,7 +150,9 @@ def strong_augment(
     U[−0.2, 0.2] of its range; a square of side up to ``cutout`` of the image is zeroed
     at a random place (FixMatch's Cutout, smaller than its half-image for small digits).
     ``flip``: the warp also mirrors each image left-right with probability 1/2 (drawn after
-    the warp's other draws and before the contrast's).
+    the warp's other draws and before the contrast's). ``colour`` (None: for 3-channel images):
+    after the warp, one of RandAugment's colour operations per image
+    (:func:`fedvote.models.colour.colour_augment`); grey images draw exactly what they drew before.
     """
     batch, _, height, width = x.shape
     if batch == 0:  # FixMatch draws strong views of its confident points only: maybe none
@@ -162,6 +168,8 @@ def strong_augment(
     if flip:
         theta = _mirror(theta, generator)
     out = _warp(x, theta)
+    if x.shape[1] == 3 if colour is None else colour:
+        out = colour_augment(out, generator)
 
     mean = out.mean(dim=(1, 2, 3), keepdim=True)  # (B, 1, 1, 1)
     span = (x.amax(dim=(1, 2, 3), keepdim=True) - x.amin(dim=(1, 2, 3), keepdim=True)).clamp_min(1e-6)

@@ -167,8 +167,9 @@ def train_contrastive_encoder(
             rows = x[order[start : start + config.batch_size]]  # (b, C, H, W)
             if rows.shape[0] < 2:
                 continue
-            view1 = strong_augment(rows, generator, cutout=0.0)  # (b, C, H, W)
-            view2 = strong_augment(rows, generator, cutout=0.0)
+            # colour=False: the views this extractor was measured with (docs/results.md)
+            view1 = strong_augment(rows, generator, cutout=0.0, colour=False)  # (b, C, H, W)
+            view2 = strong_augment(rows, generator, cutout=0.0, colour=False)
             z = head(encoder(torch.cat([view1, view2])))  # (2b, projection_dim)
             loss = nt_xent_loss(z[: rows.shape[0]], z[rows.shape[0] :], config.temperature)
             optimiser.zero_grad()
