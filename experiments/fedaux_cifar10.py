@@ -45,7 +45,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import code_version, machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from run import code_version, machine, parse_seeds, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 NAME = "fedaux_cifar10"
 SEEDS = "0,1,2"
@@ -479,17 +479,6 @@ def load(saved: Path) -> dict[str, Any]:
             [{"seed": 0, **{k: record[k] for k in legacy if k in record}}] if record["rows"] else []
         )
     return record
-
-
-def parse_seeds(text: str, script: str) -> list[int]:
-    """``--seeds``: one seed or comma-separated seeds, each a non-negative integer, no repeats."""
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        refuse(script, f"--seeds must be comma-separated integers, got {text!r}")
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        refuse(script, f"--seeds must be distinct non-negative integers, got {text!r}")
-    return seeds
 
 
 def replace_seed(record: dict[str, Any], run: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:

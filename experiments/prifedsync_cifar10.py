@@ -48,7 +48,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import code_version, machine, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from run import code_version, machine, parse_seeds, refuse, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 NAME = "prifedsync_cifar10"
 TARGET = 0.52
@@ -520,17 +520,6 @@ def _save(saved: Path, record: dict[str, Any]) -> None:
     earlier = load(saved)["rows"] if saved.exists() else []
     merged = {**record, "rows": [r for r in earlier if _key(r) not in own] + record["rows"]}
     save_results(NAME, merged, section(merged))
-
-
-def parse_seeds(text: str, script: str) -> list[int]:
-    """``--seeds``: one seed or comma-separated seeds, each a non-negative integer, no repeats."""
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        refuse(script, f"--seeds must be comma-separated integers, got {text!r}")
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        refuse(script, f"--seeds must be distinct non-negative integers, got {text!r}")
-    return seeds
 
 
 def main(argv: list[str]) -> None:

@@ -89,6 +89,17 @@ def refuse(script: str, message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def parse_seeds(text: str, script: str) -> list[int]:
+    """``--seeds``: one seed or comma-separated seeds, each a non-negative integer, no repeats."""
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        refuse(script, f"--seeds must be comma-separated integers, got {text!r}")
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        refuse(script, f"--seeds must be distinct non-negative integers, got {text!r}")
+    return seeds
+
+
 def require_data_dir(script: str, holding: str = "mnist/") -> str:
     """``$FEDVOTE_DATA``, or a one-line refusal naming ``script`` and what the directory must hold."""
     data_dir = os.environ.get("FEDVOTE_DATA")

@@ -1,6 +1,9 @@
+import importlib.util
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -51,6 +54,23 @@ def invoke(capsys: pytest.CaptureFixture[str]) -> Callable[[Sequence[object]], t
         return int(exit_info.value.code or 0), captured.out, captured.err
 
     return run
+
+
+def _experiment_module(name: str) -> ModuleType:
+    """``experiments/<name>.py`` as a module (the experiments are scripts, not a package)."""
+    experiments = Path(__file__).parents[1] / "experiments"
+    sys.path.insert(0, str(experiments))  # they import experiments/run.py
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", experiments / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def load_experiment() -> Callable[[str], ModuleType]:
+    """Load an experiment script by name: ``load_experiment("fashion_mnist_ceiling")``."""
+    return _experiment_module
 
 
 @pytest.fixture(scope="session")

@@ -5,35 +5,21 @@ Hand-made rows only: nothing is trained and no data set is read."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).parents[1]
 
-
-def _load(name: str):
-    sys.path.insert(0, str(ROOT / "experiments"))
-    spec = importlib.util.spec_from_file_location(f"{name}_under_test", ROOT / "experiments" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def prifedsync(load_experiment):
+    return load_experiment("prifedsync_cifar10")
 
 
 @pytest.fixture(scope="module")
-def prifedsync():
-    return _load("prifedsync_cifar10")
-
-
-@pytest.fixture(scope="module")
-def fedaux():
-    return _load("fedaux_cifar10")
+def fedaux(load_experiment):
+    return load_experiment("fedaux_cifar10")
 
 
 # --- PriFedSync (table 3a) ------------------------------------------------------------------------

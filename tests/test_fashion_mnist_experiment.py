@@ -3,25 +3,14 @@ refusals as rows, and a save keeps the runs another process saved meanwhile."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[1]
-
 
 @pytest.fixture(scope="module")
-def experiment():
-    sys.path.insert(0, str(ROOT / "experiments"))
-    sys.path.insert(0, str(ROOT))
-    spec = importlib.util.spec_from_file_location("fashion_mnist_experiment", ROOT / "experiments" / "fashion_mnist.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def experiment(load_experiment):
+    return load_experiment("fashion_mnist")
 
 
 def _run(part, method, seed, accuracy, **extra):

@@ -3,33 +3,19 @@ say what the measured rows say, and a partial rerun keeps the other data sets' r
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[1]
 
-
-def _load(name: str):
-    sys.path.insert(0, str(ROOT / "experiments"))
-    spec = importlib.util.spec_from_file_location(f"{name}_under_test", ROOT / "experiments" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def ceiling(load_experiment):
+    return load_experiment("fashion_mnist_ceiling")
 
 
 @pytest.fixture(scope="module")
-def ceiling():
-    return _load("fashion_mnist_ceiling")
-
-
-@pytest.fixture(scope="module")
-def query_selection():
-    return _load("query_selection")
+def query_selection(load_experiment):
+    return load_experiment("query_selection")
 
 
 def _ceiling_row(what: str, accuracy: float, right: float = 1.0) -> dict:
