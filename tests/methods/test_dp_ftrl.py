@@ -81,7 +81,8 @@ def test_each_agent_takes_part_once_per_epoch_and_the_ledger_equals_the_plan(sma
     assert method.gaussians() == brute_force_gaussians(7, 3) == 2 + 2 + 1
 
 
-def test_noiseless_run_is_ftrl_on_exact_prefix_sums(small_federation):
+@pytest.mark.parametrize("estimator", ["honaker", "plain"])
+def test_noiseless_run_is_ftrl_on_exact_prefix_sums(small_federation, estimator):
     """σ = 0: θ_t = θ_e + η_s·(Σ clipped updates of the epoch)/(N/K); the first epoch's last θ
     equals θ⁰ plus every update of the epoch, recomputed here round by round."""
     theta_seen: list[np.ndarray] = []
@@ -95,12 +96,29 @@ def test_noiseless_run_is_ftrl_on_exact_prefix_sums(small_federation):
 
     sums: list[np.ndarray] = []
     method = DpFtrl(sigma=0.0, rounds=3, epoch_rounds=3, local_steps=1, model="logistic",
-                    server_learning_rate=0.5, noise_seed=0)
+                    server_learning_rate=0.5, noise_seed=0, tree_estimator=estimator)
     method.run(small_federation.server_data(), Recorder(small_federation, noise_seed=0), PrivacyLedger())
     start = theta_seen[0]
     for t in (1, 2):
         expected = start + 0.5 * np.sum(sums[:t], axis=0) / (small_federation.num_agents / 3)
         np.testing.assert_allclose(theta_seen[t], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_tree_estimator_reaches_the_run_and_charges_the_same(invoke):
+    """``--tree-estimator``: Honaker's by default, ``plain`` on request; the estimator is
+    post-processing of the same nodes, so both runs report the same ε."""
+    results = {}
+    for extra in ([], ["--tree-estimator", "plain"]):
+        code, out, err = invoke(["run", "--method", "dp-ftrl", "--agents", "12", "--rounds", "8",
+                                 "--epoch-rounds", "4", "--sigma", "3", "--json", *extra])
+        assert code == 0, err
+        result = json.loads(out)
+        results[result["tree_estimator"]] = result
+    assert set(results) == {"honaker", "plain"}
+    honaker, plain = results["honaker"], results["plain"]
+    assert honaker["node_gaussians_per_agent"] == plain["node_gaussians_per_agent"] == brute_force_gaussians(8, 4)
+    for level in ("agent", "instance"):
+        assert honaker["privacy"][level]["epsilon"] == plain["privacy"][level]["epsilon"]
 
 
 def test_registered():
@@ -112,6 +130,7 @@ def test_registered():
     [
         (["--epoch-rounds", "0"], "epoch-rounds"),
         (["--server-learning-rate", "-1"], "server-learning-rate"),
+        (["--tree-estimator", "best"], "tree-estimator"),
         (["--secure-noise"], "secure-noise"),
         (["--epoch-rounds", "11"], "epoch-rounds"),  # K > N = 10
     ],

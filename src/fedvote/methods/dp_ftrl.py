@@ -7,7 +7,9 @@ permutation from the training seed, public) and group t mod K takes part in roun
 agent contributes once per epoch of K rounds. Each participant trains E local SGD steps from θ
 and clips its update Δ_i to norm C. The server sums the round's clipped updates — the leaf x_t
 of a binary tree — and releases the noisy prefix sum of the epoch's leaves by tree aggregation
-(:class:`fedvote.privacy.tree_aggregation.TreeAggregator`: each created node gets N(0, z²C²)),
+(:class:`fedvote.privacy.tree_aggregation.TreeAggregator`: each released node gets N(0, z²C²);
+``tree_estimator`` "honaker", the default, releases every node of the complete tree and estimates
+the prefix by Honaker's efficient estimator, the paper's Appendix B.1; "plain" one node a round),
 and FTRL takes θ_t = θ_e + η_s·(noisy x_1 + … + x_t)/(N/K), θ_e the model at the epoch's start.
 The tree restarts every epoch (the paper's restart variant), with θ_e carried over.
 
@@ -35,6 +37,7 @@ from fedvote.methods.gradient import GradientMethod
 from fedvote.methods.options.gradient import DpFtrlOptions
 from fedvote.models.local_training import LocalTraining, LocalUpdates
 from fedvote.privacy import tree_aggregation
+from fedvote.privacy.config import TREE_ESTIMATORS
 from fedvote.privacy.events import LevelEvents, dp_ftrl_events
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
@@ -69,7 +72,9 @@ class DpFtrl(GradientMethod):
     """DP-FTRL with noise multiplier ``sigma`` = z; defaults T = 100, K = 1, E = 20, C = 0.08, η_s = 1.
 
     ``epoch_rounds`` K: the agents' groups and the tree's restart period; ``clip_norm`` C;
-    ``server_learning_rate`` η_s. ``sampling_rate`` is not used (nobody is sampled).
+    ``server_learning_rate`` η_s; ``tree_estimator`` how prefix sums are read from the tree
+    (:data:`fedvote.privacy.config.TREE_ESTIMATORS`; the same bound for either).
+    ``sampling_rate`` is not used (nobody is sampled).
     """
 
     name = "dp-ftrl"
@@ -80,6 +85,7 @@ class DpFtrl(GradientMethod):
     clip_norm: float = 0.08
     epoch_rounds: int = DEFAULT_EPOCH_ROUNDS
     server_learning_rate: float = 1.0
+    tree_estimator: str = "honaker"
     _state: _FtrlState = field(default_factory=_FtrlState, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -91,6 +97,9 @@ class DpFtrl(GradientMethod):
             raise ConfigError("epoch_rounds", f"must be an integer >= 1, got {self.epoch_rounds!r}")
         if not (self.server_learning_rate > 0 and np.isfinite(self.server_learning_rate)):
             raise ConfigError("server_learning_rate", f"must be > 0, got {self.server_learning_rate}")
+        if self.tree_estimator not in TREE_ESTIMATORS:
+            choices = ", ".join(TREE_ESTIMATORS)
+            raise ConfigError("tree_estimator", f"must be one of {choices}, got {self.tree_estimator!r}")
 
     def gaussians(self) -> int:
         """Σ_e (⌊log₂ k_e⌋ + 1): the node Gaussians one agent lies in over the T rounds."""
@@ -184,13 +193,15 @@ class DpFtrl(GradientMethod):
         """
         state = self._state
         if state.tree is None:  # an epoch's first round: a fresh tree from θ_e = θ
-            state.tree = tree_aggregation.TreeAggregator(theta.shape[0], self.sigma * self.clip_norm)
+            state.tree = tree_aggregation.TreeAggregator(
+                theta.shape[0], self.sigma * self.clip_norm, self.tree_estimator
+            )
             state.epoch_start = theta.astype(np.float64)
         assert state.epoch_start is not None
         leaf = np.zeros(theta.shape[0], dtype=np.float64)  # (d,): zeros for an empty group
         if received.updates.shape[0] > 0:
             leaf = received.updates.astype(np.float64).sum(axis=0)
-        prefix = state.tree.add(leaf, rng)  # (d,): noisy x_1 + … + x_t of this epoch
+        prefix = state.tree.add(leaf, rng)  # (d,): the estimate of x_1 + … + x_t of this epoch
         mean_group = num_agents / self.epoch_rounds  # public
         updated = state.epoch_start + self.server_learning_rate * prefix / mean_group
         if state.tree.steps == self.epoch_rounds:  # the epoch ends: restart the tree
@@ -206,6 +217,7 @@ class DpFtrl(GradientMethod):
             "epoch_rounds": self.epoch_rounds,
             "epochs": len(tree_aggregation.epoch_lengths(self.rounds, self.epoch_rounds)),
             "tree": "binary tree aggregation, restarted every epoch",
+            "tree_estimator": self.tree_estimator,
             "node_gaussians_per_agent": self.gaussians(),
             "node_noise_std": self.sigma * self.clip_norm,
             "server_learning_rate": self.server_learning_rate,

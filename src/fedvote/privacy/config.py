@@ -14,6 +14,10 @@ ACCOUNTANTS: tuple[str, ...] = ("pld", "rdp", "exact", "classic")
 # The two levels every release is accounted at (:class:`fedvote.privacy.events.LevelEvents`).
 LEVELS: tuple[str, ...] = ("agent", "instance")
 
+# How DP-FTRL reads prefix sums from its tree (:mod:`fedvote.privacy.tree_aggregation`): Honaker's
+# estimator over every node of the complete tree, or the plain binary decomposition.
+TREE_ESTIMATORS: tuple[str, ...] = ("honaker", "plain")
+
 # Private-kNN-FL's instance-level sensitivity: tight √2/k_min or the paper's √(2/k_min).
 KNN_BOUNDS: tuple[str, ...] = ("tight", "paper")
 

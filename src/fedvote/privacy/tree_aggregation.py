@@ -18,11 +18,25 @@ its events). Restarting the tree every epoch in which each agent contributes to 
 epochs compose: Σ_e levels(k_e) Gaussians in all (:func:`gaussian_count`). The leaves may be
 chosen adaptively (θ_t depends on earlier releases): each node is a Gaussian mechanism given the
 past, and Gaussians compose adaptively.
+
+**Two estimators, one bound** (``estimator``). ``"plain"`` releases only the node above
+(one a round). ``"honaker"`` (the default) releases *every* node of the complete tree as it
+completes — at round t the leaf x_t and each block of 2^j leaves ending at t, j ≤ h — and
+estimates each node by Honaker's bottom-up pass ("Efficient use of differentially private
+binary trees", 2015; Kairouz et al. 2021, Appendix B.1): the inverse-variance combination of
+its own noisy value and the sum of its two children's estimates. A leaf still lies in at most
+one released node per level, so the bound above is unchanged; the estimate is post-processing.
+The completed nodes below the prefix's decomposition are exactly its nodes' subtrees, so the
+prefix estimate is the best linear unbiased estimate from everything released by round t
+(tested against generalised least squares); its variance is σ²·Σ r_h over the decomposition's
+levels (:func:`honaker_variance_ratio`: 1, 2/3, 4/7, … → 1/2) instead of σ²·popcount(t).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from fedvote.privacy.config import TREE_ESTIMATORS
 
 
 def levels(leaves: int) -> int:
@@ -65,44 +79,83 @@ def prefix_nodes(t: int) -> list[tuple[int, int]]:
     return nodes
 
 
-class TreeAggregator:
-    """Online noisy prefix sums of (d,) leaves: each created node noised once with N(0, std²).
+def honaker_variance_ratio(level: int) -> float:
+    """r_h: the variance of Honaker's estimate of a level-h node over the node noise σ².
 
-    ``add(x_t)`` returns the noisy x_1 + … + x_t; ``noise_std`` is the node noise σ (absolute,
-    e.g. z·C). The exact and noisy sums of the nodes still needed (one per level) are all it
-    keeps. The noise comes from the ``rng`` passed to each call (the run's privacy generator).
+    r_0 = 1 (a leaf is its own noisy value); r_h = 2r_{h−1}/(1 + 2r_{h−1}), the inverse-variance
+    combination of the node (variance 1) and its children's estimates (variance 2r_{h−1}).
+    """
+    if level < 0:
+        raise ValueError(f"level must be >= 0, got {level}")
+    ratio = 1.0
+    for _ in range(level):
+        ratio = 2.0 * ratio / (1.0 + 2.0 * ratio)
+    return ratio
+
+
+class TreeAggregator:
+    """Online noisy prefix sums of (d,) leaves: each released node noised once with N(0, std²).
+
+    ``add(x_t)`` returns the estimate of x_1 + … + x_t; ``noise_std`` is the node noise σ
+    (absolute, e.g. z·C); ``estimator`` one of :data:`TREE_ESTIMATORS` (module docstring). The
+    exact sums and estimates of the nodes still needed (one per level) are all it keeps. The
+    noise comes from the ``rng`` passed to each call (the run's privacy generator), one
+    ``normal`` draw per released node, lowest level first.
     """
 
-    def __init__(self, dim: int, noise_std: float) -> None:
+    def __init__(self, dim: int, noise_std: float, estimator: str = "honaker") -> None:
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
         if not (noise_std >= 0 and np.isfinite(noise_std)):
             raise ValueError(f"noise_std must be finite and >= 0, got {noise_std}")
+        if estimator not in TREE_ESTIMATORS:
+            raise ValueError(f"estimator must be one of {', '.join(TREE_ESTIMATORS)}, got {estimator!r}")
         self.dim = dim
         self.noise_std = float(noise_std)
+        self.estimator = estimator
         self.steps = 0
         self._exact: dict[int, np.ndarray] = {}  # level -> exact sum of its open node, (d,)
-        self._noisy: dict[int, np.ndarray] = {}  # level -> the released (noisy) node, (d,)
+        self._estimate: dict[int, np.ndarray] = {}  # level -> the estimate of that node, (d,)
+
+    def _noised(self, exact: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if self.noise_std == 0:
+            return exact.copy()
+        return exact + rng.normal(0.0, self.noise_std, size=self.dim)
 
     def add(self, leaf: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Take x_t (d,), release its node with fresh noise; the noisy prefix sum (d,) float64."""
+        """Take x_t (d,), release the nodes it completes with fresh noise; the prefix estimate (d,)."""
         value = np.asarray(leaf, dtype=np.float64).reshape(-1)
         if value.shape != (self.dim,):
             raise ValueError(f"leaf has shape {value.shape}, expected ({self.dim},)")
         self.steps += 1
         h, _ = node_of(self.steps)
-        node = value.copy()
-        for lower in range(h):  # the node merges the blocks of every lower level
-            node += self._exact.pop(lower)
-            self._noisy.pop(lower)
-        self._exact[h] = node
-        noise = rng.normal(0.0, self.noise_std, size=self.dim) if self.noise_std > 0 else 0.0
-        self._noisy[h] = node + noise
-        return self.noisy_prefix()
+        if self.estimator == "plain":  # one node: the level-h block ending at t
+            node = value.copy()
+            for lower in range(h):  # it merges the blocks of every lower level
+                node += self._exact.pop(lower)
+                self._estimate.pop(lower)
+            self._exact[h] = node
+            self._estimate[h] = self._noised(node, rng)
+            return self.prefix_estimate()
+        exact, estimate = value.copy(), self._noised(value, rng)  # level 0: the leaf
+        for level in range(1, h + 1):  # the block of 2^level leaves ending at t, from its children
+            exact += self._exact.pop(level - 1)
+            children = estimate + self._estimate.pop(level - 1)  # variance 2·r_{level−1}·σ²
+            weight = 2.0 * honaker_variance_ratio(level - 1)
+            weight /= 1.0 + weight  # the node's own share: 2r/(1 + 2r)
+            estimate = weight * self._noised(exact, rng) + (1.0 - weight) * children
+        self._exact[h], self._estimate[h] = exact, estimate
+        return self.prefix_estimate()
 
-    def noisy_prefix(self) -> np.ndarray:
-        """The sum of the noisy nodes of the current t's decomposition, (d,)."""
+    def prefix_estimate(self) -> np.ndarray:
+        """The sum of the estimates of the current t's decomposition, (d,)."""
         total = np.zeros(self.dim, dtype=np.float64)
-        for h in sorted(self._noisy, reverse=True):
-            total += self._noisy[h]
+        for h in sorted(self._estimate, reverse=True):
+            total += self._estimate[h]
         return total
+
+    def prefix_variance_ratio(self) -> float:
+        """The current prefix estimate's noise variance per coordinate over σ²."""
+        if self.estimator == "plain":
+            return float(len(self._estimate))
+        return sum(honaker_variance_ratio(h) for h in self._estimate)

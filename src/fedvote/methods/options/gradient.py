@@ -16,6 +16,7 @@ from typing import Any
 from fedvote.errors import ConfigError
 from fedvote.methods.options import method_option
 from fedvote.models.config import MODEL_NAMES, OPTIMIZERS
+from fedvote.privacy.config import TREE_ESTIMATORS
 
 # DP-FedAvg's noise placements (:mod:`fedvote.methods.dp_fedavg`): every agent adds a share
 # and the updates are summed by secure aggregation (default); Algorithm 5 as the paper
@@ -113,6 +114,14 @@ _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
         None,
     ),
     "server_learning_rate": (None, "DP-FTRL: the server's step on the noisy prefix sum [default: 1].", None),
+    "tree_estimator": (
+        "honaker",
+        "DP-FTRL: how the prefix sums are read from the tree: honaker = every node of the complete tree "
+        "released and each estimated from itself and its children (Honaker 2015; Kairouz et al. 2021, "
+        "App. B.1: lower variance); plain = one node a round, the prefix its binary decomposition. The "
+        "same privacy bound for either.",
+        TREE_ESTIMATORS,
+    ),
     "gradient_model": (
         None,
         "Gradient methods: the global model [default: mlp; DP-FedSGD and PriFedSync with small clients: "
@@ -203,6 +212,10 @@ def check_gradient_settings(**values: object) -> None:
             if value not in CLIPPINGS:
                 raise ConfigError("clipping", f"must be one of {', '.join(CLIPPINGS)}, got {value!r}")
             continue
+        if name == "tree_estimator":
+            if value not in TREE_ESTIMATORS:
+                raise ConfigError(name, f"must be one of {', '.join(TREE_ESTIMATORS)}, got {value!r}")
+            continue
         if name == "local_da":
             if value not in LOCAL_DA:
                 raise ConfigError("local_da", f"must be one of {', '.join(LOCAL_DA)}, got {value!r}")
@@ -264,6 +277,7 @@ class DpFtrlOptions(GradientSettings):
     lr_decay: float | None = gradient_option("lr_decay")
     batch_size: int | None = gradient_option("batch_size")
     server_learning_rate: float | None = gradient_option("server_learning_rate")
+    tree_estimator: str | None = gradient_option("tree_estimator")
     gradient_model: str | None = gradient_option("gradient_model")
     center_inputs: bool | None = center_inputs_option()
 
