@@ -38,6 +38,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from cifar10_ceiling import COMMAND_SETTINGS, EPSILON, SEED  # noqa: E402  (the same federation and ε)
 from run import machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 from fedvote.models.ensemble import fit_ensemble  # noqa: E402
@@ -46,12 +47,9 @@ from fedvote.runner import make_federation, plan, prepare_public  # noqa: E402
 from fedvote.settings import build_config  # noqa: E402
 
 NAME = "cifar10_release_variants"
-SEED = 0
-EPSILON = 4.0
 DRAWS = 3
 SPARSE_VOTES = (300, 1_000)
 BAR_ACCURACY = 0.60  # issue 43's bar for the CIFAR-10 command
-COMMAND_SETTINGS = {"dataset": "cifar10", "agents": 100, "partition": "dirichlet", "dirichlet_alpha": 0.5}
 
 
 def sparse_votes(probabilities: np.ndarray, per_agent: int) -> np.ndarray:
