@@ -6,7 +6,8 @@ Every row is ``fedvote run`` with the method's defaults at ``--epsilon 4`` (agen
 * DP-FedAvg with its default fixed clip S = 0.08;
 * DP-FedAvg ``--clipping adaptive`` (Andrew et al. 2021, median; the count at most 1 % of z⁻²,
   the clip's step η_C = 0.2 damped by the count's noise: docs/privacy.md);
-* DP-FTRL (Kairouz et al. 2021, tree aggregation, K = 20 fixed groups);
+* DP-FTRL (Kairouz et al. 2021, tree aggregation, K = ⌈N/100⌉ fixed groups), and its momentum
+  variant DP-FTRLM (γ = 0.9, the server step 1 − γ = 0.1 so that the long-run step stays 1);
 * DP-FedAvg ``--secure-noise`` (CSPRNG noise, unseeded: its figures vary run to run);
 * PATE-FL (the voting method).
 
@@ -46,6 +47,7 @@ ROWS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "dp-fedavg (fixed clip)": ("dp-fedavg", {}, True),
     "dp-fedavg --clipping adaptive": ("dp-fedavg", {"clipping": "adaptive"}, True),
     "dp-ftrl": ("dp-ftrl", {}, True),
+    "dp-ftrl --server-momentum 0.9": ("dp-ftrl", {"server_momentum": 0.9, "server_learning_rate": 0.1}, True),
     "dp-fedavg --secure-noise": ("dp-fedavg", {"secure_noise": True}, False),
     "pate-fl": ("pate-fl", {}, True),
 }

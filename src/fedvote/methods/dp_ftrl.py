@@ -11,7 +11,10 @@ of a binary tree — and releases the noisy prefix sum of the epoch's leaves by 
 ``tree_estimator`` "honaker", the default, releases every node of the complete tree and estimates
 the prefix by Honaker's efficient estimator, the paper's Appendix B.1; "plain" one node a round),
 and FTRL takes θ_t = θ_e + η_s·(noisy x_1 + … + x_t)/(N/K), θ_e the model at the epoch's start.
-The tree restarts every epoch (the paper's restart variant), with θ_e carried over.
+The tree restarts every epoch (the paper's restart variant), with θ_e carried over. With
+``server_momentum`` γ > 0 (the paper's DP-FTRLM) the server steps by heavy-ball momentum on the
+increments of the noisy prefix sums: u_t = γ·u_{t−1} + (S_t − S_{t−1}), θ_t = θ_{t−1} + η_s·u_t/(N/K),
+u carried across restarts — a function of the released prefix sums only, so the ε is the same.
 
 **Accounting** (:func:`fedvote.privacy.events.dp_ftrl_events`; ``docs/privacy.md``, "DP-FTRL").
 An agent lies in one leaf per epoch, so in at most ⌊log₂ k_e⌋ + 1 released nodes of the epoch's
@@ -61,18 +64,28 @@ HOLDS_AGAINST = (
 
 @dataclass(eq=False)
 class _FtrlState:
-    """One run's server state: the epoch's tree and the model θ_e it started from."""
+    """One run's server state: the epoch's tree, the model θ_e it started from, and the momentum.
+
+    ``previous_prefix`` S_{t−1} (this epoch's estimate at round t − 1; zero at its start),
+    ``velocity`` u_{t−1} (carried across epochs) and ``lagged_velocity`` Σ u_{s−1} over the epoch's
+    rounds s ≤ t, so that θ_t = θ_e + η_s·(S_t + γ·Σ u_{s−1})/(N/K) — the heavy-ball model in FTRL form,
+    which at γ = 0 is θ_e + η_s·S_t/(N/K) exactly.
+    """
 
     tree: tree_aggregation.TreeAggregator | None = None
     epoch_start: np.ndarray | None = None
+    previous_prefix: np.ndarray | None = None
+    velocity: np.ndarray | None = None
+    lagged_velocity: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class DpFtrl(GradientMethod):
-    """DP-FTRL with noise multiplier ``sigma`` = z; defaults T = 100, K = 1, E = 20, C = 0.08, η_s = 1.
+    """DP-FTRL with noise multiplier ``sigma`` = z; defaults T = 100, K = 1, E = 20, C = 0.08, η_s = 1, γ = 0.
 
     ``epoch_rounds`` K: the agents' groups and the tree's restart period; ``clip_norm`` C;
-    ``server_learning_rate`` η_s; ``tree_estimator`` how prefix sums are read from the tree
+    ``server_learning_rate`` η_s; ``server_momentum`` γ (0: plain FTRL); ``tree_estimator`` how
+    prefix sums are read from the tree
     (:data:`fedvote.privacy.config.TREE_ESTIMATORS`; the same bound for either).
     ``sampling_rate`` is not used (nobody is sampled).
     """
@@ -85,6 +98,7 @@ class DpFtrl(GradientMethod):
     clip_norm: float = 0.08
     epoch_rounds: int = DEFAULT_EPOCH_ROUNDS
     server_learning_rate: float = 1.0
+    server_momentum: float = 0.0
     tree_estimator: str = "honaker"
     _state: _FtrlState = field(default_factory=_FtrlState, init=False, compare=False, repr=False)
 
@@ -97,6 +111,8 @@ class DpFtrl(GradientMethod):
             raise ConfigError("epoch_rounds", f"must be an integer >= 1, got {self.epoch_rounds!r}")
         if not (self.server_learning_rate > 0 and np.isfinite(self.server_learning_rate)):
             raise ConfigError("server_learning_rate", f"must be > 0, got {self.server_learning_rate}")
+        if not 0.0 <= self.server_momentum < 1.0:
+            raise ConfigError("server_momentum", f"must be in [0, 1), got {self.server_momentum}")
         if self.tree_estimator not in TREE_ESTIMATORS:
             choices = ", ".join(TREE_ESTIMATORS)
             raise ConfigError("tree_estimator", f"must be one of {choices}, got {self.tree_estimator!r}")
@@ -186,25 +202,36 @@ class DpFtrl(GradientMethod):
     def aggregate(
         self, theta: np.ndarray, received: LocalUpdates, rng: np.random.Generator, num_agents: int
     ) -> np.ndarray:
-        """Leaf x_t = Σ clipped updates; θ = θ_e + η_s·(noisy prefix of the epoch)/(N/K).
+        """Leaf x_t = Σ clipped updates; θ = θ_e + η_s·(S_t + γ·Σ_s u_{s−1})/(N/K), S_t the noisy prefix.
 
+        At γ = 0 this is FTRL, θ_e + η_s·S_t/(N/K); at γ > 0 it equals the heavy-ball steps
+        θ_t = θ_{t−1} + η_s·u_t/(N/K), u_t = γ·u_{t−1} + (S_t − S_{t−1}) (summed over the epoch's rounds).
         The tree's node noise comes from ``rng``, the run's privacy generator (CSPRNG-seeded
         only on the secure path, which DP-FTRL is not on).
         """
         state = self._state
+        dim = theta.shape[0]
+        if state.velocity is None:  # the run's first round: no momentum yet
+            state.velocity = np.zeros(dim, dtype=np.float64)
         if state.tree is None:  # an epoch's first round: a fresh tree from θ_e = θ
-            state.tree = tree_aggregation.TreeAggregator(
-                theta.shape[0], self.sigma * self.clip_norm, self.tree_estimator
-            )
+            node_std = self.sigma * self.clip_norm
+            state.tree = tree_aggregation.TreeAggregator(dim, node_std, self.tree_estimator)
             state.epoch_start = theta.astype(np.float64)
-        assert state.epoch_start is not None
-        leaf = np.zeros(theta.shape[0], dtype=np.float64)  # (d,): zeros for an empty group
+            state.previous_prefix = np.zeros(dim, dtype=np.float64)
+            state.lagged_velocity = np.zeros(dim, dtype=np.float64)
+        assert state.epoch_start is not None and state.previous_prefix is not None
+        assert state.lagged_velocity is not None
+        leaf = np.zeros(dim, dtype=np.float64)  # (d,): zeros for an empty group
         if received.updates.shape[0] > 0:
             leaf = received.updates.astype(np.float64).sum(axis=0)
-        prefix = state.tree.add(leaf, rng)  # (d,): the estimate of x_1 + … + x_t of this epoch
+        prefix = state.tree.add(leaf, rng)  # (d,): the estimate S_t of x_1 + … + x_t of this epoch
+        state.lagged_velocity += state.velocity  # Σ u_{s−1}, s ≤ t
+        state.velocity = self.server_momentum * state.velocity + (prefix - state.previous_prefix)  # u_t
+        state.previous_prefix = prefix
         mean_group = num_agents / self.epoch_rounds  # public
-        updated = state.epoch_start + self.server_learning_rate * prefix / mean_group
-        if state.tree.steps == self.epoch_rounds:  # the epoch ends: restart the tree
+        step = prefix + self.server_momentum * state.lagged_velocity  # (d,): Σ u_s over the epoch
+        updated = state.epoch_start + self.server_learning_rate * step / mean_group
+        if state.tree.steps == self.epoch_rounds:  # the epoch ends: restart the tree, keep u
             state.tree, state.epoch_start = None, None
         return updated
 
@@ -221,6 +248,7 @@ class DpFtrl(GradientMethod):
             "node_gaussians_per_agent": self.gaussians(),
             "node_noise_std": self.sigma * self.clip_norm,
             "server_learning_rate": self.server_learning_rate,
+            "server_momentum": self.server_momentum,
             "update_denominator": transport.num_agents / self.epoch_rounds,
             "epsilon_holds_against": HOLDS_AGAINST,
         }

@@ -114,6 +114,14 @@ _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
         None,
     ),
     "server_learning_rate": (None, "DP-FTRL: the server's step on the noisy prefix sum [default: 1].", None),
+    "server_momentum": (
+        None,
+        "DP-FTRL: the server's heavy-ball momentum gamma on the increments of the noisy prefix sums "
+        "(Kairouz et al. 2021's DP-FTRLM; post-processing, the same epsilon); with it, a step of "
+        "--server-learning-rate 1-gamma keeps the long-run step [default: 0, plain DP-FTRL: measured "
+        "below it on digits and MNIST, docs/defaults.md].",
+        None,
+    ),
     "tree_estimator": (
         "honaker",
         "DP-FTRL: how the prefix sums are read from the tree: honaker = every node of the complete tree "
@@ -200,6 +208,7 @@ def check_gradient_settings(**values: object) -> None:
         "clip_count_stddev": ("> 0", lambda v: v > 0 and math.isfinite(v)),
         "epoch_rounds": ("an integer >= 1", lambda v: isinstance(v, int) and v >= 1),
         "server_learning_rate": ("> 0", lambda v: v > 0 and math.isfinite(v)),
+        "server_momentum": ("in [0, 1)", lambda v: 0.0 <= v < 1.0),
     }
     for name, value in values.items():
         if value is None:
@@ -277,6 +286,7 @@ class DpFtrlOptions(GradientSettings):
     lr_decay: float | None = gradient_option("lr_decay")
     batch_size: int | None = gradient_option("batch_size")
     server_learning_rate: float | None = gradient_option("server_learning_rate")
+    server_momentum: float | None = gradient_option("server_momentum")
     tree_estimator: str | None = gradient_option("tree_estimator")
     gradient_model: str | None = gradient_option("gradient_model")
     center_inputs: bool | None = center_inputs_option()
