@@ -12,7 +12,12 @@ two escapes that look open, on that federation (seed 0), at the same agent ε:
    each by exact leave-one-out against the released sums, as fedvote's student;
 2. **sparse votes**: each agent votes only on the m pool images its teacher is most confident on.
    An agent's release then has L2 norm √m instead of √Q, so the same agent-level ε (one Gaussian
-   mechanism of μ = √m/σ_m, the dense release's μ = √Q/σ_Q) allows σ_m = σ_Q·√(m/Q).
+   mechanism of μ = √m/σ_m, the dense release's μ = √Q/σ_Q) allows σ_m = σ_Q·√(m/Q);
+3. **centred and soft votes**: each agent sends e_c − 1/C (its one-hot vote less the uniform one)
+   or p − 1/C (its teacher's class probabilities less the uniform), of norm ≤ √(1 − 1/C) a query
+   (‖p − 1/C‖² = ‖p‖² − 1/C ≤ 1 − 1/C), so at the agent level (zero-out) the same ε allows
+   σ·√(1 − 1/C); the sums differ from the dense ones by a constant per query, which the student's
+   bias absorbs. Not fedvote's release (its accounting takes sensitivity 1): a measured option.
 
 Teachers: the defaults' logistic teachers trained by fedvote's batched trainer
 (:func:`fedvote.models.ensemble.fit_ensemble`, the planner's teacher settings, seeds of this
@@ -69,6 +74,16 @@ def sparse_votes(probabilities: np.ndarray, per_agent: int) -> np.ndarray:
 def sparse_sigma(dense_sigma: float, queries: int, per_agent: int) -> float:
     """σ_m with the dense release's μ: √m/σ_m = √Q/σ_Q (the same Gaussian mechanism, so the same ε)."""
     return dense_sigma * float(np.sqrt(per_agent / queries))
+
+
+def centred_sigma(dense_sigma: float, classes: int) -> float:
+    """σ of a centred vote's release with the dense release's μ: its norm a query is √(1 − 1/C), not 1."""
+    return dense_sigma * float(np.sqrt(1.0 - 1.0 / classes))
+
+
+def soft_votes(probabilities: np.ndarray) -> np.ndarray:
+    """Sums (Q, C) of every agent's class probabilities: each agent's soft vote, (A, Q, C) summed."""
+    return probabilities.sum(axis=0)
 
 
 def power_normalise(pool: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -152,6 +167,12 @@ def main() -> None:
         (pool, test))  # fmt: skip
     row("dense votes, ridge on power-normalised features", dense, sigma, ridge_accuracy, (power_pool, power_test))
     row("dense votes, RBF kernel ridge", dense, sigma, rbf_ridge_accuracy, (pool, test))
+    centred = centred_sigma(sigma, federation.num_classes)
+    row("centred one-hot votes (σ·√(1 − 1/C)), ridge student", dense, centred, ridge_accuracy, (pool, test))
+    row("soft votes (probabilities), ridge student", soft_votes(probabilities), sigma, ridge_accuracy,
+        (pool, test))  # fmt: skip
+    row("centred soft votes, ridge on power-normalised features", soft_votes(probabilities), centred,
+        ridge_accuracy, (power_pool, power_test))  # fmt: skip
     for per_agent in SPARSE_VOTES:
         row(f"sparse votes: each agent on its {per_agent:,} most confident of the {queries:,}, ridge student",
             sparse_votes(probabilities, per_agent), sparse_sigma(sigma, queries, per_agent), ridge_accuracy,
@@ -176,7 +197,10 @@ def section(record: dict[str, Any]) -> str:
         f"agent votes on all Q = {record['queries']:,} pool images, σ {record['sigma_dense']:.2f} from "
         "fedvote's planner (agent ε 4, δ 1e-3). Sparse: each agent votes only on its m most confident "
         "images, its release of L2 norm √m, so σ_m = σ·√(m/Q) gives the same Gaussian mechanism "
-        "(μ = √Q/σ) and the same agent ε. The students are post-processing (no ε); λ by exact "
+        "(μ = √Q/σ) and the same agent ε. Centred: each agent sends its vote less the uniform vote, "
+        "of norm ≤ √(1 − 1/C) a query, so σ·√(1 − 1/C) gives the same agent ε (zero-out; not "
+        "fedvote's accounting, which takes 1). Soft: the teachers' probabilities instead of one-hot "
+        "votes (norm ≤ 1, the same σ). The students are post-processing (no ε); λ by exact "
         f"leave-one-out against the released sums. 'noisy' is the mean over {record['draws']} noise draws.",
         "",
         "| release and student | σ | test accuracy, clean sums | test accuracy, noisy (per draw) | mean |",

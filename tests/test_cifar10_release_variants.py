@@ -40,6 +40,33 @@ def test_sparse_sigma_keeps_the_agent_level_epsilon(variants):
     assert sparse_epsilon == pytest.approx(dense_epsilon, rel=1e-6)
 
 
+def test_centred_votes_have_norm_at_most_the_root_of_one_less_a_class_share(variants):
+    """‖v − 1/C‖ ≤ √(1 − 1/C) for every one-hot and every probability vector (brute force over
+    one-hots, random and extreme probabilities), attained by the one-hots; σ scaled by that bound
+    keeps the dense release's ε at the agent level."""
+    for classes in (2, 3, 10):
+        bound = math.sqrt(1.0 - 1.0 / classes)
+        one_hots = np.eye(classes)
+        np.testing.assert_allclose(np.linalg.norm(one_hots - 1.0 / classes, axis=1), bound, rtol=1e-12)
+        rng = np.random.default_rng(classes)
+        probabilities = np.concatenate([rng.dirichlet(np.full(classes, 0.05), size=2000),
+                                        rng.dirichlet(np.ones(classes), size=2000)])
+        assert np.linalg.norm(probabilities - 1.0 / classes, axis=1).max() <= bound + 1e-12
+        sigma, queries = 45.08, 3000
+        centred = variants.centred_sigma(sigma, classes)
+        dense_epsilon = epsilon_for(gaussian_release_event(sigma, 1.0, queries), 1e-3)
+        centred_epsilon = epsilon_for(gaussian_release_event(centred, bound, queries), 1e-3)
+        assert centred_epsilon == pytest.approx(dense_epsilon, rel=1e-6)
+
+
+def test_soft_votes_sum_each_agents_probabilities(variants):
+    probabilities = np.random.default_rng(1).dirichlet(np.ones(3), size=(4, 5))  # (A, Q, C)
+    sums = variants.soft_votes(probabilities)
+    assert sums.shape == (5, 3)
+    np.testing.assert_allclose(sums.sum(axis=1), 4.0)  # one unit of vote per agent and query
+    np.testing.assert_allclose(sums[2], sum(agent[2] for agent in probabilities))
+
+
 def test_power_normalise_is_the_root_of_the_shift_to_the_pool_minimum(variants):
     pool = np.array([[-1.0, 2.0], [0.0, 4.0], [3.0, 2.0]])
     other = np.array([[-2.0, 6.0]])
