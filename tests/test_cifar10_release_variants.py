@@ -97,3 +97,18 @@ def test_section_reports_the_best_variant_against_the_defaults(variants):
 def test_section_names_a_variant_that_reaches_the_bar(variants):
     text = variants.section(_record([0.498, 0.61, 0.43]))
     assert "Reaching 0.60: power." in text and "None reaches" not in text
+
+
+def test_mirrors_follow_the_images_and_first_half_takes_them_back(variants):
+    from fedvote.data.federation import LabeledData
+
+    images = np.arange(2 * 3 * 2 * 4, dtype=np.float32).reshape(2, 3, 2, 4)  # (n, C, H, W)
+    part = LabeledData(features=images, labels=np.array([1, 0]))
+    mirrored = variants.with_mirrors(part)
+    assert len(mirrored) == 4 and mirrored.labels.tolist() == [1, 0, 1, 0]
+    for index in range(2):  # brute force: column w of the mirror is column W-1-w of the image
+        for column in range(4):
+            np.testing.assert_array_equal(mirrored.features[2 + index][..., column], images[index][..., 3 - column])
+    back = variants.first_half(mirrored)
+    np.testing.assert_array_equal(back.features, images)
+    assert back.labels.tolist() == [1, 0]
