@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from fedvote.data.federation import LabeledData
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import gaussian_release_event
 
@@ -100,8 +101,6 @@ def test_section_names_a_variant_that_reaches_the_bar(variants):
 
 
 def test_mirrors_follow_the_images_and_first_half_takes_them_back(variants):
-    from fedvote.data.federation import LabeledData
-
     images = np.arange(2 * 3 * 2 * 4, dtype=np.float32).reshape(2, 3, 2, 4)  # (n, C, H, W)
     part = LabeledData(features=images, labels=np.array([1, 0]))
     mirrored = variants.with_mirrors(part)

@@ -81,11 +81,10 @@ def test_each_agent_takes_part_once_per_epoch_and_the_ledger_equals_the_plan(sma
     assert method.gaussians() == brute_force_gaussians(7, 3) == 2 + 2 + 1
 
 
-@pytest.mark.parametrize("estimator", ["honaker", "plain"])
-def test_noiseless_run_is_ftrl_on_exact_prefix_sums(small_federation, estimator):
-    """σ = 0: θ_t = θ_e + η_s·(Σ clipped updates of the epoch)/(N/K); the first epoch's last θ
-    equals θ⁰ plus every update of the epoch, recomputed here round by round."""
+def models_and_round_sums(method: DpFtrl, federation) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Run ``method``: the model each round's agents received, and each round's sum of updates."""
     theta_seen: list[np.ndarray] = []
+    sums: list[np.ndarray] = []
 
     class Recorder(LocalTransport):
         def local_updates(self, global_params, agent_ids, training):
@@ -94,10 +93,17 @@ def test_noiseless_run_is_ftrl_on_exact_prefix_sums(small_federation, estimator)
             sums.append(received.updates.astype(np.float64).sum(axis=0))
             return received
 
-    sums: list[np.ndarray] = []
+    method.run(federation.server_data(), Recorder(federation, noise_seed=0), PrivacyLedger())
+    return theta_seen, sums
+
+
+@pytest.mark.parametrize("estimator", ["honaker", "plain"])
+def test_noiseless_run_is_ftrl_on_exact_prefix_sums(small_federation, estimator):
+    """σ = 0: θ_t = θ_e + η_s·(Σ clipped updates of the epoch)/(N/K); the first epoch's last θ
+    equals θ⁰ plus every update of the epoch, recomputed here round by round."""
     method = DpFtrl(sigma=0.0, rounds=3, epoch_rounds=3, local_steps=1, model="logistic",
                     server_learning_rate=0.5, noise_seed=0, tree_estimator=estimator)
-    method.run(small_federation.server_data(), Recorder(small_federation, noise_seed=0), PrivacyLedger())
+    theta_seen, sums = models_and_round_sums(method, small_federation)
     start = theta_seen[0]
     for t in (1, 2):
         expected = start + 0.5 * np.sum(sums[:t], axis=0) / (small_federation.num_agents / 3)
@@ -125,20 +131,10 @@ def test_noiseless_momentum_run_is_heavy_ball_across_restarts(small_federation):
     """σ = 0, γ = 0.6 over epochs of 2, 2, 1 rounds: every model the agents receive equals the
     heavy-ball steps θ_t = θ_{t−1} + η_s·u_t/(N/K), u_t = γ·u_{t−1} + x_t (the momentum carried across
     the trees' restarts), recomputed here from the round sums alone."""
-    theta_seen: list[np.ndarray] = []
-    sums: list[np.ndarray] = []
-
-    class Recorder(LocalTransport):
-        def local_updates(self, global_params, agent_ids, training):
-            theta_seen.append(np.array(global_params, dtype=np.float64))
-            received = super().local_updates(global_params, agent_ids, training)
-            sums.append(received.updates.astype(np.float64).sum(axis=0))
-            return received
-
     gamma, step, groups = 0.6, 0.5, 2
     method = DpFtrl(sigma=0.0, rounds=5, epoch_rounds=groups, local_steps=1, model="logistic",
                     server_learning_rate=step, server_momentum=gamma, noise_seed=0)
-    method.run(small_federation.server_data(), Recorder(small_federation, noise_seed=0), PrivacyLedger())
+    theta_seen, sums = models_and_round_sums(method, small_federation)
     assert len(theta_seen) == 5
     theta, velocity = theta_seen[0].copy(), np.zeros_like(theta_seen[0])
     for t in range(1, 5):
