@@ -16,17 +16,22 @@ from fedvote.models.patch_features import (
 )
 
 SMALL = PatchSettings(patch=4, filters=8, patches=2_000, kmeans_iterations=3, grid=2)
+# Coates & Ng's map as published: every filter learned, codes pooled as they are.
+PLAIN = PatchSettings(
+    patch=4, filters=8, patches=2_000, kmeans_iterations=3, grid=2, mirror_symmetric=False, square_root=False
+)
 
 
 def _images(n: int, seed: int, shape=(3, 12, 12)) -> np.ndarray:
     return np.random.default_rng(seed).uniform(size=(n, *shape)).astype(np.float32)
 
 
-def test_shapes_and_dim():
-    module = fit_patch_features(_images(40, 0), seed=0, settings=SMALL)
+@pytest.mark.parametrize("settings, dim", [(SMALL, 2 * 4 * 4), (PLAIN, 2 * 8 * 4)])
+def test_shapes_and_dim(settings, dim):
+    module = fit_patch_features(_images(40, 0), seed=0, settings=settings)
     out = module(torch.as_tensor(_images(5, 1)))
-    assert out.shape == (5, SMALL.dim()) == (5, 2 * 8 * 4)
-    assert module.dim == SMALL.dim()
+    assert out.shape == (5, settings.dim()) == (5, dim)
+    assert module.dim == settings.dim()
     assert (out >= 0).all()  # soft-threshold codes, averaged
     assert not any(b.requires_grad for b in module.buffers())
 
@@ -51,20 +56,51 @@ def test_fitted_on_what_it_is_given_only():
     assert not torch.equal(before.kernels, other_pool.kernels)
 
 
+def _patchwise(x: torch.Tensor, kernels: torch.Tensor, offsets: torch.Tensor, settings: PatchSettings):
+    """Coates-Ng by the letter: normalise each window, dot with the kernels, threshold, pool."""
+    p, k = settings.patch, kernels.shape[0]
+    windows = F.unfold(x, p).transpose(1, 2)  # (b, L, C·p²)
+    normalised = _normalise(windows.reshape(-1, windows.shape[-1]), settings.norm_eps)
+    dots = normalised @ kernels.reshape(k, -1).T + offsets  # (b·L, K)
+    rows, cols = x.shape[-2] - p + 1, x.shape[-1] - p + 1
+    dots = dots.reshape(x.shape[0], rows, cols, k).permute(0, 3, 1, 2)
+    codes = torch.cat([F.relu(dots - settings.alpha), F.relu(-dots - settings.alpha)], dim=1)
+    return F.adaptive_avg_pool2d(codes, settings.grid).reshape(x.shape[0], -1)  # (b, 2K·grid²)
+
+
 def test_the_folded_convolution_equals_the_patchwise_encoding():
     """conv form == normalise each window, whiten, dot with centroids, threshold, pool."""
-    pool = _images(30, 0)
-    module = fit_patch_features(pool, seed=0, settings=SMALL)
+    module = fit_patch_features(_images(30, 0), seed=0, settings=PLAIN)
     x = torch.as_tensor(_images(3, 5))
-    p, k = SMALL.patch, SMALL.filters
-    windows = F.unfold(x, p).transpose(1, 2)  # (b, L, C·p²)
-    normalised = _normalise(windows.reshape(-1, windows.shape[-1]), SMALL.norm_eps)
-    dots = normalised @ module.kernels.reshape(k, -1).T + module.offsets  # (b·L, K)
-    side = x.shape[-1] - p + 1
-    dots = dots.reshape(x.shape[0], side, side, k).permute(0, 3, 1, 2)
-    codes = torch.cat([F.relu(dots - SMALL.alpha), F.relu(-dots - SMALL.alpha)], dim=1)
-    expected = F.adaptive_avg_pool2d(codes, SMALL.grid).reshape(x.shape[0], -1)
+    expected = _patchwise(x, module.kernels, module.offsets, PLAIN)
     torch.testing.assert_close(module(x), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(3, 12, 12), (3, 11, 14), (1, 13, 9)])
+def test_the_default_map_is_the_square_root_of_the_first_half_averaged_over_an_image_and_its_mirror(shape):
+    """φ(x) = √(½(ψ(x) + ψ(mirror x))), ψ the plain encoding by the learned half of the kernels.
+
+    An independent route: the plain patchwise encoding of the image and of its mirror, with the
+    first K/2 kernels only; the module gets there through the mirrored kernels instead.
+    """
+    module = fit_patch_features(_images(30, 0, shape), seed=0, settings=SMALL)
+    half = SMALL.filters // 2
+    x = torch.as_tensor(_images(4, 5, shape))
+    learned = (module.kernels[:half], module.offsets[:half])
+    expected = (0.5 * (_patchwise(x, *learned, SMALL) + _patchwise(x.flip(-1), *learned, SMALL))).sqrt()
+    torch.testing.assert_close(module(x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_default_map_cannot_tell_an_image_from_its_mirror():
+    module = fit_patch_features(_images(30, 0), seed=0, settings=SMALL)
+    half = SMALL.filters // 2
+    torch.testing.assert_close(module.kernels[half:], module.kernels[:half].flip(-1), rtol=0, atol=0)
+    torch.testing.assert_close(module.offsets[half:], module.offsets[:half], rtol=0, atol=0)
+    x = torch.as_tensor(_images(6, 7))
+    torch.testing.assert_close(module(x.flip(-1)), module(x), rtol=1e-5, atol=1e-6)
+    plain = fit_patch_features(_images(30, 0), seed=0, settings=PLAIN)
+    assert not torch.allclose(plain(x.flip(-1)), plain(x), atol=1e-3)  # the plain map can
+    assert not torch.allclose(module(x[:1]), module(x[1:2]), atol=1e-3)  # yet images still differ
 
 
 def test_extractor_wraps_the_module():
@@ -95,3 +131,8 @@ def test_settings_refuse_nonsense():
         PatchSettings(filters=0)
     with pytest.raises(ConfigError):
         PatchSettings(whitening_eps=0.0)
+    with pytest.raises(ConfigError, match="filters"):
+        PatchSettings(filters=7)  # odd: no mirror pairs
+    PatchSettings(filters=7, mirror_symmetric=False)
+    with pytest.raises(ConfigError, match="square_root"):
+        PatchSettings(square_root=1)  # type: ignore[arg-type]

@@ -72,7 +72,7 @@ CNN_TEACHER_MIN_RECORDS = 320
 CNN_TEACHER_EXAMPLES = 9_000
 CNN_TEACHER_MIN_EPOCHS = 5
 # "auto" teachers are linear (logistic) for vectors of at least this many features, such as the
-# 3,200 patch features of --input-features patch: made for a linear classifier (Coates et al.),
+# 1,600 patch features of --input-features patch: made for a linear classifier (Coates et al.),
 # and on CIFAR-10 (100 agents, Dirichlet 0.5; docs/defaults.md) logistic teachers trained in a third
 # of the MLP's time and gave right pseudo-labels more often (0.570 vs 0.515 at Q = 200).
 LINEAR_TEACHER_MIN_FEATURES = 1_024

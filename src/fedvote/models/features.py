@@ -18,8 +18,10 @@ Kinds
                  Hinton 2020) on two augmentations of every public image, without labels
                  (:mod:`fedvote.models.contrastive`); images (C, H, W) of at least 8×8 only.
 ``patch``        single-layer patch features (Coates, Lee & Ng 2011): a k-means dictionary of
-                 whitened 6×6 patches of the pool, soft-threshold codes pooled over
-                 quadrants (:mod:`fedvote.models.patch_features`); images only, 3,200 outputs.
+                 whitened 6×6 patches of the pool (200 learned, 200 their mirrors),
+                 soft-threshold codes pooled over quadrants, averaged with their mirrors'
+                 and square-rooted (:mod:`fedvote.models.patch_features`): the same for an
+                 image and its mirror; images only, 1,600 outputs.
 ``module``       a user-supplied ``torch.nn.Module`` or a TorchScript file (e.g. a
                  pretrained backbone without its classifier layer).
 
