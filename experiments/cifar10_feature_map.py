@@ -16,14 +16,15 @@ the ridge student fitted to the sums — at agent ε 4, clean and with ``DRAWS``
 φ reads the pool only, so every version costs no ε and σ is the same for all (the planner's, Q =
 3,000, δ 1e-3). Writes ``experiments/results/cifar10_feature_map.json`` and its section.
 
-Usage (repository root)::
+Usage (repository root; ``--render`` rewrites the section from the saved results only)::
 
-    FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/cifar10_feature_map.py
+    FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/cifar10_feature_map.py [--render]
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -88,7 +89,11 @@ def seen_through(federation: Federation, settings: PatchSettings) -> Federation:
     )
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
+    if argv == ["--render"]:  # the section again from the saved results
+        record = json.loads((HERE / "results" / f"{NAME}.json").read_text())
+        save_results(NAME, record, section(record))
+        return
     data_dir = require_data_dir(f"experiments/{NAME}.py", holding="cifar10/")
     started = time.perf_counter()
     config = build_config("pate-fl", data_dir=data_dir, seed=SEED, epsilon=EPSILON, **COMMAND_SETTINGS)
@@ -135,8 +140,7 @@ def section(record: dict[str, Any]) -> str:
     lines = [
         "## CIFAR-10 (JPEG copy): the public patch features, refinement by refinement (issue 43)",
         "",
-        f"Ran {record['date']} on {record['machine']}; fedvote commit {record['commit']}; "
-        f"{record['wall_seconds']:.0f} s wall.",
+        f"Ran {record['date']} on {record['machine']}; {record['wall_seconds']:.0f} s wall.",
         "",
         f"Command: `FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/{NAME}.py`. The Bar's "
         "federation (100 agents, Dirichlet α = 0.5, seed 0) seen through each version of φ (fitted on the "
@@ -166,4 +170,4 @@ def section(record: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
