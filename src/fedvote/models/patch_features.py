@@ -25,7 +25,7 @@ Two public refinements, on by default (``mirror_symmetric``, ``square_root``):
 
 6. **mirror symmetry**: half the dictionary is learned (on the patches and their left-right
    mirrors) and the other half is those centroids mirrored, so φ(mirror x) is φ(x) with each
-   filter swapped for its mirror and each grid row reversed; averaging each pooled code with its
+   filter swapped for its mirror and the grid's columns reversed; averaging each pooled code with its
    mirror's gives a map with φ(mirror x) = φ(x) exactly, at no extra convolution:
    2·(filters/2)·grid² features. A photo and its mirror show the same class (the standard
    CIFAR-10 flip), so every model on φ gets the flip "augmentation" without a second record
@@ -101,7 +101,7 @@ class PatchSettings:
 
 
 class PatchFeatures(nn.Module):
-    """The fitted map φ: images (b, C, H, W) → features (b, 2·K·grid²); buffers only, frozen.
+    """The fitted map φ: images (b, C, H, W) → features (b, dim); buffers only, frozen.
 
     ``kernels`` (K, C, p, p) are the centroids mapped back to pixel space through the
     whitening, ``kernel_sums`` (K,) their sums, ``offsets`` (K,) −μ·F; ``norm_eps``, ``alpha``,
