@@ -19,7 +19,9 @@ two escapes that look open, on that federation (seed 0), at the same agent ε:
    σ·√(1 − 1/C); the sums differ from the dense ones by a constant per query, which the student's
    bias absorbs. Not fedvote's release (its accounting takes sensitivity 1): a measured option;
 4. **mirrored teachers**: each agent's logistic teacher also trained on the left-right mirrors of
-   its own images (the standard CIFAR-10 flip; the release and σ unchanged, better votes).
+   its own images (the standard CIFAR-10 flip; the release and σ unchanged, better votes). Since
+   453107d the default φ is mirror-symmetric (φ(mirror x) = φ(x)), so on it this row only repeats
+   every record; its figures in docs/results.md are from 41821f9, on the earlier φ.
 
 Teachers: the defaults' logistic teachers trained by fedvote's batched trainer
 (:func:`fedvote.models.ensemble.fit_ensemble`, the planner's teacher settings, seeds of this
