@@ -38,11 +38,11 @@ sys.path.insert(0, str(HERE))
 
 from cifar10_ceiling import COMMAND_SETTINGS, EPSILON, SEED  # noqa: E402  (the same federation and ε)
 from cifar10_release_variants import DRAWS, ridge_accuracy  # noqa: E402  (the defaults' student)
-from run import code_version, machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from run import machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 from fedvote.data.federation import Federation, LabeledData  # noqa: E402
 from fedvote.models.ensemble import fit_ensemble  # noqa: E402
-from fedvote.models.input_features import _SCALE_FLOOR  # noqa: E402  (the defaults' standardisation)
+from fedvote.models.input_features import pool_standardisation  # noqa: E402
 from fedvote.models.patch_features import PatchSettings, fit_patch_features  # noqa: E402
 from fedvote.runner import make_federation, plan  # noqa: E402
 from fedvote.settings import build_config  # noqa: E402
@@ -72,8 +72,7 @@ def seen_through(federation: Federation, settings: PatchSettings) -> Federation:
         return np.concatenate(chunks)  # (n, dim)
 
     pool = raw(federation.public)
-    centre, scale = pool.mean(axis=0), pool.std(axis=0)
-    scale += _SCALE_FLOOR * float(scale.mean()) + np.finfo(np.float32).tiny
+    centre, scale = pool_standardisation(pool)
 
     def mapped(part: LabeledData, features: np.ndarray | None = None) -> LabeledData:
         out = raw(part) if features is None else features
@@ -129,7 +128,7 @@ def main(argv: list[str]) -> None:
             "map_seconds": mapped_seconds, "seconds": time.perf_counter() - begun,
         })  # fmt: skip
         print(f"[{NAME}] {what}: {rows[-1]}", file=sys.stderr, flush=True)
-    record = {"name": NAME, "machine": machine(), "date": time.strftime("%Y-%m-%d"), "commit": code_version(),
+    record = {"name": NAME, "machine": machine(), "date": time.strftime("%Y-%m-%d"),
               "seed": SEED, "draws": DRAWS, "rows": rows, "wall_seconds": time.perf_counter() - started}  # fmt: skip
     save_results(NAME, record, section(record))
     print(section(record))

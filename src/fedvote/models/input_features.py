@@ -44,6 +44,19 @@ def resolve_input_features(name: str, dataset: str) -> str:
     return "patch" if names and all(part in PHOTO_DATASETS for part in names) else "none"
 
 
+def pool_standardisation(pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(centre, scale) of φ's outputs on the pool (P, d): every record is mapped to (φ(x) − centre)/scale.
+
+    Standardised by the pool's own mean and deviation (part of φ: public), as linear models on
+    these codes want (Coates et al. standardise too); a floor keeps a feature the pool never
+    fires from blowing up.
+    """
+    centre = pool.mean(axis=0)
+    scale = pool.std(axis=0)
+    scale += _SCALE_FLOOR * float(scale.mean()) + np.finfo(np.float32).tiny
+    return centre, scale
+
+
 def with_input_features(
     federation: Federation, kind: str, *, seed: int, progress: Progress = NO_PROGRESS
 ) -> Federation:
@@ -75,13 +88,8 @@ def with_input_features(
                 bar.advance(stop - start)
             return out
 
-        # Standardised by the pool's own mean and deviation (part of φ: public), as linear
-        # models on these codes want (Coates et al. standardise too); a floor keeps
-        # a feature the pool never fires from blowing up.
         pool = raw(federation.public)  # (P, d)
-        centre = pool.mean(axis=0)
-        scale = pool.std(axis=0)
-        scale += _SCALE_FLOOR * float(scale.mean()) + np.finfo(np.float32).tiny
+        centre, scale = pool_standardisation(pool)
 
         def mapped(part: LabeledData, features: np.ndarray | None = None) -> LabeledData:
             out = raw(part) if features is None else features
