@@ -36,6 +36,7 @@ import pytest
 
 from fedvote.cli import main
 from fedvote.config import RunConfig
+from fedvote.data.federation import PublicMetadata
 from fedvote.errors import ConfigError
 from fedvote.methods import METHODS
 from fedvote.models.config import TrainingConfig
@@ -249,6 +250,43 @@ def test_planned_on_its_defaults_a_method_leaves_no_training_unplanned(method: s
     for training in (t for t in trainings if isinstance(t, TrainingConfig)):
         assert training.planned_epochs >= 1
         assert training.model != "auto" or training is getattr(planned, "student", None)
+
+
+# --- what a voting method's student learns from (issue 43) -------------------------------
+
+WIDE_VECTORS = PublicMetadata(
+    pool_size=3_000, num_agents=100, num_classes=10, example_shape=(1_600,), agent_records=(500,) * 100
+)
+IMAGES = dataclasses.replace(WIDE_VECTORS, example_shape=(1, 28, 28))
+
+
+def _takes_student_targets(method: str) -> bool:
+    options = METHODS[method].options_type
+    return options is not None and "student_targets" in {f.name for f in dataclasses.fields(options)}
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_a_method_whose_server_receives_vote_sums_offers_the_regression_student(method: str):
+    """Every method voting through one-hot teacher votes or kNN votes takes ``--student-targets``,
+    and on its defaults plans from the example shape alone: on wide vectors (CIFAR-10's patch
+    features) a student fitted to every sum of the whole pool, on images label targets."""
+    from fedvote.transport.capabilities import KnnVotes, TeacherVotes
+
+    declared = METHODS[method]
+    receives_vote_sums = bool({TeacherVotes, KnnVotes} & set(declared.requires))
+    assert _takes_student_targets(method) == receives_vote_sums
+    if not receives_vote_sums:
+        return
+    privacy = {} if declared.calibration_level is None else {"epsilon": 4.0}
+    wide = plan(build_config(method, **privacy), WIDE_VECTORS)
+    assert wide.planned_details()["student_targets"] == "vote-sums"
+    assert wide.queries == WIDE_VECTORS.pool_size
+    images = plan(build_config(method, **privacy), IMAGES)
+    assert images.planned_details()["student_targets"] == "labels"
+    assert images.queries < IMAGES.pool_size
+    forced = plan(build_config(method, student_targets="labels", **privacy), WIDE_VECTORS)
+    assert forced.planned_details()["student_targets"] == "labels"
+    assert forced.queries < WIDE_VECTORS.pool_size
 
 
 # --- the hooks Flower, the audit and the report read (issue 44) ---------------------------

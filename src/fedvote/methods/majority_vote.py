@@ -3,9 +3,11 @@
 Every agent trains its teacher as in PATE-FL (:mod:`fedvote.methods.pate_fl`); for each
 query from the public pool the agents' clean one-hot votes are summed (σ = 0: no noise
 share), the argmax of the sum is the pseudo-label, and the student is trained on the
-pseudo-labelled queries. The clean sums leave the agents: the run is not private at
-either level (:func:`~fedvote.privacy.events.majority_vote_events`, ε reported as None),
-and ``--epsilon`` is refused. It is the line PATE-FL approaches as ε grows.
+pseudo-labelled queries — or, with ``--student-targets vote-sums`` (``auto`` on wide
+vectors, as PATE-FL's), a linear student is fitted to every clean sum. The clean sums leave
+the agents: the run is not private at either level
+(:func:`~fedvote.privacy.events.majority_vote_events`, ε reported as None), and
+``--epsilon`` is refused. It is the line PATE-FL approaches as ε grows.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
-from fedvote.methods.voting import check_voting_run, check_voting_settings, label_and_teach
-from fedvote.models.config import teacher_training
+from fedvote.methods.options.voting import MajorityVoteOptions, check_student_targets
+from fedvote.methods.voting import check_voting_run, check_voting_settings, label_and_teach, vote_sum_queries
+from fedvote.models.config import resolve_student_targets, teacher_training
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.events import LevelEvents, majority_vote_events
 from fedvote.privacy.ledger import PrivacyLedger
@@ -54,12 +57,16 @@ class MajorityVote(Method):
         Which pool points are queried (as PATE-FL's).
     seed : int
         Seeds the choice of queries (the same as PATE-FL's under one seed) and the student.
+    student_targets : str
+        ``"labels"``, ``"vote-sums"`` or ``"auto"`` (resolved from the example shape by
+        :meth:`with_public`), as PATE-FL's.
 
     """
 
     name = "majority-vote"
     calibration_level: ClassVar[str | None] = None  # nothing to calibrate: not private
     requires: ClassVar[tuple[type, ...]] = (TeacherVotes,)
+    options_type: ClassVar[type | None] = MajorityVoteOptions
 
     queries: int
     min_responders: int
@@ -72,11 +79,13 @@ class MajorityVote(Method):
     seed: int = 0
     sigma: float = 0.0  # no noise, ever (the VotingSettings σ the shared voting steps read)
     student_min_margin: float = 0.0  # every labelled query teaches the student
+    student_targets: str = "auto"
 
     def __post_init__(self) -> None:
         if self.sigma != 0.0:
             raise ConfigError("sigma", f"{self.name} adds no noise; σ must be 0, got {self.sigma}")
         check_voting_settings(self)
+        check_student_targets(self.student_targets)
 
     @classmethod
     def from_config(
@@ -90,6 +99,7 @@ class MajorityVote(Method):
         given = config.privacy.sigma
         if given is not None and given != 0.0:
             raise ConfigError("sigma", f"{cls.name} adds no noise; drop --sigma (or give 0)")
+        options: MajorityVoteOptions = cls.options_from(config)
         return cls(
             queries=queries,
             min_responders=min_responders,
@@ -99,16 +109,27 @@ class MajorityVote(Method):
             semi_supervised=config.semi_supervised,
             query_selection=config.query_selection,
             seed=config.seed,
+            student_targets=options.student_targets,
         )
 
     def planned_details(self) -> dict[str, Any]:
-        """The teachers' model and epochs as trained (chosen from public metadata where not given)."""
-        return {"teacher_model": self.teacher.model, "teacher_epochs": self.teacher.epochs}
+        """The teachers' model and epochs and the student's targets as run (public choices)."""
+        return {
+            "teacher_model": self.teacher.model,
+            "teacher_epochs": self.teacher.epochs,
+            "student_targets": self.student_targets,
+        }
+
+    def default_queries(self, pool_size: int) -> int | None:
+        """Vote-sum targets: the whole pool (:func:`~fedvote.methods.voting.vote_sum_queries`); else None."""
+        return vote_sum_queries(self.student_targets, pool_size)
 
     def with_public(self, public: PublicMetadata) -> MajorityVote:
-        """The teachers' model and epochs chosen from public metadata if not given (as PATE-FL's)."""
+        """The teachers and the student's targets chosen from public metadata if not given (as PATE-FL's)."""
         return dataclasses.replace(
-            self, teacher=teacher_training(self.teacher, public.example_shape, public.agent_records)
+            self,
+            teacher=teacher_training(self.teacher, public.example_shape, public.agent_records),
+            student_targets=resolve_student_targets(self.student_targets, public.example_shape),
         )
 
     def with_sigma(self, sigma: float) -> MajorityVote:
@@ -138,4 +159,5 @@ class MajorityVote(Method):
             vote_sum=transport.vote_sum,
             ledger=ledger,
             progress=progress,
+            student_targets=self.student_targets,
         )

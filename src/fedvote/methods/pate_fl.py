@@ -43,8 +43,9 @@ from fedvote.methods.voting import (
     label_and_teach,
     label_and_teach_confident,
     label_and_teach_individual,
+    vote_sum_queries,
 )
-from fedvote.models.config import MAX_REGRESSION_QUERIES, resolve_student_targets, teacher_training
+from fedvote.models.config import resolve_student_targets, teacher_training
 from fedvote.models.training import TrainingConfig
 from fedvote.privacy.calibrate import calibrate_sigma
 from fedvote.privacy.events import (
@@ -228,10 +229,8 @@ class PateFL(IndividualBudgets, Method):
         }
 
     def default_queries(self, pool_size: int) -> int | None:
-        """Vote-sum targets: the whole pool, :data:`MAX_REGRESSION_QUERIES` at most; else None."""
-        if self.release_options.student_targets != "vote-sums":
-            return None
-        return min(pool_size, MAX_REGRESSION_QUERIES)
+        """Vote-sum targets: the whole pool (:func:`~fedvote.methods.voting.vote_sum_queries`); else None."""
+        return vote_sum_queries(self.release_options.student_targets, pool_size)
 
     def with_public(self, public: PublicMetadata) -> PateFL:
         """Teachers' model and epochs and the student's targets chosen from public metadata if not given.

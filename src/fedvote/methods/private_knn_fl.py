@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from torch import nn
@@ -44,14 +44,16 @@ from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.integer_votes import VoteSumFn, on_integer_scale
-from fedvote.methods.options.voting import KnnOptions
+from fedvote.methods.options.voting import KnnOptions, check_student_targets
 from fedvote.methods.voting import (
     IndividualBudgets,
     check_voting_run,
     check_voting_settings,
     label_and_teach,
     label_and_teach_individual,
+    vote_sum_queries,
 )
+from fedvote.models.config import resolve_student_targets
 from fedvote.models.features import (
     FEATURE_KINDS,
     FeatureExtractor,
@@ -134,6 +136,10 @@ class PrivateKnnFL(IndividualBudgets, Method):
         How the student is trained.
     query_batch_size, self_training_rounds, semi_supervised, query_selection, student_min_margin, seed
         As in :class:`fedvote.methods.pate_fl.PateFL`.
+    student_targets : str
+        ``"labels"``, ``"vote-sums"`` (a linear student fitted to every released sum:
+        post-processing) or ``"auto"`` (resolved from the example shape by :meth:`with_public`,
+        as PATE-FL's ``--student-targets``).
 
     """
 
@@ -173,6 +179,7 @@ class PrivateKnnFL(IndividualBudgets, Method):
     agent_budgets: str | None = None
     vote_sampling: float | None = None
     budget_plan: BudgetPlan | None = None
+    student_targets: str = "auto"
 
     def __post_init__(self) -> None:
         check_voting_settings(self)
@@ -195,6 +202,7 @@ class PrivateKnnFL(IndividualBudgets, Method):
             raise ConfigError("bound", f"must be one of {', '.join(KNN_BOUNDS)}, got {self.bound!r}")
         if self.agent_records is not None and any(n < 0 for n in self.agent_records):
             raise ConfigError("agent_records", f"record counts must be >= 0, got {self.agent_records}")
+        check_student_targets(self.student_targets)
 
     @classmethod
     def from_config(
@@ -234,6 +242,7 @@ class PrivateKnnFL(IndividualBudgets, Method):
             secure_noise=config.privacy.secure_noise,
             agent_budgets=options.agent_budgets,
             vote_sampling=options.vote_sampling,
+            student_targets=options.student_targets,
         )
 
     def with_sigma(self, sigma: float) -> PrivateKnnFL:
@@ -244,18 +253,28 @@ class PrivateKnnFL(IndividualBudgets, Method):
         """The same run, told each agent's record count (so a fractional k plans exactly)."""
         return dataclasses.replace(self, agent_records=tuple(int(n) for n in sizes))
 
+    def planned_details(self) -> dict[str, Any]:
+        """The student's targets as run (chosen from the example shape where "auto")."""
+        return {"student_targets": self.student_targets}
+
+    def default_queries(self, pool_size: int) -> int | None:
+        """Vote-sum targets: the whole pool (:func:`~fedvote.methods.voting.vote_sum_queries`); else None."""
+        return vote_sum_queries(self.student_targets, pool_size)
+
     def with_public(self, public: PublicMetadata) -> PrivateKnnFL:
         """The run knowing the agents' record counts, where the server knows them.
 
-        A fixed ``k`` above the smallest agent's record count is refused: that agent's vote
+        The student's targets are resolved from the example shape (as PATE-FL's: a public
+        quantity). A fixed ``k`` above the smallest agent's record count is refused: that agent's vote
         would be all its records, divided by a k it cannot reach (k = 10⁹: instance ε 0.0,
         accuracy 0.126, issue 47); ``--k-fraction`` scales k with each agent's records.
         """
-        method = self
+        targets = resolve_student_targets(self.student_targets, public.example_shape)
+        method = dataclasses.replace(self, student_targets=targets)
         if self.agent_budgets is not None:
             spec = parse_budget_spec(self.agent_budgets)
             budgets = assign_budgets(spec, public.num_agents, self.seed)  # (N,)
-            method = dataclasses.replace(self, budget_plan=plan_budgets(budgets, self.unit_sigma))
+            method = dataclasses.replace(method, budget_plan=plan_budgets(budgets, self.unit_sigma))
         if public.agent_records is None:
             return method
         smallest = min((int(n) for n in public.agent_records), default=0)
@@ -390,6 +409,7 @@ class PrivateKnnFL(IndividualBudgets, Method):
             vote_sum=vote_sum,
             ledger=ledger,
             progress=progress,
+            student_targets=self.student_targets,
         )
         return dataclasses.replace(
             outcome,
@@ -440,6 +460,7 @@ class PrivateKnnFL(IndividualBudgets, Method):
             delta=self.delta,
             accountant=self.accountant,
             progress=progress,
+            student_targets=self.student_targets,
         )
         details = {
             **outcome.details, "bound": self.bound, "k": k_min, "k_per_agent": [int(k) for k in ks],

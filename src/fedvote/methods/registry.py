@@ -28,7 +28,12 @@ from fedvote.methods.options.gradient import (
     PriFedSyncOptions,
 )
 from fedvote.methods.options.multilabel import MultiLabelOptions
-from fedvote.methods.options.voting import KnnOptions, PateFLOptions, WeightedVotingOptions
+from fedvote.methods.options.voting import (
+    KnnOptions,
+    MajorityVoteOptions,
+    PateFLOptions,
+    WeightedVotingOptions,
+)
 
 if TYPE_CHECKING:
     from fedvote.config import RunConfig
@@ -44,7 +49,7 @@ OPTIONS: dict[str, type | None] = {
     "fedavg": FedAvgOptions,
     "fedavg-p": FedAuxOptions,
     "fedd-p": FedAuxOptions,
-    "majority-vote": None,
+    "majority-vote": MajorityVoteOptions,
     "pate-fl": PateFLOptions,
     "pate-fl-multilabel": MultiLabelOptions,
     "prifedsync": PriFedSyncOptions,

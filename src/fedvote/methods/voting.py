@@ -37,6 +37,7 @@ from fedvote.data.federation import ServerData
 from fedvote.data.query_selection import choose_queries, resolve_query_selection
 from fedvote.errors import ConfigError
 from fedvote.methods.base import MethodOutcome
+from fedvote.models.config import MAX_REGRESSION_QUERIES
 from fedvote.models.precision import resolve_precision
 from fedvote.models.student import train_student
 from fedvote.models.training import TrainingConfig
@@ -96,6 +97,18 @@ class IndividualBudgets:
     def group_weights(self) -> tuple[float, ...]:
         """The vote weight of each budget group (one group of weight 1 without budgets)."""
         return (1.0,) if self.budget_plan is None else self.budget_plan.weights
+
+
+def vote_sum_queries(student_targets: str, pool_size: int) -> int | None:
+    """Q for a student fitted to vote sums: the whole pool, :data:`MAX_REGRESSION_QUERIES` at most.
+
+    At a fixed ε, Q/σ² is fixed, so the regression gains coverage of the pool at no loss of
+    total signal (:mod:`fedvote.models.vote_regression`). None for label targets: the runner's
+    own rule. Public quantities only (``student_targets`` resolved from the example shape).
+    """
+    if student_targets != "vote-sums":
+        return None
+    return min(pool_size, MAX_REGRESSION_QUERIES)
 
 
 def check_voting_run(queries: int, pool_size: int, min_responders: int, num_agents: int) -> None:

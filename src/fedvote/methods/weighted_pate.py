@@ -37,7 +37,7 @@ from fedvote.data.validation import ValidationNeed
 from fedvote.errors import ConfigError
 from fedvote.methods.base import MethodOutcome
 from fedvote.methods.integer_votes import VoteSumFn, on_integer_scale
-from fedvote.methods.options.voting import WeightedVotingOptions
+from fedvote.methods.options.voting import PateFLOptions, WeightedVotingOptions
 from fedvote.methods.pate_fl import PateFL
 from fedvote.methods.voting import check_voting_run, label_and_teach
 from fedvote.privacy.events import (
@@ -95,12 +95,18 @@ class WeightedPate(PateFL):
     def from_config(
         cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
     ) -> WeightedPate:
-        """Weighted PATE-FL with the run's teacher/student settings, seed and options."""
+        """Weighted PATE-FL with the run's teacher/student settings, seed and options.
+
+        Its votes are released as sums (Algorithm 1, weighted), so its student takes PATE-FL's
+        ``--student-targets`` rule (resolved by :meth:`PateFL.with_public`).
+        """
+        options: WeightedVotingOptions = cls.options_from(config)
         return cls(
             sigma=sigma,
             queries=queries,
             min_responders=min_responders,
-            options=cls.options_from(config),
+            options=options,
+            release_options=PateFLOptions(student_targets=options.student_targets),
             teacher=config.teacher,
             student=config.student,
             self_training_rounds=config.self_training_rounds,

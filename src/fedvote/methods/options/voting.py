@@ -1,4 +1,4 @@
-"""The options of the voting methods: PATE-FL, weighted PATE, Private-kNN-FL.
+"""The options of the voting methods: PATE-FL, weighted PATE, Private-kNN-FL, majority vote.
 
 Light: the command line builds its flags from these without importing the methods
 (:mod:`fedvote.methods.registry`); each method module imports its own from here.
@@ -25,10 +25,31 @@ RELEASES: tuple[str, ...] = ("sums", "labels")
 # How PATE-FL's teachers learn (--teacher-da): plainly on the agent's records, or by DANN
 # against the public pool (PATE-FL+DA, voting paper Sec. 5.1; fedvote.models.dann).
 TEACHER_DA: tuple[str, ...] = ("none", "dann")
-# What PATE-FL's student learns from (--student-targets): the noisy-argmax labels of the
-# confident queries, or every released vote sum by ridge regression
+# What a voting method's student learns from (--student-targets): the noisy-argmax labels of
+# the confident queries, or every released vote sum by ridge regression
 # (fedvote.models.vote_regression); "auto" by fedvote.models.config.resolve_student_targets.
 STUDENT_TARGETS: tuple[str, ...] = ("auto", "labels", "vote-sums")
+
+
+def student_targets_option() -> str:
+    """``--student-targets``, one flag shared by every method whose server receives vote sums."""
+    return method_option(  # type: ignore[no-any-return]
+        "auto",
+        "What the student learns from: 'labels' (the noisy-argmax labels of the queries whose noisy "
+        "margin clears the bar, with FixMatch/VAT on the rest of the pool), 'vote-sums' (a linear "
+        "student fitted to every released vote sum by ridge regression, λ by leave-one-out on the "
+        "released sums: post-processing, no ε; Q defaults to the whole pool, up to 5,000), or "
+        "'auto' (vote-sums for vectors of at least 1,024 features, e.g. CIFAR-10's patch features; "
+        "labels otherwise). pate-fl and weighted-pate: --release sums only.",
+        choices=STUDENT_TARGETS,
+    )
+
+
+def check_student_targets(targets: str) -> None:
+    """Refuse a ``--student-targets`` value that is not one of :data:`STUDENT_TARGETS`, by name."""
+    if targets not in STUDENT_TARGETS:
+        choices = ", ".join(STUDENT_TARGETS)
+        raise ConfigError("student_targets", f"must be one of {choices}, got {targets!r}")
 
 
 @dataclass(frozen=True)
@@ -86,25 +107,14 @@ class PateFLOptions:
         "the amplification. pate-fl (--release sums) and private-knn-fl.",
     )
 
-    student_targets: str = method_option(
-        "auto",
-        "What the student learns from: 'labels' (the noisy-argmax labels of the queries whose noisy "
-        "margin clears the bar, with FixMatch/VAT on the rest of the pool), 'vote-sums' (a linear "
-        "student fitted to every released noisy vote sum by ridge regression, λ by leave-one-out on "
-        "the released sums: post-processing, no ε; Q defaults to the whole pool, up to 5,000), or "
-        "'auto' (vote-sums for vectors of at least 1,024 features, e.g. CIFAR-10's patch features; "
-        "labels otherwise). --release sums only.",
-        choices=STUDENT_TARGETS,
-    )
+    student_targets: str = student_targets_option()
 
     def __post_init__(self) -> None:
         if self.agent_budgets is not None:
             parse_budget_spec(self.agent_budgets)
         if self.vote_sampling is not None:
             check_rate(self.vote_sampling)
-        if self.student_targets not in STUDENT_TARGETS:
-            choices = ", ".join(STUDENT_TARGETS)
-            raise ConfigError("student_targets", f"must be one of {choices}, got {self.student_targets!r}")
+        check_student_targets(self.student_targets)
         if self.release == "labels":
             for name in ("agent_budgets", "vote_sampling"):
                 if getattr(self, name) is not None:
@@ -200,8 +210,10 @@ class WeightedVotingOptions:
         "--secure-noise only: weights are rounded to the public grid round(K·w)/K and vote as "
         "integers round(K·w)·e_y (sensitivity round(K·w_max) in those units).",
     )
+    student_targets: str = student_targets_option()
 
     def __post_init__(self) -> None:
+        check_student_targets(self.student_targets)
         scale = self.weight_scale
         if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
             raise ConfigError("weight_scale", f"must be an integer >= 1, got {self.weight_scale!r}")
@@ -305,6 +317,7 @@ class KnnOptions:
     vote_sampling: float | None = method_option(
         None, "Subsampled voting, as for pate-fl: an agent's vote enters each query's sum with probability q."
     )
+    student_targets: str = student_targets_option()
 
     def __post_init__(self) -> None:
         resolve_k(1, self.k, self.k_fraction)  # validates k and k_fraction
@@ -326,6 +339,7 @@ class KnnOptions:
             parse_budget_spec(self.agent_budgets)
         if self.vote_sampling is not None:
             check_rate(self.vote_sampling)
+        check_student_targets(self.student_targets)
 
     @property
     def individual(self) -> bool:
@@ -336,3 +350,17 @@ class KnnOptions:
     def sampling_rate(self) -> float:
         """q, the probability that an agent's vote enters a query's sum (1 without --vote-sampling)."""
         return 1.0 if self.vote_sampling is None else float(self.vote_sampling)
+
+
+@dataclass(frozen=True)
+class MajorityVoteOptions:
+    """The settings of ``--method majority-vote``: what its student learns from the clean sums.
+
+    The same rule as PATE-FL's, so that the non-private reference is the line PATE-FL
+    approaches as ε grows: on CIFAR-10's patch features both fit every vote sum.
+    """
+
+    student_targets: str = student_targets_option()
+
+    def __post_init__(self) -> None:
+        check_student_targets(self.student_targets)
