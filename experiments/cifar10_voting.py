@@ -164,7 +164,11 @@ def section(record: dict[str, Any]) -> str:
         "`--student-targets auto` picks for them from the pool's public size and shape: runs at "
         "fedvote fb50bbc or later fit a linear student to every noisy vote sum (Q = 3,000 queries), "
         "so the pseudo-label column is the agreement of each noisy argmax, which that student does not "
-        "train on; earlier runs trained on the 200 noisy-argmax labels. Runs at fedvote 453107d or later "
+        "train on; earlier runs trained on the 200 noisy-argmax labels. Private-kNN-FL and the majority "
+        "vote take the same rule from fedvote 50f0475 on (their rows' runs at that commit or later fit "
+        "the linear student to every sum: noisy kNN sums, or the clean sums of the non-private "
+        "reference, PATE-FL's ε → ∞ line); earlier runs trained on 200 argmax labels. "
+        "Runs at fedvote 453107d or later "
         "see the mirror-symmetric, square-rooted patch features (1,600; docs/defaults.md), earlier runs "
         "Coates–Ng's as published (3,200).",
         "",

@@ -264,7 +264,8 @@ def test_knn_and_gradient_flags_keep_their_names_and_come_from_the_methods_optio
 
     knn = {spec.flag for spec in option_specs(KnnOptions)}
     assert knn == {"--k", "--k-fraction", "--features", "--feature-dim", "--feature-module",
-                   "--normalize-features", "--knn-bound", "--agent-budgets", "--vote-sampling"}
+                   "--normalize-features", "--knn-bound", "--agent-budgets", "--vote-sampling",
+                   "--student-targets"}
     gradient = {spec.flag for spec in option_specs(DpFedAvgOptions) + option_specs(DpFedSgdOptions)}
     assert gradient == {"--rounds", "--sampling-rate", "--local-steps", "--clip-norm", "--per-sample-clip",
                         "--learning-rate", "--lr-decay", "--batch-size", "--batch-sampling-rate", "--noise",

@@ -114,10 +114,8 @@ def test_planned_teacher_methods_hold_the_resolved_teachers(method):
     planned = plan(config, prepare_public(config, federation).public_metadata())
     assert (planned.teacher.model, planned.teacher.epochs) == ("mlp", DEFAULT_EPOCHS)
     teachers = {"teacher_model": "mlp", "teacher_epochs": DEFAULT_EPOCHS}
-    # PATE-FL (and weighted PATE, its subclass) also records its student's targets, resolved from
-    # the same public shape (64 pixels: labels).
-    expected = {**teachers, "student_targets": "labels"} if method != "majority-vote" else teachers
-    assert planned.planned_details() == expected
+    # Each also records its student's targets, resolved from the same public shape (64 pixels: labels).
+    assert planned.planned_details() == {**teachers, "student_targets": "labels"}
 
 
 def test_result_records_the_teachers_as_trained():
