@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from fedvote.data.federation import PublicMetadata
 from fedvote.errors import ConfigError
-from fedvote.methods import voting
 from fedvote.methods.options.voting import PateFLOptions
 from fedvote.models.config import MAX_REGRESSION_QUERIES, resolve_student_targets
 from fedvote.models.vote_regression import fit_vote_regression
@@ -73,16 +71,9 @@ def test_confident_gnmax_releases_no_sums() -> None:
         PateFLOptions(student_targets="sums")
 
 
-def test_the_student_is_the_fit_of_the_charged_sums(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_student_is_the_fit_of_the_charged_sums(regressed_sums: dict[str, np.ndarray]) -> None:
     """End to end on digits with vote-sums forced: same ε as labels, the student fits the released sums."""
-    seen: dict[str, np.ndarray] = {}
-    fit_sums = voting.vote_regression_student
-
-    def spy(features: np.ndarray, sums: np.ndarray) -> torch.nn.Module:
-        seen["features"], seen["sums"] = features, sums
-        return fit_sums(features, sums)
-
-    monkeypatch.setattr(voting, "vote_regression_student", spy)
+    seen = regressed_sums
     common = {"agents": 10, "sigma": 6.0, "queries": 60, "teacher_model": "logistic", "epochs": 5}
     regressed = run(build_config("pate-fl", student_targets="vote-sums", **common))
     labelled = run(build_config("pate-fl", student_targets="labels", student_epochs=2, **common))
