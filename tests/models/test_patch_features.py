@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from fedvote.errors import ConfigError
+from fedvote.models import patch_features
 from fedvote.models.features import _patch_extractor
 from fedvote.models.patch_features import (
     PatchSettings,
@@ -101,6 +102,23 @@ def test_the_default_map_cannot_tell_an_image_from_its_mirror():
     plain = fit_patch_features(_images(30, 0), seed=0, settings=PLAIN)
     assert not torch.allclose(plain(x.flip(-1)), plain(x), atol=1e-3)  # the plain map can
     assert not torch.allclose(module(x[:1]), module(x[1:2]), atol=1e-3)  # yet images still differ
+
+
+def test_a_large_batch_is_encoded_in_bounded_passes_with_the_same_result(monkeypatch):
+    """The pass size follows the codes' bytes: a batch split into passes maps as in one pass."""
+    module = fit_patch_features(_images(30, 0), seed=0, settings=SMALL)
+    x = torch.as_tensor(_images(23, 8))
+    whole = module(x)
+    codes_per_image = SMALL.filters * (12 - SMALL.patch + 1) ** 2  # K·H'·W'
+    monkeypatch.setattr(patch_features, "CODES_BYTES_PER_PASS", 4 * codes_per_image * 5)
+    assert module.images_per_pass(12, 12) == 5
+    passes = []
+    original = module._encode
+    monkeypatch.setattr(module, "_encode", lambda chunk: passes.append(len(chunk)) or original(chunk))
+    torch.testing.assert_close(module(x), whole, rtol=1e-6, atol=1e-6)  # each image's codes are its own
+    assert passes == [5, 5, 5, 5, 3]
+    monkeypatch.setattr(patch_features, "CODES_BYTES_PER_PASS", 1)  # never fewer than one image a pass
+    assert module.images_per_pass(12, 12) == 1
 
 
 def test_extractor_wraps_the_module():
