@@ -38,7 +38,9 @@ def _federation(agent_seed: int = 1) -> Federation:
         ("auto", "cifar10", "patch"),
         ("auto", "CIFAR10", "patch"),
         ("auto", "digits", "none"),
-        ("auto", "fashion-mnist", "none"),
+        ("auto", "fashion-mnist", "patch"),
+        ("auto", "mnist", "none"),
+        ("auto", "usps", "none"),
         ("auto", "cifar10,mnist", "none"),  # a domain mix is not all photos
         ("none", "cifar10", "none"),
         ("patch", "digits", "patch"),

@@ -35,10 +35,11 @@ FEATURE_KINDS: tuple[str, ...] = (
 # What every record of a run is seen through (fedvote.models.input_features): "patch" is the
 # single-layer patch features of Coates & Ng fitted on the public pool only (a public map φ
 # that every agent applies to its own records, so every method trains on φ(x)); "none" the
-# records as they are; "auto" is "patch" for the datasets of natural photos
-# (:data:`PHOTO_DATASETS`, known by name: public) and "none" for every other.
+# records as they are; "auto" is "patch" for the datasets of photographed objects, whose class a
+# mirror image keeps (:data:`PHOTO_DATASETS`, known by name: public; CIFAR-10's scenes and
+# Fashion-MNIST's product photos), and "none" for every other (digits and handwriting).
 INPUT_FEATURES: tuple[str, ...] = ("auto", "none", "patch")
-PHOTO_DATASETS: tuple[str, ...] = ("cifar10",)
+PHOTO_DATASETS: tuple[str, ...] = ("cifar10", "fashion-mnist")
 # The local noisy optimizers of :mod:`fedvote.models.batched_dp_sgd`.
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 # The class head's replace-one sensitivity: "tight" 2√2/(λ·n) (max per-record gradient

@@ -11,7 +11,8 @@ agent's records, so no privacy analysis changes (the same argument as for Privat
 Why: on CIFAR-10 a teacher trained on one agent's ~500 photos from pixels is little better
 than chance, while a linear model on patch features fitted without a single label reaches
 about 0.6 with 3,000 labels (``docs/defaults.md``, CIFAR-10). The kinds are
-:data:`fedvote.models.config.INPUT_FEATURES`; ``"auto"`` is chosen from the dataset's name.
+:data:`fedvote.models.config.INPUT_FEATURES`; ``"auto"`` is chosen from the dataset's name
+(:data:`~fedvote.models.config.PHOTO_DATASETS`).
 """
 
 from __future__ import annotations
