@@ -289,6 +289,32 @@ def test_a_method_whose_server_receives_vote_sums_offers_the_regression_student(
     assert forced.queries < WIDE_VECTORS.pool_size
 
 
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_a_noised_gradient_method_trains_a_linear_head_on_wide_feature_vectors(method: str):
+    """Every gradient method that noises its updates plans the logistic model on wide vectors
+    (public features such as CIFAR-10's and Fashion-MNIST's patch features) and keeps its
+    configured model on images; a --gradient-model given is never replaced; FedAvg, which adds
+    no noise, keeps the MLP; the events (hence ε) are the same whichever model is planned."""
+    from fedvote.methods.gradient import GradientMethod
+
+    declared = METHODS[method]
+    if not issubclass(declared, GradientMethod):
+        return
+    privacy = {} if declared.calibration_level is None else {"epsilon": 4.0}
+    wide = plan(build_config(method, **privacy), WIDE_VECTORS)
+    images = plan(build_config(method, **privacy), dataclasses.replace(IMAGES, agent_records=(600,) * 100))
+    assert isinstance(wide, GradientMethod) and isinstance(images, GradientMethod)
+    if declared.calibration_level is None:
+        assert wide.model == images.model == "mlp"
+        return
+    assert wide.model == "logistic" and "1600 >= 1024 features" in wide.model_choice()
+    assert images.model == "mlp"
+    assert wide.with_sigma(1.0).planned_events() == images.with_sigma(1.0).planned_events()
+    given = plan(build_config(method, gradient_model="mlp", **privacy), WIDE_VECTORS)
+    assert isinstance(given, GradientMethod)
+    assert (given.model, given.model_choice()) == ("mlp", "given (--gradient-model)")
+
+
 # --- the hooks Flower, the audit and the report read (issue 44) ---------------------------
 
 

@@ -159,7 +159,7 @@ def test_small_agents_train_a_logistic_model_unless_the_user_gave_one():
 
     default = DpFedSgd.from_config(RunConfig(method="dp-fedsgd", privacy=PrivacyConfig(sigma=1.0)), sigma=1.0,
                                    queries=1, min_responders=1)
-    assert (default.model, default.model_from_records, default.center_inputs) == ("mlp", True, True)
+    assert (default.model, default.model_from_public, default.center_inputs) == ("mlp", True, True)
     small = default.with_public(_public([25] * 49 + [SMALL_CLIENT_RECORDS - 1]))
     assert small.model == "logistic"
     assert small.model_choice() == f"record counts: the smallest agent holds 25 < {SMALL_CLIENT_RECORDS} records"
@@ -175,7 +175,7 @@ def test_the_model_rule_and_centring_leave_the_events_unchanged():
     """ε depends on q_b, z and T·E only: the model chosen from the records and the shift change nothing."""
     default = DpFedSgd(sigma=1.3)
     chosen = default.with_public(_public([25] * 50))
-    raw = DpFedSgd(sigma=1.3, center_inputs=False, model_from_records=False)
+    raw = DpFedSgd(sigma=1.3, center_inputs=False, model_from_public=False)
     assert chosen.model != default.model
     assert default.planned_events() == chosen.planned_events() == raw.planned_events()
 

@@ -272,12 +272,14 @@ class DpFedAvg(GradientMethod):
         return self.secure_noise and self.sigma > 0
 
     def with_public(self, public: PublicMetadata) -> DpFedAvg:
-        """With ``--secure-noise``: d (the model's floats, public) and N, for the discrete events."""
-        if not self.secure_noise:
-            return self
-        model = build_model(self.model, tuple(public.example_shape), public.num_classes)
-        return dataclasses.replace(self, model_floats=int(flat_parameters(model).shape[0]),
-                                   num_agents=self.num_agents or public.num_agents)
+        """The model (:meth:`GradientMethod.with_public`); with ``--secure-noise`` d (its floats) and N."""
+        planned = super().with_public(public)
+        assert isinstance(planned, DpFedAvg)
+        if not planned.secure_noise:
+            return planned
+        model = build_model(planned.model, tuple(public.example_shape), public.num_classes)
+        return dataclasses.replace(planned, model_floats=int(flat_parameters(model).shape[0]),
+                                   num_agents=planned.num_agents or public.num_agents)
 
     def discrete_plan(self) -> discrete_sum.DiscretePlan:
         """γ, B, σ_l², t, d and the largest value sent, from public values (``docs/privacy.md``)."""

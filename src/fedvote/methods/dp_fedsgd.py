@@ -43,7 +43,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -57,9 +57,6 @@ from fedvote.privacy.events import LevelEvents, dp_fedsgd_events
 from fedvote.transport import capabilities
 from fedvote.transport.base import Transport
 
-if TYPE_CHECKING:
-    from fedvote.config import RunConfig
-
 # The model for small agents (the smallest holds fewer than SMALL_CLIENT_RECORDS records).
 SMALL_AGENT_MODEL = "logistic"
 
@@ -70,10 +67,10 @@ class DpFedSgd(GradientMethod):
 
     Defaults: T = 100, q = 1, E = 1, q_b = 0.25, C = 1, η = 1 (×0.99 per round), inputs
     centred by the public pool's mean, the MLP — or a logistic model when the smallest
-    agent holds fewer than :data:`SMALL_CLIENT_RECORDS` records (:meth:`with_public`).
-    ``sigma`` = 0 runs clipped FedSGD without noise (non-private). ``model_from_records``
-    says whether :meth:`with_public` may choose the model (False when the user gave one);
-    ``smallest_agent_records`` is what it read.
+    agent holds fewer than :data:`SMALL_CLIENT_RECORDS` records or the inputs are wide
+    feature vectors (:meth:`with_public`). ``sigma`` = 0 runs clipped FedSGD without noise
+    (non-private). ``model_from_public`` says whether :meth:`with_public` may choose the model
+    (False when the user gave one); ``smallest_agent_records`` is what it read.
     """
 
     name = "dp-fedsgd"
@@ -88,46 +85,30 @@ class DpFedSgd(GradientMethod):
     batch_sampling_rate: float = 0.25
     per_sample_clip: float = 1.0
     center_inputs: bool = True
-    model_from_records: bool = True
     smallest_agent_records: int | None = None
-
-    @classmethod
-    def from_config(
-        cls, config: RunConfig, *, sigma: float, queries: int, min_responders: int
-    ) -> DpFedSgd:
-        """As :meth:`GradientMethod.from_config`; a ``--gradient-model`` given is never replaced."""
-        method = super().from_config(config, sigma=sigma, queries=queries, min_responders=min_responders)
-        assert isinstance(method, DpFedSgd)
-        given = cls.options_from(config).overrides()
-        return dataclasses.replace(method, model_from_records="model" not in given)
 
     def with_public(self, public: PublicMetadata) -> DpFedSgd:
         """The model chosen from the record counts (public metadata) unless the user gave one.
 
         A logistic model when the smallest agent holds fewer than :data:`SMALL_CLIENT_RECORDS`
-        records, else the configured one (the MLP by default). Nothing else changes: the
-        events depend on q_b, z and T·E only, so ε is the same whichever model is trained.
-        Without record counts (None) the method is unchanged.
+        records, else :meth:`GradientMethod.with_public`'s choice (logistic on wide feature
+        vectors, the MLP by default). Nothing else changes: the events depend on q_b, z and
+        T·E only, so ε is the same whichever model is trained. Without record counts (None)
+        only the shape rule applies.
         """
-        if public.agent_records is None or len(public.agent_records) == 0:
-            return self
+        shaped = super().with_public(public)
+        assert isinstance(shaped, DpFedSgd)
+        if public.agent_records is None or len(public.agent_records) == 0 or not self.model_from_public:
+            return shaped
         smallest = int(min(public.agent_records))
-        method = dataclasses.replace(self, smallest_agent_records=smallest)
-        if self.model_from_records and smallest < SMALL_CLIENT_RECORDS:
-            method = dataclasses.replace(method, model=SMALL_AGENT_MODEL)
+        method = dataclasses.replace(shaped, smallest_agent_records=smallest)
+        if smallest < SMALL_CLIENT_RECORDS:
+            rule = f"record counts: the smallest agent holds {smallest} < {SMALL_CLIENT_RECORDS} records"
+            return dataclasses.replace(method, model=SMALL_AGENT_MODEL, model_rule=rule)
+        if shaped.model_rule == "default":
+            rule = f"record counts: the smallest agent holds {smallest} >= {SMALL_CLIENT_RECORDS} records"
+            return dataclasses.replace(method, model_rule=rule)
         return method
-
-    def model_choice(self) -> str:
-        """Why the trained model is the one it is (result.json's ``details.model_choice``)."""
-        if not self.model_from_records:
-            return "given (--gradient-model)"
-        if self.smallest_agent_records is None:
-            return "default (record counts unknown)"
-        relation = "<" if self.smallest_agent_records < SMALL_CLIENT_RECORDS else ">="
-        return (
-            f"record counts: the smallest agent holds {self.smallest_agent_records} {relation} "
-            f"{SMALL_CLIENT_RECORDS} records"
-        )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -181,11 +162,10 @@ class DpFedSgd(GradientMethod):
         return theta + weighted_mean_update(received)
 
     def details(self, transport: Transport) -> dict[str, object]:
-        """The values the accounting used: q_b, z, E·T, C; the model and why."""
+        """The values the accounting used: q_b, z, E·T, C (the model and why: every gradient method's)."""
         return {
             "batch_sampling_rate": self.batch_sampling_rate,
             "noise_multiplier": self.sigma,
             "local_steps": self.total_local_steps,
             "per_sample_clip": self.per_sample_clip,
-            "model_choice": self.model_choice(),
         }

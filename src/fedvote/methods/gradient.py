@@ -22,10 +22,11 @@ import numpy as np
 import torch
 
 from fedvote.aggregation.secure_noise import csprng_seeded_generator
-from fedvote.data.federation import ServerData
+from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.options.gradient import check_gradient_settings
+from fedvote.models.config import LINEAR_TEACHER_MIN_FEATURES
 from fedvote.models.local_training import (
     LocalTraining,
     LocalUpdates,
@@ -75,6 +76,12 @@ class GradientMethod(Method):
     (:class:`~fedvote.models.shifted_input.ShiftedInput`). A public constant: no event changes.
     Off by default here (FedAvg, DP-FedAvg: results recorded before it rerun exactly); DP-FedSGD
     turns it on (``docs/defaults.md``).
+
+    The model, unless ``--gradient-model`` gave one (``model_from_public`` False), is chosen
+    from public metadata by :meth:`with_public`: a method that noises its updates trains a
+    logistic model on vectors of at least :data:`LINEAR_TEACHER_MIN_FEATURES` features (public
+    feature maps such as ``--input-features patch``): the noise grows with the model's
+    floats, and a linear head on such features has the fewest (``docs/defaults.md``).
     """
 
     calibration_level: ClassVar[str | None] = "agent"
@@ -92,6 +99,8 @@ class GradientMethod(Method):
     noise_seed: int | None = None
     secure_noise: bool = False
     local_da: str = "none"
+    model_from_public: bool = True  # False when --gradient-model was given: never replaced
+    model_rule: str = "default"  # why the model is the one it is (with_public; result.json)
 
     @classmethod
     def from_config(
@@ -115,6 +124,7 @@ class GradientMethod(Method):
             seed=config.seed,
             noise_seed=config.privacy.noise_seed,
             secure_noise=config.privacy.secure_noise,
+            model_from_public="model" not in options,
             **options,
         )
         method.check_accountant(config.privacy.accountant)
@@ -122,6 +132,26 @@ class GradientMethod(Method):
 
     def check_accountant(self, accountant: str) -> None:
         """Refuse, before any training, an accountant that cannot account this method's events."""
+
+    def with_public(self, public: PublicMetadata) -> GradientMethod:
+        """The model chosen from the example shape (public) unless the user gave one.
+
+        A method that noises its updates trains a logistic model on vectors of at least
+        :data:`LINEAR_TEACHER_MIN_FEATURES` features; otherwise the configured model (the MLP by
+        default). FedAvg adds no noise and keeps it. The events do not depend on the model
+        (the clip bounds each update whatever its floats), so ε is unchanged.
+        """
+        shape = tuple(public.example_shape)
+        if not self.model_from_public or self.calibration_level is None or len(shape) != 1:
+            return self
+        if shape[0] < LINEAR_TEACHER_MIN_FEATURES:
+            return self
+        rule = f"feature vectors: {shape[0]} >= {LINEAR_TEACHER_MIN_FEATURES} features, noised updates"
+        return dataclasses.replace(self, model="logistic", model_rule=rule)
+
+    def model_choice(self) -> str:
+        """Why the trained model is the one it is (result.json's ``details.model_choice``)."""
+        return "given (--gradient-model)" if not self.model_from_public else self.model_rule
 
     def with_min_responders(self, min_responders: int | None) -> GradientMethod:
         """The method honouring ``--min-responders`` t; refused here (None, the flag not given, passes).
@@ -290,6 +320,7 @@ class GradientMethod(Method):
                 "learning_rate": self.learning_rate,
                 "lr_decay": self.lr_decay,
                 "model": self.model,
+                "model_choice": self.model_choice(),
                 "center_inputs": self.center_inputs,
                 "input_centring": None if shift is None else "public pool mean",
                 "local_da": self.local_da,

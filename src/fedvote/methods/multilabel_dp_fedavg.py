@@ -53,8 +53,10 @@ class MultiLabelDpFedAvg(DpFedAvg):
     task: AttributeTask | None = None
 
     def with_public(self, public: PublicMetadata) -> MultiLabelDpFedAvg:
-        """The method knowing the federation's attributes."""
-        return dataclasses.replace(self, task=AttributeTask.of(public.attribute_names, public.num_classes))
+        """The method knowing the federation's attributes (and DP-FedAvg's model and secure-noise plan)."""
+        planned = super().with_public(public)
+        assert isinstance(planned, MultiLabelDpFedAvg)
+        return dataclasses.replace(planned, task=AttributeTask.of(public.attribute_names, public.num_classes))
 
     def requirements(self) -> tuple[type, ...]:
         """DP-FedAvg's, plus agents that train BCE updates."""
