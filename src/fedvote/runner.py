@@ -46,6 +46,7 @@ from fedvote.errors import ConfigError
 from fedvote.methods import Method, MethodOutcome, check_method
 from fedvote.methods.registry import method_option_specs as method_option_specs
 from fedvote.methods.registry import noise_source
+from fedvote.models.config import PHOTO_DATASETS
 from fedvote.models.input_features import resolve_input_features, with_input_features
 from fedvote.models.training import predict_labels
 from fedvote.privacy.accountant import PLDTooLarge, accountant_for, bounded_epsilon, check_pld_accountable
@@ -193,9 +194,10 @@ def prepare_public(config: RunConfig, federation: Federation, progress: Progress
     runner provides them; then every record is mapped through the run's public input
     features (``--input-features``, :mod:`fedvote.models.input_features`). Idempotent.
     """
-    need = check_method(config).validation_need(config)
-    federation = provide_validation(federation, need, config.seed)
-    kind = resolve_input_features(config.federation.input_features, config.federation.dataset)
+    method = check_method(config)
+    federation = provide_validation(federation, method.validation_need(config), config.seed)
+    photos = PHOTO_DATASETS if method.auto_patch_datasets is None else method.auto_patch_datasets
+    kind = resolve_input_features(config.federation.input_features, config.federation.dataset, photos)
     return with_input_features(federation, kind, seed=config.seed, progress=progress)
 
 

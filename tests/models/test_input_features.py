@@ -50,6 +50,22 @@ def test_auto_is_chosen_from_the_dataset_name_alone(name, dataset, expected):
     assert resolve_input_features(name, dataset) == expected
 
 
+def test_every_method_sees_cifar10_through_the_patch_features_and_fashion_mnist_unless_it_fits_its_own_pca():
+    """The runner resolves "auto" with the method's auto_patch_datasets: CIFAR-10 for every method,
+    Fashion-MNIST for every method but those that fit their own PCA of the inputs."""
+    from fedvote.methods import METHODS
+    from fedvote.models.config import PHOTO_DATASETS
+
+    own_pca = {"private-knn-fl", "fedaux-fdp", "fedaux-f", "fedd-p", "fedavg-p"}
+    for name, method in METHODS.items():
+        photos = PHOTO_DATASETS if method.auto_patch_datasets is None else method.auto_patch_datasets
+        assert resolve_input_features("auto", "cifar10", photos) == "patch", name
+        expected = "none" if name in own_pca else "patch"
+        assert resolve_input_features("auto", "fashion-mnist", photos) == expected, name
+        assert resolve_input_features("auto", "mnist", photos) == "none", name
+        assert resolve_input_features("patch", "fashion-mnist", photos) == "patch", name  # given: kept
+
+
 def test_an_unknown_kind_is_refused_by_name():
     with pytest.raises(ConfigError, match="input_features"):
         resolve_input_features("sift", "cifar10")
@@ -112,3 +128,17 @@ def test_a_run_on_patch_features_keeps_its_privacy_and_records_the_setting():
 def test_the_flag_is_refused_in_one_line_before_anything_runs():
     with pytest.raises(ConfigError, match="input_features"):
         fedvote.run("pate-fl", input_features="sift")
+
+
+@pytest.mark.parametrize(("method", "expected"), [("pate-fl", "patch"), ("private-knn-fl", "none"), ("fedd-p", "none")])
+def test_the_runner_resolves_auto_with_the_methods_datasets(method, expected, monkeypatch):
+    """prepare_public hands with_input_features what the method's auto_patch_datasets make of the name."""
+    from fedvote import runner
+    from fedvote.settings import build_config
+
+    kinds: list[str] = []
+    monkeypatch.setattr(runner, "with_input_features", lambda federation, kind, **_: kinds.append(kind) or federation)
+    config = build_config(method, dataset="fashion-mnist")
+    federation = runner.make_federation(build_config(method))  # digits records; only the name is read
+    runner.prepare_public(config, federation)
+    assert kinds == [expected]

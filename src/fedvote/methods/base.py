@@ -85,6 +85,10 @@ class Method(ABC):
     # What the agents' local models are called in the report ("Teacher accuracy across
     # agents"); recorded in result.json's diagnostics.teacher_kind beside their accuracies.
     agent_models: ClassVar[str] = "teacher"
+    # The datasets on which ``--input-features auto`` means the patch features for this method
+    # (:func:`fedvote.models.input_features.resolve_input_features`; None: every dataset of
+    # :data:`~fedvote.models.config.PHOTO_DATASETS`).
+    auto_patch_datasets: ClassVar[tuple[str, ...] | None] = None
     sigma: float  # the noise parameter of the method's releases (σ or noise multiplier)
 
     def requirements(self) -> tuple[type, ...]:

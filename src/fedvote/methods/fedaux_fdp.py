@@ -64,6 +64,7 @@ from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.options.fedaux import FedAuxOptions
+from fedvote.models.config import COLOUR_PHOTO_DATASETS
 from fedvote.models.features import check_extractor_input, fit_feature_extractor
 from fedvote.models.logistic_heads import (
     MULTINOMIAL_GRADIENT_BOUND,
@@ -244,6 +245,8 @@ class FedAuxFdp(Method):
     requires: ClassVar[tuple[type, ...]] = (PrivateHeads,)
     calibration_level: ClassVar[str | None] = None  # the budget is given per head, not calibrated
     options_type: ClassVar[type | None] = FedAuxOptions
+    # Its own PCA sees the pixels but on colour photos (models.config.COLOUR_PHOTO_DATASETS).
+    auto_patch_datasets: ClassVar[tuple[str, ...] | None] = COLOUR_PHOTO_DATASETS
     audit_release = "heads"
     # What distinguishes the variants.
     uses_scores: ClassVar[bool] = True

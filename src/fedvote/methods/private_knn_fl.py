@@ -53,7 +53,7 @@ from fedvote.methods.voting import (
     label_and_teach_individual,
     vote_sum_queries,
 )
-from fedvote.models.config import resolve_student_targets
+from fedvote.models.config import COLOUR_PHOTO_DATASETS, resolve_student_targets
 from fedvote.models.features import (
     FEATURE_KINDS,
     FeatureExtractor,
@@ -147,6 +147,8 @@ class PrivateKnnFL(IndividualBudgets, Method):
     requires: ClassVar[tuple[type, ...]] = (KnnVotes,)
     votes_with_unit_mass: ClassVar[bool] = True
     options_type: ClassVar[type | None] = KnnOptions
+    # Its own PCA sees the pixels but on colour photos (models.config.COLOUR_PHOTO_DATASETS).
+    auto_patch_datasets: ClassVar[tuple[str, ...] | None] = COLOUR_PHOTO_DATASETS
     audit_release = "knn-votes"
     flower_support = True
     flower_secure_noise_refusal = (

@@ -40,6 +40,12 @@ FEATURE_KINDS: tuple[str, ...] = (
 # Fashion-MNIST's product photos), and "none" for every other (digits and handwriting).
 INPUT_FEATURES: tuple[str, ...] = ("auto", "none", "patch")
 PHOTO_DATASETS: tuple[str, ...] = ("cifar10", "fashion-mnist")
+# The photo datasets whose pixels the methods that fit their own few-dozen-direction PCA of the
+# inputs (Private-kNN-FL's φ, FedAUX's h₀) cannot use on a CPU: only there "auto" gives them the
+# patch features. On Fashion-MNIST the PCA of its pixels kept more of the classes than the PCA of
+# the standardised patch features (docs/defaults.md, "Fashion-MNIST: the voting paper's non-IID
+# command").
+COLOUR_PHOTO_DATASETS: tuple[str, ...] = ("cifar10",)
 # The local noisy optimizers of :mod:`fedvote.models.batched_dp_sgd`.
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 # The class head's replace-one sensitivity: "tight" 2√2/(λ·n) (max per-record gradient

@@ -31,18 +31,19 @@ _TRANSFORM_CHUNK = 2_000  # records mapped per step (a step is a progress tick)
 _SCALE_FLOOR = 1e-3  # of the mean deviation, added to every feature's deviation
 
 
-def resolve_input_features(name: str, dataset: str) -> str:
+def resolve_input_features(name: str, dataset: str, photo_datasets: tuple[str, ...] = PHOTO_DATASETS) -> str:
     """The input features ``name`` means for the dataset(s) ``dataset`` (public: its name).
 
-    ``"auto"``: ``"patch"`` when every dataset named (comma-separated sources, target) is a
-    dataset of natural photos (:data:`~fedvote.models.config.PHOTO_DATASETS`), else ``"none"``.
+    ``"auto"``: ``"patch"`` when every dataset named (comma-separated sources, target) is one
+    of ``photo_datasets`` (the method's :attr:`~fedvote.methods.base.Method.auto_patch_datasets`,
+    by default :data:`~fedvote.models.config.PHOTO_DATASETS`), else ``"none"``.
     """
     if name not in INPUT_FEATURES:
         raise ConfigError("input_features", f"must be one of {', '.join(INPUT_FEATURES)}; got {name!r}")
     if name != "auto":
         return name
     names = [part.strip().lower() for part in dataset.split(",") if part.strip()]
-    return "patch" if names and all(part in PHOTO_DATASETS for part in names) else "none"
+    return "patch" if names and all(part in photo_datasets for part in names) else "none"
 
 
 def pool_standardisation(pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

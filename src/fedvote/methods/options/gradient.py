@@ -132,8 +132,9 @@ _GRADIENT_OPTIONS: dict[str, tuple[Any, str, tuple[str, ...] | None]] = {
     ),
     "gradient_model": (
         None,
-        "Gradient methods: the global model [default: mlp; DP-FedSGD and PriFedSync with small clients: "
-        "logistic].",
+        "Gradient methods: the global model [default: mlp; logistic for a noised method on feature "
+        "vectors of at least 1024 features (e.g. --input-features patch), and for DP-FedSGD and "
+        "PriFedSync with small clients].",
         MODEL_NAMES,
     ),
 }
