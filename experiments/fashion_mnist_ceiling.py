@@ -185,7 +185,8 @@ def section(record: dict[str, Any]) -> str:
         "",
         f"Command: `FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/{NAME}.py`. The federation "
         "of the Bar's command (100 agents, 6 classes each, seed 0). Every student is fedvote's default "
-        "for this command (the planned student model, FixMatch and its self-training rounds, every "
+        "for this command on its pixels (`--input-features none`, the default until fedvote 7aef668; "
+        "the planned student model, FixMatch and its self-training rounds, every "
         "other pool image unlabelled); no noise except in the ε 4.3 rows (one noise draw, shared by "
         "the rows; σ from fedvote's planner, agent level, δ 1e-3).",
         "",
