@@ -57,12 +57,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedvote.errors import ConfigError
+from fedvote.models.allocator import retain_freed_memory
 
 _ENCODE_BATCH = 256  # images per convolution when the pool's patches are drawn
-# Bytes of window codes (b, K, H', W') float32 one encoding pass may hold: a pass holds about
-# two such tensors, so this bounds the map's working memory near 1 GB whatever the caller's
-# batch (2,000 CIFAR-10 images at once held 4.7 GB), at about 5 % of its speed.
-CODES_BYTES_PER_PASS = 512 * 2**20
+# Bytes of window codes (b, K, H', W') float32 one encoding pass may hold (14 CIFAR-10 images,
+# 19 of Fashion-MNIST at 400 filters). Small passes are both lean and fast: their buffers stay
+# under glibc's mmap threshold, so with fedvote.models.allocator's setting every pass reuses the
+# heap's pages instead of faulting in fresh ones. Measured on 4,000 random CIFAR-sized images,
+# 2 cores: 16 MiB passes 2.6 s (0.04 s in the kernel), 512 MiB passes 7.8 s (6.7 s in the
+# kernel), 2,000 images in one pass 7.4 s and 4.9 GB.
+CODES_BYTES_PER_PASS = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,7 @@ class PatchFeatures(nn.Module):
         step = self.images_per_pass(int(x.shape[2]), int(x.shape[3]))
         if x.shape[0] <= step:
             return self._encode(x)
+        retain_freed_memory()  # each pass's buffers come back from the heap, not fresh pages
         return torch.cat([self._encode(x[start : start + step]) for start in range(0, x.shape[0], step)])
 
     def _encode(self, x: torch.Tensor) -> torch.Tensor:
