@@ -46,7 +46,6 @@ from fedvote.errors import ConfigError
 from fedvote.methods import Method, MethodOutcome, check_method
 from fedvote.methods.registry import method_option_specs as method_option_specs
 from fedvote.methods.registry import noise_source
-from fedvote.models.config import PHOTO_DATASETS
 from fedvote.models.input_features import resolve_input_features, with_input_features
 from fedvote.models.training import predict_labels
 from fedvote.privacy.accountant import PLDTooLarge, accountant_for, bounded_epsilon, check_pld_accountable
@@ -196,8 +195,9 @@ def prepare_public(config: RunConfig, federation: Federation, progress: Progress
     """
     method = check_method(config)
     federation = provide_validation(federation, method.validation_need(config), config.seed)
-    photos = PHOTO_DATASETS if method.auto_patch_datasets is None else method.auto_patch_datasets
-    kind = resolve_input_features(config.federation.input_features, config.federation.dataset, photos)
+    kind = resolve_input_features(
+        config.federation.input_features, config.federation.dataset, method.auto_patch_datasets
+    )
     return with_input_features(federation, kind, seed=config.seed, progress=progress)
 
 

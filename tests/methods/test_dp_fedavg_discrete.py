@@ -139,3 +139,17 @@ def test_secure_noise_at_the_planned_rate_equals_the_unsampled_bound(invoke):
     assert privacy["agent"]["epsilon"] <= 4.0
     assert privacy["agent"]["epsilon"] == pytest.approx(
         independent_epsilon(result["discrete_noise"], 1.0, 3, privacy["delta"]), rel=1e-6)
+
+
+def test_the_discrete_plan_counts_the_floats_of_the_model_planned_on_wide_vectors():
+    """On wide feature vectors the planned model is logistic, and KLS21's d is its floats (d·C + C),
+    not the MLP's: the events are those of the model that runs."""
+    from fedvote.data.federation import PublicMetadata
+
+    wide = PublicMetadata(pool_size=300, num_agents=20, num_classes=10, example_shape=(1_600,),
+                          agent_records=(50,) * 20)
+    planned = DpFedAvg(sigma=2.0, secure_noise=True, num_agents=20).with_public(wide)
+    assert planned.model == "logistic" and planned.model_floats == 1_600 * 10 + 10
+    given = DpFedAvg(sigma=2.0, secure_noise=True, num_agents=20, model_from_public=False).with_public(wide)
+    assert given.model == "mlp" and given.model_floats > planned.model_floats
+    assert planned.discrete_plan().dimension == planned.model_floats

@@ -54,11 +54,10 @@ def test_every_method_sees_cifar10_through_the_patch_features_and_fashion_mnist_
     """The runner resolves "auto" with the method's auto_patch_datasets: CIFAR-10 for every method,
     Fashion-MNIST for every method but those that fit their own PCA of the inputs."""
     from fedvote.methods import METHODS
-    from fedvote.models.config import PHOTO_DATASETS
 
     own_pca = {"private-knn-fl", "fedaux-fdp", "fedaux-f", "fedd-p", "fedavg-p"}
     for name, method in METHODS.items():
-        photos = PHOTO_DATASETS if method.auto_patch_datasets is None else method.auto_patch_datasets
+        photos = method.auto_patch_datasets
         assert resolve_input_features("auto", "cifar10", photos) == "patch", name
         expected = "none" if name in own_pca else "patch"
         assert resolve_input_features("auto", "fashion-mnist", photos) == expected, name

@@ -14,6 +14,7 @@ from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.data.validation import ValidationNeed
 from fedvote.errors import ConfigError
 from fedvote.methods.options import build_options
+from fedvote.models.config import PHOTO_DATASETS
 from fedvote.privacy.events import LevelEvents
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.progress import NO_PROGRESS, Progress
@@ -86,9 +87,8 @@ class Method(ABC):
     # agents"); recorded in result.json's diagnostics.teacher_kind beside their accuracies.
     agent_models: ClassVar[str] = "teacher"
     # The datasets on which ``--input-features auto`` means the patch features for this method
-    # (:func:`fedvote.models.input_features.resolve_input_features`; None: every dataset of
-    # :data:`~fedvote.models.config.PHOTO_DATASETS`).
-    auto_patch_datasets: ClassVar[tuple[str, ...] | None] = None
+    # (:func:`fedvote.models.input_features.resolve_input_features`).
+    auto_patch_datasets: ClassVar[tuple[str, ...]] = PHOTO_DATASETS
     sigma: float  # the noise parameter of the method's releases (σ or noise multiplier)
 
     def requirements(self) -> tuple[type, ...]:

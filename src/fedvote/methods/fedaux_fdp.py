@@ -246,7 +246,7 @@ class FedAuxFdp(Method):
     calibration_level: ClassVar[str | None] = None  # the budget is given per head, not calibrated
     options_type: ClassVar[type | None] = FedAuxOptions
     # Its own PCA sees the pixels but on colour photos (models.config.COLOUR_PHOTO_DATASETS).
-    auto_patch_datasets: ClassVar[tuple[str, ...] | None] = COLOUR_PHOTO_DATASETS
+    auto_patch_datasets: ClassVar[tuple[str, ...]] = COLOUR_PHOTO_DATASETS
     audit_release = "heads"
     # What distinguishes the variants.
     uses_scores: ClassVar[bool] = True

@@ -148,7 +148,7 @@ class PrivateKnnFL(IndividualBudgets, Method):
     votes_with_unit_mass: ClassVar[bool] = True
     options_type: ClassVar[type | None] = KnnOptions
     # Its own PCA sees the pixels but on colour photos (models.config.COLOUR_PHOTO_DATASETS).
-    auto_patch_datasets: ClassVar[tuple[str, ...] | None] = COLOUR_PHOTO_DATASETS
+    auto_patch_datasets: ClassVar[tuple[str, ...]] = COLOUR_PHOTO_DATASETS
     audit_release = "knn-votes"
     flower_support = True
     flower_secure_noise_refusal = (

@@ -35,8 +35,8 @@ def resolve_input_features(name: str, dataset: str, photo_datasets: tuple[str, .
     """The input features ``name`` means for the dataset(s) ``dataset`` (public: its name).
 
     ``"auto"``: ``"patch"`` when every dataset named (comma-separated sources, target) is one
-    of ``photo_datasets`` (the method's :attr:`~fedvote.methods.base.Method.auto_patch_datasets`,
-    by default :data:`~fedvote.models.config.PHOTO_DATASETS`), else ``"none"``.
+    of ``photo_datasets`` (the runner passes the method's
+    :attr:`~fedvote.methods.base.Method.auto_patch_datasets`), else ``"none"``.
     """
     if name not in INPUT_FEATURES:
         raise ConfigError("input_features", f"must be one of {', '.join(INPUT_FEATURES)}; got {name!r}")
