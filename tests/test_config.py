@@ -197,3 +197,49 @@ def test_the_student_precision_defaults_to_auto_and_a_legacy_result_reruns_in_fl
     assert load_run_config(LEGACY_KNN).student.precision == "float32"
     config = RunConfig(student=TrainingConfig(model="auto", precision="bfloat16"))
     assert RunConfig.from_dict(config.to_dict()).student.precision == "bfloat16"
+
+
+def test_a_config_written_by_hand_takes_todays_defaults_for_every_key_it_leaves_out(tmp_path):
+    """docs/deploy.md's run.json names only what it changes; the rest is what ``fedvote run`` plans."""
+    written = {
+        "method": "pate-fl",
+        "federation": {"dataset": "cifar10", "agents": 5, "partition": {"scheme": "dirichlet"}},
+        "privacy": {"epsilon": 4.0},
+        "teacher": {"epochs": 10},
+    }
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(written))
+    config = load_run_config(path)
+    defaults = RunConfig()
+    assert config == RunConfig(
+        federation=FederationConfig(dataset="cifar10", agents=5, partition=PartitionSpec("dirichlet")),
+        privacy=PrivacyConfig(epsilon=4.0),
+        teacher=TrainingConfig(model="auto", epochs=10),
+    )
+    # not the rules for results recorded before these fields existed
+    assert config.federation.input_features == "auto" and config.federation.framing == "auto"
+    assert (config.semi_supervised, config.query_selection) == (defaults.semi_supervised, defaults.query_selection)
+    assert config.student == defaults.student and config.student.model == "auto"
+
+
+def test_a_recorded_config_without_newer_fields_reruns_as_it_ran():
+    recorded = RunConfig().to_dict()
+    for name in ("semi_supervised", "query_selection"):
+        del recorded[name]
+    del recorded["federation"]["input_features"], recorded["federation"]["framing"]
+    del recorded["student"]["precision"]
+    config = RunConfig.from_dict(recorded)
+    assert (config.semi_supervised, config.query_selection) == ("self-training", "random")
+    assert (config.federation.input_features, config.federation.framing) == ("none", "none")
+    assert config.student.precision == "float32"
+
+
+def test_what_counts_as_recorded():
+    from fedvote.config import is_recorded
+
+    assert is_recorded(RunConfig().to_dict())
+    assert is_recorded(json.loads(LEGACY_KNN.read_text())["config"])
+    assert not is_recorded({"method": "pate-fl", "federation": {"dataset": "digits"}})
+    partial = RunConfig().to_dict()
+    del partial["federation"]["public_fraction"]
+    assert not is_recorded(partial)

@@ -289,8 +289,15 @@ class RunConfig:
         is refused. A value of the wrong JSON type, a section that is not an object and an
         unknown field are refused naming the field (``federation.agents must be an integer,
         got "ten"``), as the ``config`` argument.
+
+        Those rules are for *recorded* configs (:func:`is_recorded`). A config written by hand
+        with only the keys to change takes today's defaults for every key it leaves out, in
+        each section too (``{"teacher": {"epochs": 10}}`` keeps the planned ``auto`` model), as
+        ``fedvote run`` with no flags would.
         """
         data = dict(_section(data, "config"))
+        if not is_recorded(data):
+            data = _with_todays_defaults(data)
         # A run recorded before ``semi_supervised`` existed self-trained its student: rerun it so.
         data.setdefault("semi_supervised", "self-training")
         # ... and before ``query_selection`` existed chose its queries at random.
@@ -321,6 +328,43 @@ class RunConfig:
             options={**legacy, **options},
             **data,
         )
+
+
+# What every config fedvote has recorded holds (RunConfig.to_dict, since its first version), at
+# the top and in its federation section; a config written by hand with only the keys to change
+# does not hold them all.
+_RECORDED_KEYS = frozenset({"method", "federation", "privacy", "teacher", "student", "queries", "seed"})
+_RECORDED_FEDERATION_KEYS = frozenset(
+    {"dataset", "data_dir", "agents", "partition", "public_fraction", "test_fraction"}
+)
+
+
+def is_recorded(data: dict[str, Any]) -> bool:
+    """Whether ``data`` is a config fedvote recorded, not one written by hand with only the keys to change.
+
+    Recorded: a result.json's ``config``, ``deploy split``'s run.json. A recorded config holds
+    every key :meth:`RunConfig.to_dict` has written since its first version; its missing keys
+    are fields added since, and it reruns as the run did before them.
+    """
+    federation = data.get("federation")
+    return (
+        _RECORDED_KEYS <= data.keys()
+        and isinstance(federation, dict)
+        and _RECORDED_FEDERATION_KEYS <= federation.keys()
+    )
+
+
+def _with_todays_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """``data``, a config written by hand, completed with :class:`RunConfig`'s defaults section by section."""
+    defaults = RunConfig().to_dict()
+    completed = {**defaults, **data}
+    for name in _SECTIONS:
+        if isinstance(data.get(name), dict):
+            completed[name] = {**defaults[name], **data[name]}
+    federation = completed["federation"]
+    if isinstance(data.get("federation"), dict) and isinstance(data["federation"].get("partition"), dict):
+        federation["partition"] = {**defaults["federation"]["partition"], **data["federation"]["partition"]}
+    return completed
 
 
 # A config's sections and the dataclass of each (for type checks and "did you mean").

@@ -195,10 +195,13 @@ def prepare_public(config: RunConfig, federation: Federation, progress: Progress
     """
     method = check_method(config)
     federation = provide_validation(federation, method.validation_need(config), config.seed)
-    kind = resolve_input_features(
-        config.federation.input_features, config.federation.dataset, method.auto_patch_datasets
-    )
-    return with_input_features(federation, kind, seed=config.seed, progress=progress)
+    return with_input_features(federation, input_features_kind(config), seed=config.seed, progress=progress)
+
+
+def input_features_kind(config: RunConfig) -> str:
+    """``--input-features`` resolved for ``config`` (``auto``: by the dataset and the method; public)."""
+    fed = config.federation
+    return resolve_input_features(fed.input_features, fed.dataset, check_method(config).auto_patch_datasets)
 
 
 def plan(config: RunConfig, public: PublicMetadata) -> Method:

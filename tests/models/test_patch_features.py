@@ -9,11 +9,13 @@ import torch.nn.functional as F
 
 from fedvote.errors import ConfigError
 from fedvote.models import patch_features
-from fedvote.models.features import _patch_extractor
+from fedvote.models.features import patch_extractor
 from fedvote.models.patch_features import (
     PatchSettings,
     _normalise,
     fit_patch_features,
+    patch_features_from_state,
+    patch_features_state,
 )
 
 SMALL = PatchSettings(patch=4, filters=8, patches=2_000, kmeans_iterations=3, grid=2)
@@ -123,12 +125,38 @@ def test_a_large_batch_is_encoded_in_bounded_passes_with_the_same_result(monkeyp
 
 def test_extractor_wraps_the_module():
     pool = _images(30, 0)
-    extractor = _patch_extractor(pool, 0, SMALL, False)
+    extractor = patch_extractor(fit_patch_features(pool, seed=0, settings=SMALL), pool.shape[1:])
     assert extractor.kind == "patch" and extractor.dim == SMALL.dim()
     assert extractor.input_shape == (3, 12, 12)
     out = extractor.transform(_images(4, 2).reshape(4, -1))  # flat rows are reshaped
     assert out.shape == (4, SMALL.dim()) and out.dtype == np.float32
     assert extractor.num_floats > 0
+
+
+def test_the_state_of_plain_arrays_rebuilds_the_same_map():
+    module = fit_patch_features(_images(30, 0), seed=0, settings=SMALL)
+    state = patch_features_state(module)
+    assert all(isinstance(value, np.ndarray) and value.dtype != object for value in state.values())
+    rebuilt = patch_features_from_state(state)
+    images = torch.as_tensor(_images(5, 3))
+    assert torch.equal(rebuilt(images), module(images))
+    assert (rebuilt.mirror_symmetric, rebuilt.square_root, rebuilt.grid) == (True, True, 2)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda state: state.pop("offsets"), "lack offsets"),
+        (lambda state: state.update(offsets=state["offsets"][:-1]), r"no \(K, C, p, p\)"),
+        (lambda state: state.update(kernels=state["kernels"][:-1], offsets=state["offsets"][:-1]), "even filter"),
+    ],
+)
+def test_a_malformed_state_is_refused_by_name(change, named):
+    state = patch_features_state(fit_patch_features(_images(30, 0), seed=0, settings=SMALL))
+    change(state)
+    with pytest.raises(ConfigError, match=named) as error:
+        patch_features_from_state(state)
+    assert error.value.argument == "input_map"
 
 
 @pytest.mark.parametrize(

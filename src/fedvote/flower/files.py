@@ -12,6 +12,15 @@
   by record; they permit membership tests on those records);
 * ``run.json`` — the config itself.
 
+When the run sees its records through public input features (``--input-features``; ``auto``
+on CIFAR-10 and Fashion-MNIST, :func:`fedvote.runner.input_features_kind`), the split does
+the server's part as ``fedvote run`` does: it fits φ on the public pool alone
+(:class:`~fedvote.models.input_features.InputMap`) and writes the pool and the test set seen
+through it; every agent's file holds its *raw* records, that pool, and φ itself (plain
+arrays), and the agent maps its own records through φ when it loads them. So a deployment
+plans, trains and votes on what the in-process run does, at the ε it states (φ is a function
+of public data: ``docs/privacy.md``).
+
 Every file carries the federation's fingerprint, so a node started with another
 federation's file is refused.
 """
@@ -33,8 +42,15 @@ from fedvote.data.federation import LabeledData, PublicMetadata, ServerData
 from fedvote.data.record_hashes import sorted_hashes_of
 from fedvote.errors import ConfigError
 from fedvote.flower.secagg import check_secagg_plan, secagg_settings
+from fedvote.models.input_features import InputMap, fit_input_map
 from fedvote.results import write_atomic
-from fedvote.runner import federation_content_key, federation_fingerprint, make_federation, plan
+from fedvote.runner import (
+    federation_content_key,
+    federation_fingerprint,
+    input_features_kind,
+    make_federation,
+    plan,
+)
 from fedvote.transport.base import agent_training_seeds
 
 if TYPE_CHECKING:
@@ -51,7 +67,11 @@ CONFIG_FILE = "run.json"
 
 @dataclass(frozen=True, eq=False)
 class AgentFile:
-    """What one agent's node holds: its records, the public pool (P, *shape), its seeds."""
+    """What one agent's node holds: its records, the public pool (P, *shape), its seeds.
+
+    ``data`` is the agent's records as it trains on them: seen through ``input_features``
+    (the φ its file ships, applied when the file is loaded) or as dealt (``"none"``).
+    """
 
     agent_id: int
     num_agents: int
@@ -61,6 +81,7 @@ class AgentFile:
     seed: int
     noise_seed: int | None
     fingerprint: str
+    input_features: str = "none"
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,6 +99,8 @@ class ServerFile:
     # binds by record (:func:`fedvote.data.record_hashes.sorted_hashes_of`); they permit
     # membership tests on the agents' records. None in files written before them.
     record_hashes: np.ndarray | None = None
+    # The input features the pool and the test set are seen through ("none": as dealt).
+    input_features: str = "none"
 
     def public_metadata(self, num_agents: int) -> PublicMetadata:
         """What the server plans the method from: pool size, N, classes, shape, record counts."""
@@ -94,6 +117,11 @@ def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]
     """Build ``config``'s federation and write one file per agent, the server's, and the config."""
     out = Path(out_dir)
     federation = make_federation(config)  # refused (e.g. a target holding agents' records): nothing written
+    kind = input_features_kind(config)
+    public, test, shipped = federation.public.features, federation.test.features, {}
+    if kind != "none":  # the server's part: φ fitted on the pool alone, the pool and test set mapped
+        input_map, public = fit_input_map(kind, federation.public.features, seed=config.seed)
+        test, shipped = input_map.apply(federation.test.features), input_map.to_arrays()
     out.mkdir(parents=True, exist_ok=True)
     fingerprint = federation_fingerprint(config)
     seeds = agent_training_seeds(config.seed, federation.num_agents)
@@ -102,28 +130,30 @@ def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]
     for i, data in enumerate(federation.agents):
         path = _write_npz(
             out / AGENT_FILE.format(agent_id=i),
-            features=data.features,
+            features=data.features,  # as dealt: the agent applies φ itself
             labels=data.labels,
-            public=federation.public.features,
+            public=public,
             num_classes=federation.num_classes,
             agent_id=i,
             num_agents=federation.num_agents,
             seed=seeds[i],
             noise_seed="" if noise_seed is None else str(noise_seed),
             fingerprint=fingerprint,
+            **shipped,
         )
         written.append(path)
     path = _write_npz(
         out / SERVER_FILE,
-        public=federation.public.features,
+        public=public,
         public_labels=federation.public.labels,
-        test_features=federation.test.features,
+        test_features=test,
         test_labels=federation.test.labels,
         num_classes=federation.num_classes,
         agent_records=federation.agent_sizes(),
         fingerprint=fingerprint,
         ledger_key=federation_content_key(federation),
         record_hashes=sorted_hashes_of(agent.features for agent in federation.agents),
+        input_features=kind,
     )
     written.append(path)
     written.append(write_atomic(out / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n"))
@@ -141,18 +171,20 @@ def load_agent_file(path: str | Path) -> AgentFile:
     """Read ``agent-<i>.npz``; one clear error if it is missing or not an agent file."""
     with _open(path, "agent") as archive:
         noise_seed = str(archive["noise_seed"])
+        input_map = InputMap.from_arrays(archive)
+        features = np.asarray(archive["features"], dtype=np.float32)
+        if input_map is not None:  # the agent sees its own records through the shipped φ
+            features = input_map.apply(features)
         return AgentFile(
             agent_id=int(archive["agent_id"]),
             num_agents=int(archive["num_agents"]),
-            data=LabeledData(
-                features=np.asarray(archive["features"], dtype=np.float32),
-                labels=np.asarray(archive["labels"], dtype=np.int64),
-            ),
+            data=LabeledData(features=features, labels=np.asarray(archive["labels"], dtype=np.int64)),
             public_features=np.asarray(archive["public"], dtype=np.float32),
             num_classes=int(archive["num_classes"]),
             seed=int(archive["seed"]),
             noise_seed=int(noise_seed) if noise_seed else None,
             fingerprint=str(archive["fingerprint"]),
+            input_features="none" if input_map is None else input_map.kind,
         )
 
 
@@ -181,6 +213,7 @@ def load_server_file(path: str | Path) -> ServerFile:
                 if "record_hashes" in archive.files
                 else None
             ),
+            input_features=str(archive["input_features"]) if "input_features" in archive.files else "none",
         )
 
 
@@ -200,6 +233,12 @@ def planned_method(
 
     if files.fingerprint != federation_fingerprint(config):
         raise ConfigError("server_data", "the server file is another federation's (see its config)")
+    if files.input_features != input_features_kind(config):
+        raise ConfigError(
+            "server_data",
+            f"the server file's pool is seen through input features {files.input_features!r} but the "
+            f"config runs on {input_features_kind(config)!r}: split the data again with this config",
+        )
     planned = plan(config, files.public_metadata(config.federation.agents))
     if not planned.flower_support:
         raise ConfigError("method", f"Flower runs {' or '.join(flower_methods())}, not {config.method}")

@@ -50,7 +50,7 @@ from fedvote.models.contrastive import (
     train_contrastive_encoder,
 )
 from fedvote.models.extractor_cache import default_cache_dir, extractor_key, load_or_train
-from fedvote.models.patch_features import PatchSettings, fit_patch_features
+from fedvote.models.patch_features import PatchFeatures, PatchSettings, fit_patch_features
 
 # The kinds that are trained (seconds to a minute), so worth a disk cache; pca is fast.
 CACHED_KINDS: tuple[str, ...] = ("autoencoder", "contrastive")
@@ -182,9 +182,8 @@ def fit_feature_extractor(
     if kind == "identity":
         return FeatureExtractor(kind, input_shape, flat_dim, normalize, 0, _flatten)
     if kind == "patch":
-        # Coates & Ng's 100,000 patches, fewer for a small pool (40 windows of each image at most).
-        settings = PatchSettings(patches=min(PatchSettings.patches, _PATCHES_PER_IMAGE * pool.shape[0]))
-        return _patch_extractor(pool.astype(np.float32), seed, settings, normalize)
+        module = fit_patch_features(pool, seed=seed, settings=patch_settings(pool.shape[0]))
+        return patch_extractor(module, input_shape, normalize)
     if kind == "pca":
         return _fit_pca(flat, input_shape, min(int(dim), *flat.shape), seed, normalize)
     if kind == "random":
@@ -200,17 +199,27 @@ def fit_feature_extractor(
     return _wrap_module(module, pool, input_shape, normalize)
 
 
-def _patch_extractor(
-    pool: np.ndarray, seed: int, settings: PatchSettings, normalize: bool
+def patch_settings(pool_size: int) -> PatchSettings:
+    """The patch kind's recipe for a pool of ``pool_size`` images.
+
+    Coates & Ng's 100,000 patches, fewer for a small pool (40 windows of each image at most).
+    """
+    return PatchSettings(patches=min(PatchSettings.patches, _PATCHES_PER_IMAGE * int(pool_size)))
+
+
+def patch_extractor(
+    module: PatchFeatures, input_shape: tuple[int, ...], normalize: bool = False
 ) -> FeatureExtractor:
-    """φ fitted by :func:`~fedvote.models.patch_features.fit_patch_features`; ships as its buffers."""
-    module = fit_patch_features(pool, seed=seed, settings=settings)
+    """φ of examples shaped ``input_shape`` by the fitted patch map ``module``; it ships as its buffers.
+
+    ``module`` is :func:`~fedvote.models.patch_features.fit_patch_features`'s (or rebuilt from its state).
+    """
     floats = int(sum(buffer.numel() for buffer in module.buffers()))
 
     def apply(x: torch.Tensor) -> torch.Tensor:
         return module(x)
 
-    shape = tuple(int(side) for side in pool.shape[1:])
+    shape = tuple(int(side) for side in input_shape)
     return FeatureExtractor("patch", shape, module.dim, normalize, floats, apply)
 
 

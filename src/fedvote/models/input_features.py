@@ -18,13 +18,22 @@ about 0.6 with 3,000 labels (``docs/defaults.md``, CIFAR-10). The kinds are
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
 from fedvote.models.config import INPUT_FEATURES, PHOTO_DATASETS
-from fedvote.models.features import fit_feature_extractor
+from fedvote.models.features import FeatureExtractor, patch_extractor, patch_settings
+from fedvote.models.patch_features import (
+    PatchFeatures,
+    fit_patch_features,
+    patch_features_from_state,
+    patch_features_state,
+)
 from fedvote.progress import NO_PROGRESS, Progress
 
 _TRANSFORM_CHUNK = 2_000  # records mapped per step (a step is a progress tick)
@@ -59,6 +68,103 @@ def pool_standardisation(pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return centre, scale
 
 
+INPUT_MAP_PREFIX = "input_map_"  # the keys of an input map's arrays in a deployment file
+
+
+@dataclass(frozen=True, eq=False)
+class InputMap:
+    """φ fitted on the public pool and the pool's standardisation: x ↦ (φ(x) − centre) / scale.
+
+    Public (fitted on the pool alone), so a deployment ships it with the pool's copy and every
+    agent applies it to its own records (:mod:`fedvote.flower.files`). ``module`` is the fitted
+    patch map, ``input_shape`` the example shape it takes, ``centre`` and ``scale`` (d,) the
+    pool's :func:`pool_standardisation`.
+    """
+
+    kind: str
+    module: PatchFeatures
+    input_shape: tuple[int, ...]
+    centre: np.ndarray
+    scale: np.ndarray
+
+    @cached_property
+    def extractor(self) -> FeatureExtractor:
+        """φ itself (unstandardised) as a :class:`~fedvote.models.features.FeatureExtractor`."""
+        return patch_extractor(self.module, self.input_shape)
+
+    def raw(self, features: np.ndarray, advance: Callable[[int], None] | None = None) -> np.ndarray:
+        """φ(x) (n, d) float32 for examples ``features`` (n, *input_shape), in steps of a few thousand."""
+        out = np.empty((len(features), self.extractor.dim), dtype=np.float32)  # (n, d)
+        for start in range(0, len(features), _TRANSFORM_CHUNK):
+            stop = min(start + _TRANSFORM_CHUNK, len(features))
+            out[start:stop] = self.extractor.transform(features[start:stop])
+            if advance is not None:
+                advance(stop - start)
+        return out
+
+    def standardise(self, raw: np.ndarray) -> np.ndarray:
+        """``raw`` φ outputs (n, d) standardised by the pool, in place."""
+        raw -= self.centre
+        raw /= self.scale
+        return raw
+
+    def apply(self, features: np.ndarray, advance: Callable[[int], None] | None = None) -> np.ndarray:
+        """(φ(x) − centre) / scale (n, d) for examples ``features`` (n, *input_shape)."""
+        return self.standardise(self.raw(features, advance))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The map as plain arrays, keys prefixed :data:`INPUT_MAP_PREFIX` (no pickled code)."""
+        arrays = {
+            "kind": np.asarray(self.kind),
+            "input_shape": np.asarray(self.input_shape, dtype=np.int64),
+            "centre": self.centre,
+            "scale": self.scale,
+            **{f"patch_{name}": value for name, value in patch_features_state(self.module).items()},
+        }
+        return {INPUT_MAP_PREFIX + name: value for name, value in arrays.items()}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> InputMap | None:
+        """The map :meth:`to_arrays` wrote among ``arrays`` (e.g. an open npz); None if it holds none."""
+        if INPUT_MAP_PREFIX + "kind" not in arrays:
+            return None
+        keys = [key for key in arrays if key.startswith(INPUT_MAP_PREFIX)]
+        mine = {key.removeprefix(INPUT_MAP_PREFIX): arrays[key] for key in keys}
+        kind = str(mine["kind"])
+        if kind != "patch" or not {"input_shape", "centre", "scale"} <= set(mine):
+            raise ConfigError("input_map", f"holds no patch features fedvote can read (kind {kind!r})")
+        module = patch_features_from_state(
+            {name.removeprefix("patch_"): value for name, value in mine.items() if name.startswith("patch_")}
+        )
+        centre = np.asarray(mine["centre"], dtype=np.float32)
+        scale = np.asarray(mine["scale"], dtype=np.float32)
+        if centre.shape != (module.dim,) or scale.shape != (module.dim,):
+            raise ConfigError(
+                "input_map", f"its standardisation {centre.shape} does not fit {module.dim} features"
+            )
+        shape = tuple(int(side) for side in np.asarray(mine["input_shape"]))
+        return cls(kind, module, shape, centre, scale)
+
+
+def fit_input_map(
+    kind: str, pool: np.ndarray, *, seed: int, advance: Callable[[int], None] | None = None
+) -> tuple[InputMap, np.ndarray]:
+    """φ of ``kind`` (``"patch"``) fitted on the public ``pool`` (P, C, H, W) alone; the pool seen through it.
+
+    The pool's features (P, d) are standardised by their own mean and deviation, as every record's are.
+    """
+    if kind != "patch":
+        raise ConfigError("input_features", f"no input map of kind {kind!r}")
+    module = fit_patch_features(pool, seed=seed, settings=patch_settings(len(pool)))
+    shape = tuple(int(side) for side in pool.shape[1:])
+    identity = np.zeros(module.dim, np.float32), np.ones(module.dim, np.float32)
+    unstandardised = InputMap(kind, module, shape, *identity)
+    raw_pool = unstandardised.raw(pool, advance)  # (P, d)
+    centre, scale = pool_standardisation(raw_pool)
+    fitted = InputMap(kind, module, shape, centre, scale)
+    return fitted, fitted.standardise(raw_pool)
+
+
 def with_input_features(
     federation: Federation, kind: str, *, seed: int, progress: Progress = NO_PROGRESS
 ) -> Federation:
@@ -66,10 +172,10 @@ def with_input_features(
 
     ``kind`` is resolved (``"none"``, or a federation already seen through ``kind``: it comes
     back unchanged). The agents' records, the pool, the test set and any labelled validation
-    set are all mapped by the same φ, then standardised by the pool's mean and deviation;
-    labels, domains and sizes are kept. φ's fit reads
-    ``federation.public.features`` only. The last mapping is kept, so that the runs of one
-    compare or sweep, which share one federation object, fit and map it once.
+    set are all mapped by the same :class:`InputMap` (φ, then the pool's standardisation);
+    labels, domains and sizes are kept. φ's fit reads ``federation.public.features`` only.
+    The last mapping is kept, so that the runs of one compare or sweep, which share one
+    federation object, fit and map it once.
     """
     if kind == "none" or federation.input_features == kind:
         return federation
@@ -77,35 +183,20 @@ def with_input_features(
     if _LAST is not None and _LAST[0] is federation and _LAST[1] == (kind, seed):
         return _LAST[2]
     _LAST = None  # free the previous pair before the next is built
-    extractor = fit_feature_extractor(kind, federation.public.features, seed=seed)
-    parts = _parts(federation)
-    total = sum(map(len, parts))
+    total = sum(map(len, _parts(federation)))
     with progress.step(f"input features ({kind}, fitted on the public pool)", total=total) as bar:
+        input_map, pool = fit_input_map(kind, federation.public.features, seed=seed, advance=bar.advance)
 
-        def raw(part: LabeledData) -> np.ndarray:
-            out = np.empty((len(part), extractor.dim), dtype=np.float32)  # (n, d)
-            for start in range(0, len(part), _TRANSFORM_CHUNK):
-                stop = min(start + _TRANSFORM_CHUNK, len(part))
-                out[start:stop] = extractor.transform(part.features[start:stop])
-                bar.advance(stop - start)
-            return out
-
-        pool = raw(federation.public)  # (P, d)
-        centre, scale = pool_standardisation(pool)
-
-        def mapped(part: LabeledData, features: np.ndarray | None = None) -> LabeledData:
-            out = raw(part) if features is None else features
-            out -= centre
-            out /= scale
-            return dataclasses.replace(part, features=out)
+        def mapped(part: LabeledData) -> LabeledData:
+            return dataclasses.replace(part, features=input_map.apply(part.features, bar.advance))
 
         seen = dataclasses.replace(
             federation,
-            public=mapped(federation.public, pool),
+            public=dataclasses.replace(federation.public, features=pool),
             agents=tuple(mapped(agent) for agent in federation.agents),
             test=mapped(federation.test),
             validation=None if federation.validation is None else mapped(federation.validation),
-            example_shape=(extractor.dim,),
+            example_shape=(input_map.extractor.dim,),
             input_features=kind,
         )
     _LAST = (federation, (kind, seed), seen)

@@ -201,6 +201,45 @@ class PatchFeatures(nn.Module):
         return codes.reshape(batch, -1)  # (b, dim)
 
 
+_STATE_SCALARS = {
+    "norm_eps": float,
+    "alpha": float,
+    "grid": int,
+    "mirror_symmetric": bool,
+    "square_root": bool,
+}
+
+
+def patch_features_state(module: PatchFeatures) -> dict[str, np.ndarray]:
+    """φ as plain arrays: its ``kernels`` (K, C, p, p), ``offsets`` (K,) and encoder settings (0-d).
+
+    What a deployment ships to the agents (``fedvote deploy split``): numbers, no pickled code.
+    """
+    state = {"kernels": module.kernels.numpy().copy(), "offsets": module.offsets.numpy().copy()}
+    for name, kind in _STATE_SCALARS.items():
+        state[name] = np.asarray(kind(getattr(module, name)))
+    return state
+
+
+def patch_features_from_state(state: dict[str, np.ndarray]) -> PatchFeatures:
+    """The :class:`PatchFeatures` :func:`patch_features_state` wrote; a malformed state is refused by name."""
+    missing = sorted({"kernels", "offsets", *_STATE_SCALARS} - set(state))
+    if missing:
+        raise ConfigError("input_map", f"the patch features lack {', '.join(missing)}")
+    kernels, offsets = np.asarray(state["kernels"]), np.asarray(state["offsets"])
+    if kernels.ndim != 4 or kernels.shape[2] != kernels.shape[3] or offsets.shape != kernels.shape[:1]:
+        raise ConfigError(
+            "input_map", f"kernels {kernels.shape} and offsets {offsets.shape} are no (K, C, p, p) and (K,)"
+        )
+    scalars = {name: kind(np.asarray(state[name]).item()) for name, kind in _STATE_SCALARS.items()}
+    if scalars["mirror_symmetric"] and kernels.shape[0] % 2:
+        raise ConfigError(
+            "input_map", f"mirror-symmetric patch features need an even filter count, got {kernels.shape[0]}"
+        )
+    kernel_tensor = torch.from_numpy(kernels.astype(np.float32))
+    return PatchFeatures(kernel_tensor, torch.from_numpy(offsets.astype(np.float32)), **scalars)
+
+
 def _pooling_matrix(rows: int, cols: int, grid: int) -> torch.Tensor:
     """(rows·cols, grid²) weights averaging each cell of ``adaptive_avg_pool2d``'s grid×grid partition."""
 
