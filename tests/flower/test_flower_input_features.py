@@ -9,6 +9,7 @@ trains and votes on, and that the server plans the same method from it.
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -94,3 +95,26 @@ def test_an_agent_file_with_a_damaged_map_is_refused_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match="does not fit") as error:
         load_agent_file(path)
     assert error.value.argument == "input_map" and "\n" not in str(error.value)
+
+
+def _hello(agent_id: int, fingerprint: str, input_features: str | None) -> SimpleNamespace:
+    """An agent's registration reply as the server reads it (``_reply``'s ConfigRecord)."""
+    from flwr.common import ConfigRecord
+
+    from fedvote.flower.protocol import RECORD
+
+    answer: dict[str, int | str] = {"agent-id": agent_id, "records": 10, "fingerprint": fingerprint}
+    if input_features is not None:  # None: an agent of a fedvote before input features
+        answer["input-features"] = input_features
+    return SimpleNamespace(content=SimpleNamespace(config_records={RECORD: ConfigRecord(answer)}))
+
+
+@pytest.mark.parametrize(("server", "agent"), [("patch", "none"), ("none", "patch"), ("patch", None)])
+def test_the_server_refuses_an_agent_file_of_another_split_when_it_registers(server, agent):
+    from fedvote.flower.transport import FlowerTransport
+
+    transport = FlowerTransport(object(), object(), num_agents=2, num_classes=10, fingerprint="f", input_features=server)
+    with pytest.raises(ConfigError, match="one split") as error:
+        transport._register({1: _hello(0, "f", agent), 2: _hello(1, "f", server)})
+    assert error.value.argument == "data" and "\n" not in str(error.value)
+    transport._register({1: _hello(0, "f", server), 2: _hello(1, "f", server)})  # one split's files: registered

@@ -214,6 +214,7 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
         num_agents=num_agents,
         num_classes=server.num_classes,
         fingerprint=fingerprint,
+        input_features=files.input_features,
         round_timeout=settings.round_timeout,
         train_timeout=settings.train_timeout,
         connect_timeout=settings.connect_timeout,
@@ -431,6 +432,7 @@ def _reply(message: Message, file: AgentFile, *, k: int | None = None) -> Messag
         "agent-id": file.agent_id,
         "records": len(file.data),
         "fingerprint": file.fingerprint,
+        "input-features": file.input_features,
     }
     if k is not None:
         answer["k"] = int(k)

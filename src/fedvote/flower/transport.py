@@ -101,6 +101,10 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         C.
     fingerprint : str
         The federation's fingerprint; an agent whose data file names another is refused.
+    input_features : str
+        The input features the server's pool is seen through (its file's); an agent whose file
+        sees its records through others (a file of another split of the same federation) is
+        refused when it registers, before anything is trained or charged.
     round_timeout : float
         Seconds to wait for replies in each SecAgg+ stage of a vote round; an agent that
         has not answered by then has dropped out.
@@ -131,6 +135,7 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         num_agents: int,
         num_classes: int,
         fingerprint: str = "",
+        input_features: str = "none",
         round_timeout: float = 120.0,
         train_timeout: float = 600.0,
         connect_timeout: float = 300.0,
@@ -151,6 +156,7 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         self._num_agents = num_agents
         self._num_classes = num_classes
         self._fingerprint = fingerprint
+        self._input_features = input_features
         self._round_timeout = float(round_timeout)
         self._train_timeout = float(train_timeout)
         self._connect_timeout = float(connect_timeout)
@@ -369,6 +375,13 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
                     "data",
                     f"agent {agent_id}'s data file belongs to federation {answer['fingerprint']!s}, "
                     f"not {self._fingerprint}",
+                )
+            theirs = str(answer.get("input-features", "none"))  # an agent of older fedvote: none
+            if theirs != self._input_features:
+                raise ConfigError(
+                    "data",
+                    f"agent {agent_id}'s data file sees its records through input features {theirs!r}, "
+                    f"the server's through {self._input_features!r}: give every node the files of one split",
                 )
             if agent_id in agent_of.values():
                 raise ConfigError("data", f"two nodes run agent {agent_id}")
