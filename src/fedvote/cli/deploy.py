@@ -69,10 +69,12 @@ def deploy() -> None:
 def split(config_file: str, out_dir: str) -> None:
     """Build the config's federation and write each agent's file and the server's."""
     from fedvote.flower.files import write_deployment_files
+    from fedvote.progress import RichProgress
 
     config = load_run_config(config_file)
     check_writable(out_dir)  # before the federation is built
-    for path in write_deployment_files(config, out_dir):
+    progress = RichProgress(log_lines=True, prefix="fedvote deploy split")
+    for path in write_deployment_files(config, out_dir, progress):
         click.echo(f"wrote {path}")
 
 

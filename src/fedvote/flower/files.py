@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -38,11 +39,12 @@ import numpy as np
 
 from fedvote.aggregation.voting import noise_share_std
 from fedvote.config import RunConfig
-from fedvote.data.federation import LabeledData, PublicMetadata, ServerData
+from fedvote.data.federation import Federation, LabeledData, PublicMetadata, ServerData
 from fedvote.data.record_hashes import sorted_hashes_of
 from fedvote.errors import ConfigError
 from fedvote.flower.secagg import check_secagg_plan, secagg_settings
 from fedvote.models.input_features import InputMap, fit_input_map
+from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import write_atomic
 from fedvote.runner import (
     federation_content_key,
@@ -113,16 +115,37 @@ class ServerFile:
         )
 
 
-def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]:
+def write_deployment_files(
+    config: RunConfig, out_dir: str | Path, progress: Progress = NO_PROGRESS
+) -> list[Path]:
     """Build ``config``'s federation and write one file per agent, the server's, and the config."""
     out = Path(out_dir)
     federation = make_federation(config)  # refused (e.g. a target holding agents' records): nothing written
     kind = input_features_kind(config)
     public, test, shipped = federation.public.features, federation.test.features, {}
     if kind != "none":  # the server's part: φ fitted on the pool alone, the pool and test set mapped
-        input_map, public = fit_input_map(kind, federation.public.features, seed=config.seed)
-        test, shipped = input_map.apply(federation.test.features), input_map.to_arrays()
+        size = len(federation.public) + len(federation.test)
+        with progress.step(f"input features ({kind}, fitted on the public pool)", total=size) as bar:
+            pool = federation.public.features
+            input_map, public = fit_input_map(kind, pool, seed=config.seed, advance=bar.advance)
+            test, shipped = input_map.apply(federation.test.features, bar.advance), input_map.to_arrays()
     out.mkdir(parents=True, exist_ok=True)
+    with progress.step("writing the agents' and the server's files", total=federation.num_agents + 1) as bar:
+        written = _write_files(config, federation, out, public, test, shipped, bar.advance)
+    written.append(write_atomic(out / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n"))
+    return written
+
+
+def _write_files(
+    config: RunConfig,
+    federation: Federation,
+    out: Path,
+    public: np.ndarray,
+    test: np.ndarray,
+    shipped: dict[str, np.ndarray],
+    advance: Callable[[int], None],
+) -> list[Path]:
+    """Each agent's file (its raw records, the pool as the server sees it, φ) and the server's."""
     fingerprint = federation_fingerprint(config)
     seeds = agent_training_seeds(config.seed, federation.num_agents)
     noise_seed = config.privacy.noise_seed
@@ -142,6 +165,7 @@ def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]
             **shipped,
         )
         written.append(path)
+        advance(1)
     path = _write_npz(
         out / SERVER_FILE,
         public=public,
@@ -153,10 +177,10 @@ def write_deployment_files(config: RunConfig, out_dir: str | Path) -> list[Path]
         fingerprint=fingerprint,
         ledger_key=federation_content_key(federation),
         record_hashes=sorted_hashes_of(agent.features for agent in federation.agents),
-        input_features=kind,
+        input_features=input_features_kind(config),
     )
     written.append(path)
-    written.append(write_atomic(out / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n"))
+    advance(1)
     return written
 
 
