@@ -1,0 +1,67 @@
+"""experiments/projected_votes.py (issue 43): the projected release's norm bound, its σ at the same
+agent ε, and the C_p ridge that reads it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fedvote.privacy.accountant import epsilon_for
+from fedvote.privacy.events import gaussian_release_event
+
+
+@pytest.fixture(scope="module")
+def projected(load_experiment):
+    return load_experiment("projected_votes")
+
+
+def _basis(queries: int, k: int, seed: int) -> np.ndarray:
+    """An orthonormal (Q, k + 1) basis whose first column is the constant, as the script builds it."""
+    rng = np.random.default_rng(seed)
+    columns = np.concatenate([np.ones((queries, 1)), rng.normal(size=(queries, k))], axis=1)
+    basis, _ = np.linalg.qr(columns)
+    return basis * np.sign(basis[0, 0])
+
+
+def test_every_agents_release_is_its_projection_scaled_to_at_most_the_clip(projected):
+    rng = np.random.default_rng(0)
+    agents, queries, classes, k = 6, 40, 4, 5
+    centred = projected.centred_votes(rng.integers(0, classes, size=(agents, queries)), classes)  # (A, Q, C)
+    np.testing.assert_allclose(centred.sum(axis=2), 0.0, atol=1e-12)
+    basis = _basis(queries, k, 1)
+    norms = [np.linalg.norm(basis.T @ centred[a]) for a in range(agents)]  # brute force, agent by agent
+    clip = float(np.median(norms))
+    released = projected.projected_release(centred, basis, clip)
+    for a in range(agents):
+        expected = basis.T @ centred[a]
+        if norms[a] > clip:
+            expected = expected * clip / norms[a]
+        np.testing.assert_allclose(released[a], expected, rtol=1e-12, atol=1e-12)
+        assert np.linalg.norm(released[a]) <= clip * (1 + 1e-12)
+    # no agent can move the sum by more than the clip, whatever its votes: its largest norm is √(Q(1 − 1/C))
+    assert max(norms) <= math.sqrt(queries * (1 - 1 / classes)) + 1e-9
+
+
+def test_the_clipped_sigma_keeps_the_dense_releases_agent_epsilon(projected):
+    """Q queries of sensitivity 1 at σ and one release of sensitivity c at σ·c/√Q: one Gaussian of μ = √Q/σ."""
+    sigma, queries = 45.08, 3000
+    clip = math.sqrt(0.5 * queries * 0.9)
+    noise = projected.clipped_sigma(sigma, queries, clip)
+    dense = epsilon_for(gaussian_release_event(sigma, 1.0, queries), 1e-3)
+    clipped = epsilon_for(gaussian_release_event(noise, clip, 1), 1e-3)
+    assert clipped == pytest.approx(dense, rel=1e-6)
+
+
+def test_the_cp_ridge_keeps_clean_coefficients_and_shrinks_pure_noise(projected):
+    rng = np.random.default_rng(3)
+    singular = np.sort(rng.uniform(20.0, 50.0, size=30))[::-1]  # λ/s² ≤ 4e-4 at the grid's smallest λ
+    clean = singular[:, None] * rng.normal(size=(30, 4))  # coefficients r = s·β of a true β
+    beta, ridge = projected.cp_ridge(singular, clean, 0.0)  # no noise: the least shrinkage on the grid
+    assert ridge == pytest.approx(float((singular**2).mean()) * 1e-4)
+    np.testing.assert_allclose(beta, clean / singular[:, None], rtol=1e-3)
+    noise = rng.normal(0.0, 10.0, size=(30, 4))  # nothing but noise: the most shrinkage on the grid
+    beta, ridge = projected.cp_ridge(singular, noise, 10.0)
+    assert ridge == pytest.approx(float((singular**2).mean()) * 1e3)
+    assert np.abs(beta).max() < 0.1 * np.abs(noise / singular[:, None]).max()
