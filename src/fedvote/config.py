@@ -361,9 +361,9 @@ def _with_todays_defaults(data: dict[str, Any]) -> dict[str, Any]:
     for name in _SECTIONS:
         if isinstance(data.get(name), dict):
             completed[name] = {**defaults[name], **data[name]}
-    federation = completed["federation"]
-    if isinstance(data.get("federation"), dict) and isinstance(data["federation"].get("partition"), dict):
-        federation["partition"] = {**defaults["federation"]["partition"], **data["federation"]["partition"]}
+    given = data.get("federation")
+    if isinstance(given, dict) and isinstance(given.get("partition"), dict):  # a section within a section
+        completed["federation"]["partition"] = {**defaults["federation"]["partition"], **given["partition"]}
     return completed
 
 

@@ -131,7 +131,7 @@ def write_deployment_files(
             test, shipped = input_map.apply(federation.test.features, bar.advance), input_map.to_arrays()
     out.mkdir(parents=True, exist_ok=True)
     with progress.step("writing the agents' and the server's files", total=federation.num_agents + 1) as bar:
-        written = _write_files(config, federation, out, public, test, shipped, bar.advance)
+        written = _write_files(config, federation, out, (public, test, kind, shipped), bar.advance)
     written.append(write_atomic(out / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n"))
     return written
 
@@ -140,12 +140,15 @@ def _write_files(
     config: RunConfig,
     federation: Federation,
     out: Path,
-    public: np.ndarray,
-    test: np.ndarray,
-    shipped: dict[str, np.ndarray],
+    seen: tuple[np.ndarray, np.ndarray, str, dict[str, np.ndarray]],
     advance: Callable[[int], None],
 ) -> list[Path]:
-    """Each agent's file (its raw records, the pool as the server sees it, φ) and the server's."""
+    """Each agent's file (its raw records, the pool as the server sees it, φ) and the server's.
+
+    ``seen`` is the pool and the test set as the server sees them, their input features' kind
+    and the φ arrays shipped to every agent (none for ``"none"``).
+    """
+    public, test, kind, shipped = seen
     fingerprint = federation_fingerprint(config)
     seeds = agent_training_seeds(config.seed, federation.num_agents)
     noise_seed = config.privacy.noise_seed
@@ -177,7 +180,7 @@ def _write_files(
         fingerprint=fingerprint,
         ledger_key=federation_content_key(federation),
         record_hashes=sorted_hashes_of(agent.features for agent in federation.agents),
-        input_features=input_features_kind(config),
+        input_features=kind,
     )
     written.append(path)
     advance(1)
@@ -257,11 +260,12 @@ def planned_method(
 
     if files.fingerprint != federation_fingerprint(config):
         raise ConfigError("server_data", "the server file is another federation's (see its config)")
-    if files.input_features != input_features_kind(config):
+    wanted = input_features_kind(config)
+    if files.input_features != wanted:
         raise ConfigError(
             "server_data",
             f"the server file's pool is seen through input features {files.input_features!r} but the "
-            f"config runs on {input_features_kind(config)!r}: split the data again with this config",
+            f"config runs on {wanted!r}: split the data again with this config",
         )
     planned = plan(config, files.public_metadata(config.federation.agents))
     if not planned.flower_support:

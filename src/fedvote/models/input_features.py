@@ -92,16 +92,6 @@ class InputMap:
         """φ itself (unstandardised) as a :class:`~fedvote.models.features.FeatureExtractor`."""
         return patch_extractor(self.module, self.input_shape)
 
-    def raw(self, features: np.ndarray, advance: Callable[[int], None] | None = None) -> np.ndarray:
-        """φ(x) (n, d) float32 for examples ``features`` (n, *input_shape), in steps of a few thousand."""
-        out = np.empty((len(features), self.extractor.dim), dtype=np.float32)  # (n, d)
-        for start in range(0, len(features), _TRANSFORM_CHUNK):
-            stop = min(start + _TRANSFORM_CHUNK, len(features))
-            out[start:stop] = self.extractor.transform(features[start:stop])
-            if advance is not None:
-                advance(stop - start)
-        return out
-
     def standardise(self, raw: np.ndarray) -> np.ndarray:
         """``raw`` φ outputs (n, d) standardised by the pool, in place."""
         raw -= self.centre
@@ -110,7 +100,7 @@ class InputMap:
 
     def apply(self, features: np.ndarray, advance: Callable[[int], None] | None = None) -> np.ndarray:
         """(φ(x) − centre) / scale (n, d) for examples ``features`` (n, *input_shape)."""
-        return self.standardise(self.raw(features, advance))
+        return self.standardise(_unstandardised(self.extractor, features, advance))
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The map as plain arrays, keys prefixed :data:`INPUT_MAP_PREFIX` (no pickled code)."""
@@ -157,12 +147,23 @@ def fit_input_map(
         raise ConfigError("input_features", f"no input map of kind {kind!r}")
     module = fit_patch_features(pool, seed=seed, settings=patch_settings(len(pool)))
     shape = tuple(int(side) for side in pool.shape[1:])
-    identity = np.zeros(module.dim, np.float32), np.ones(module.dim, np.float32)
-    unstandardised = InputMap(kind, module, shape, *identity)
-    raw_pool = unstandardised.raw(pool, advance)  # (P, d)
-    centre, scale = pool_standardisation(raw_pool)
-    fitted = InputMap(kind, module, shape, centre, scale)
+    extractor = patch_extractor(module, shape)
+    raw_pool = _unstandardised(extractor, pool, advance)  # (P, d)
+    fitted = InputMap(kind, module, shape, *pool_standardisation(raw_pool))
     return fitted, fitted.standardise(raw_pool)
+
+
+def _unstandardised(
+    extractor: FeatureExtractor, features: np.ndarray, advance: Callable[[int], None] | None
+) -> np.ndarray:
+    """φ(x) (n, d) float32 for examples ``features`` (n, *shape), in steps of a few thousand."""
+    out = np.empty((len(features), extractor.dim), dtype=np.float32)  # (n, d)
+    for start in range(0, len(features), _TRANSFORM_CHUNK):
+        stop = min(start + _TRANSFORM_CHUNK, len(features))
+        out[start:stop] = extractor.transform(features[start:stop])
+        if advance is not None:
+            advance(stop - start)
+    return out
 
 
 def with_input_features(
