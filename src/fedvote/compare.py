@@ -42,9 +42,10 @@ from fedvote.privacy.accountant import bounded_epsilon
 from fedvote.privacy.events import LEVELS
 from fedvote.privacy.ledger import LedgerSession, PrivacyLedger
 from fedvote.privacy.noise_seeds import run_noise_seed
+from fedvote.privacy.run_ledger import check_budget, ledger_details, open_ledger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import RunResult, finite_or_none, write_atomic
-from fedvote.runner import _ledger_details, check_budget, make_federation, open_ledger, planned_release, run
+from fedvote.runner import make_federation, planned_release, run
 
 # The adjacency of each ε column (docs/privacy.md, "Adjacency"), named in the table header.
 AGENT_ADJACENCY = "zero-out"
@@ -157,7 +158,7 @@ def run_comparison(
             session = LedgerSession(ledger, f"compare {name}")
             result = run(row_config, progress, federation=federation, ledger=session)
             rows.append(ComparisonRow.from_result(result))
-        state = _ledger_details(ledger).get("ledger")
+        state = ledger_details(ledger).get("ledger")
         comparison = Comparison(
             rows=rows,
             total_epsilon=_total_epsilon(ledger, delta, config.privacy.accountant),

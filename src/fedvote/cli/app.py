@@ -357,10 +357,10 @@ def main(argv: list[str] | None = None) -> None:
 
 def _charge_note(error: BaseException) -> str | None:
     """What a run that stopped with ``error`` had charged (None when it charged nothing or was no run)."""
-    runner = sys.modules.get("fedvote.runner")  # only a run that imported the runner can have charged
-    if runner is None:
+    run_ledger = sys.modules.get("fedvote.privacy.run_ledger")  # only a run that opened a ledger charged
+    if run_ledger is None:
         return None
-    note: str | None = runner.charge_note_of(error)
+    note: str | None = run_ledger.charge_note_of(error)
     if note is None or note.startswith("nothing was charged"):
         return None
     return _escape_line_breaks(note)

@@ -194,7 +194,8 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
     from fedvote.config import load_run_config
     from fedvote.flower.files import deployed_config, load_server_file, planned_method
     from fedvote.flower.transport import FlowerTransport
-    from fedvote.runner import _ledger_details, execute, federation_fingerprint, measure, open_ledger
+    from fedvote.privacy.run_ledger import federation_fingerprint, ledger_details, open_ledger
+    from fedvote.runner import execute, measure
 
     started = time.perf_counter()
     config = deployed_config(load_run_config(settings.config), secure_noise=settings.secure_noise)
@@ -229,7 +230,7 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
         mark = time.perf_counter()
         outcome = execute(method, server, transport, ledger)
         timings["method_s"] = time.perf_counter() - mark
-        ledger_details = _ledger_details(ledger)
+        details = ledger_details(ledger)
     result = measure(
         config,
         method,
@@ -240,7 +241,7 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
         public_labels=files.public_labels,
         timings=timings,
         started=started,
-        details=ledger_details,
+        details=details,
     )
     released = [r for r in transport.rounds if r.released]
     _say(

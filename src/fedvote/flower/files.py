@@ -94,7 +94,7 @@ class ServerFile:
     agent_records: np.ndarray
     public_labels: np.ndarray | None
     fingerprint: str
-    # The ledger's key for these agents' records (:func:`fedvote.runner.federation_content_key`),
+    # The ledger's key for these agents' records (:func:`fedvote.privacy.run_ledger.federation_content_key`),
     # computed by ``fedvote deploy`` when it dealt the data; None in files written before it.
     ledger_key: str | None = None
     # The sorted 64-bit hashes of the agents' records' features, so that the server's ledger

@@ -30,9 +30,10 @@ from fedvote.privacy.accountant import epsilon_bound
 from fedvote.privacy.config import LEVELS
 from fedvote.privacy.events import pate_fl_events
 from fedvote.privacy.ledger import PersistentLedger, PrivacyBudgetExceeded, PrivacyLedger
+from fedvote.privacy.run_ledger import check_budget, note_charge, open_ledger
 from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import finite_or_none
-from fedvote.runner import check_budget, make_federation, note_charge, open_ledger, plan
+from fedvote.runner import make_federation, plan
 from fedvote.transport.capabilities import TeacherVotes, check_capabilities
 from fedvote.transport.local import LocalTransport
 
@@ -131,7 +132,7 @@ def answer_queries(
     The ledger (``config.privacy.ledger``, else in memory) is keyed by the agents' records.
     ``on_open`` is told once the ledger is open, ``on_answer`` of each answer as it is given.
     No teacher is trained when not one answer fits the budget. An error or interrupt after
-    the ledger opened carries a note of what was charged (:func:`fedvote.runner.note_charge`).
+    the ledger opened carries a note of what was charged (:func:`fedvote.privacy.run_ledger.note_charge`).
     """
     config, method = labelling.config, labelling.method
     privacy = config.privacy

@@ -88,7 +88,7 @@ class PrivacyLedger:
     released values; :meth:`event` composes everything charged so far for one level.
 
     Every ledger is a context manager (``with open_ledger(...) as ledger:``, see
-    :func:`fedvote.runner.open_ledger`): leaving the block calls :meth:`close`, which
+    :func:`fedvote.privacy.run_ledger.open_ledger`): leaving the block calls :meth:`close`, which
     closes a persisted ledger's file and does nothing for one in memory or a session.
     """
 
@@ -214,7 +214,7 @@ class PersistentLedger(PrivacyLedger):
     """A :class:`PrivacyLedger` persisted in SQLite, with a budget per federation and level.
 
     ``federation`` names the federation whose charges are recorded: the content key of its
-    agents' records (:func:`fedvote.runner.federation_content_key`); ``aliases`` are older
+    agents' records (:func:`fedvote.privacy.run_ledger.federation_content_key`); ``aliases`` are older
     keys of the same federation (its legacy config fingerprint), whose charges and budgets
     count too. ``records`` are the sorted distinct 64-bit hashes of its agents' records
     (:func:`fedvote.data.record_hashes.sorted_hashes_of`), stored with the federation.

@@ -11,8 +11,8 @@ from fedvote.data.federation import Federation
 from fedvote.privacy.accountant import BoundedEpsilon, bounded_epsilon
 from fedvote.privacy.events import LEVELS, LevelEvents
 from fedvote.privacy.ledger import LedgerSession, PrivacyLedger, compose_releases
+from fedvote.privacy.run_ledger import check_budget, federation_content_key, ledger_details, open_ledger
 from fedvote.results import finite_or_none
-from fedvote.runner import _ledger_details, check_budget, federation_content_key, open_ledger
 from fedvote.sweep.journal import ChargeJournal, JournaledSession
 from fedvote.sweep.points import Federations, SweepPoint, planned_point
 
@@ -107,7 +107,7 @@ class SweepLedgers:
         """Each persisted ledger's federation, spend and budget after the sweep, with its charge count."""
         states = []
         for ledger in self._ledgers.values():
-            state = _ledger_details(ledger).get("ledger")
+            state = ledger_details(ledger).get("ledger")
             if isinstance(state, dict):
                 states.append({**state, "charges": len(ledger.charges)})
         return states
