@@ -29,7 +29,12 @@ from fedvote._meta import __version__
 from fedvote.analysis import collect_analysis, diagnostic_test_sample, release_data_dependent_epsilon
 from fedvote.config import RunConfig
 from fedvote.data.attributes import AttributeTask
-from fedvote.data.datasets import has_official_test_split, load_dataset, load_splits
+from fedvote.data.datasets import (
+    documents_balanced_classes,
+    has_official_test_split,
+    load_dataset,
+    load_splits,
+)
 from fedvote.data.federation import (
     Federation,
     PublicMetadata,
@@ -120,7 +125,24 @@ def make_federation(config: RunConfig) -> Federation:
     several sources without a target are refused before anything is loaded
     (:func:`~fedvote.data.federation.dataset_names`).
     """
-    return check_agents_data(_built_federation(config))
+    return check_agents_data(with_documented_prior(_built_federation(config), config))
+
+
+def with_documented_prior(federation: Federation, config: RunConfig) -> Federation:
+    """``federation`` with the pool's class shares its dataset documents (uniform), if it documents them.
+
+    The pool is drawn from the target's training split (``--target``) or from the dataset's
+    official test split; a dataset without an official test split (the pool drawn from its
+    only split) documents nothing here. Public knowledge, not read from any record.
+    """
+    fed = config.federation
+    names, target_name = dataset_names(fed.dataset, fed.target, fed.data_dir)
+    source = target_name if target_name is not None else names[0]
+    pool_from_one_split = target_name is None and not has_official_test_split(source)
+    if pool_from_one_split or not documents_balanced_classes(source):
+        return federation
+    classes = federation.num_classes
+    return dataclasses.replace(federation, pool_class_prior=(1.0 / classes,) * classes)
 
 
 def _built_federation(config: RunConfig) -> Federation:

@@ -15,9 +15,9 @@ def regressed_sums(monkeypatch: pytest.MonkeyPatch) -> dict[str, np.ndarray]:
     seen: dict[str, np.ndarray] = {}
     fit_sums = voting.vote_regression_student
 
-    def spy(features: np.ndarray, sums: np.ndarray) -> torch.nn.Module:
+    def spy(features: np.ndarray, sums: np.ndarray, **kwargs: object) -> torch.nn.Module:
         seen["features"], seen["sums"] = features, sums
-        return fit_sums(features, sums)
+        return fit_sums(features, sums, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(voting, "vote_regression_student", spy)
     return seen

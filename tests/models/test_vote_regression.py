@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedvote.models.vote_regression import fit_vote_regression, vote_regression_student
+from fedvote.models.vote_regression import fit_vote_regression, prior_matched_offsets, vote_regression_student
 
 
 def _problem(rows: int = 40, dim: int = 6, classes: int = 3, noise: float = 2.0, seed: int = 0):
@@ -88,3 +88,48 @@ def test_the_student_module_computes_the_fit() -> None:
 def test_refuses_mismatched_rows() -> None:
     with pytest.raises(ValueError, match="one row per query"):
         fit_vote_regression(np.zeros((3, 2)), np.zeros((4, 2)))
+
+
+def _shares(scores: np.ndarray, classes: int) -> np.ndarray:
+    """Each class's share of the rows' argmax, counted directly."""
+    return np.array([(scores.argmax(axis=1) == c).mean() for c in range(classes)])
+
+
+@pytest.mark.parametrize("prior", [(0.25, 0.25, 0.25, 0.25), (0.4, 0.3, 0.2, 0.1)])
+def test_prior_matching_gives_the_prior_shares(prior: tuple[float, ...]) -> None:
+    """Scores skewed toward class 0 (a teacher bias): after the offsets the argmax shares are the prior's."""
+    rng = np.random.default_rng(3)
+    rows = 2_000
+    scores = rng.normal(size=(rows, 4)) + np.array([1.0, 0.0, -0.3, 0.2])  # (P, C): class 0 over-picked
+    assert abs(_shares(scores, 4)[0] - prior[0]) > 0.1
+    offsets = prior_matched_offsets(scores, np.array(prior))
+    assert offsets.shape == (4,) and abs(offsets.sum()) < 1e-9  # zero-mean: only differences matter
+    # Shares move in steps of 1/P: matched to within a few rows a class.
+    np.testing.assert_allclose(_shares(scores + offsets, 4), prior, atol=5.0 / rows)
+
+
+def test_prior_matching_leaves_matching_scores_alone() -> None:
+    """Scores whose argmax already has the prior's shares (each class its own block of rows) keep them."""
+    scores = np.kron(np.eye(4), np.ones((50, 1))) * 3.0  # (200, 4): rows 0-49 class 0, ...
+    offsets = prior_matched_offsets(scores, np.full(4, 0.25))
+    np.testing.assert_array_equal((scores + offsets).argmax(axis=1), scores.argmax(axis=1))
+
+
+def test_the_student_with_a_prior_shifts_only_its_bias() -> None:
+    """The weights are the fit's; the bias moves so that the predictions on the pool have the prior's shares."""
+    features, sums = _problem(rows=300, dim=5, classes=3, noise=4.0, seed=1)
+    sums[:, 0] += 3.0  # every query over-voted for class 0
+    pool = np.random.default_rng(2).normal(size=(600, 5))
+    prior = np.array([0.2, 0.5, 0.3])
+    student = vote_regression_student(features, sums, class_prior=prior, pool_features=pool)
+    fit = fit_vote_regression(features, sums)
+    linear = student[1]
+    np.testing.assert_allclose(linear.weight.detach().numpy(), fit.weights.T, rtol=1e-6, atol=1e-6)
+    with torch.no_grad():
+        scores = student(torch.as_tensor(pool, dtype=torch.float32)).numpy()
+    np.testing.assert_allclose(_shares(scores, 3), prior, atol=5.0 / 600)
+    np.testing.assert_allclose(
+        linear.bias.detach().numpy() - fit.bias,
+        prior_matched_offsets(pool @ fit.weights + fit.bias, prior),
+        rtol=1e-5, atol=1e-5,
+    )

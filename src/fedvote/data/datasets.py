@@ -388,6 +388,10 @@ class _Source:
     system_dirs: tuple[Path, ...] = ()
     # What the dataset is, for people (fedvote data list).
     title: str = ""
+    # Every official split holds as many records of each class, as its publisher documents
+    # (CIFAR-10: 5,000 and 1,000 a class; Fashion-MNIST: 6,000 and 1,000): a pool drawn from
+    # it has uniform class shares, known before any data is seen (tests/data: the full files).
+    balanced_classes: bool = False
 
 
 _SOURCES: dict[str, _Source] = {
@@ -408,6 +412,7 @@ _SOURCES: dict[str, _Source] = {
             where_to_get=kind.where_to_get,
             system_dirs=kind.system_dirs,
             title=f"{kind.title}, 28x28 grey images",
+            balanced_classes=kind.balanced_classes,
         )
         for name, kind in IDX_DATASETS.items()
     },
@@ -419,6 +424,7 @@ _SOURCES: dict[str, _Source] = {
         where_to_get=cifar10.WHERE,
         describe=cifar10.describe_split,
         title=f"{cifar10.TITLE}, 32x32 RGB images (decoded once, then cached)",
+        balanced_classes=True,
     ),
     "usps": _Source(
         load=_load_usps,
@@ -459,6 +465,18 @@ def register_source(name: str, source: _Source) -> None:
     registry never imports the module that builds on it (no import circle).
     """
     _SOURCES[name] = source
+
+
+def documents_balanced_classes(name: str) -> bool:
+    """Whether the registered dataset ``name``'s publisher documents equal class counts in every split.
+
+    Public knowledge about the dataset (no record is read): the vote-sum student matches its
+    class shares on a pool drawn from such a split to uniform
+    (:func:`fedvote.models.vote_regression.prior_matched_offsets`). False for files of
+    unknown balance (``npz:``, ``csv:``) and for datasets that do not document it.
+    """
+    source = _SOURCES.get(name)
+    return source is not None and source.balanced_classes
 
 
 def available_datasets() -> tuple[str, ...]:

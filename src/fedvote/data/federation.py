@@ -39,7 +39,9 @@ class ServerData:
     query indices into the pool need to travel. ``validation`` is a *labelled public*
     set apart from the pool (reputation-weighted voting scores teachers on it), or None.
     ``attribute_names``: a multi-label task's attributes (labels are bitmasks,
-    :mod:`fedvote.data.attributes`); empty for a single-label one.
+    :mod:`fedvote.data.attributes`); empty for a single-label one. ``pool_class_prior``: the
+    pool's class shares as its dataset documents them (C,), known before any data is seen
+    (:func:`fedvote.data.datasets.documents_balanced_classes`); None when not documented.
     """
 
     public_features: np.ndarray
@@ -48,6 +50,7 @@ class ServerData:
     example_shape: tuple[int, ...]
     validation: LabeledData | None = None
     attribute_names: tuple[str, ...] = ()
+    pool_class_prior: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,8 @@ class Federation:
     bitmask Σ_a y_a·2^a (:mod:`fedvote.data.attributes`); empty for single-label data.
     ``input_features`` names the public map every record has been seen through
     (:mod:`fedvote.models.input_features`; ``"none"``: the records as loaded).
+    ``pool_class_prior`` is the pool's class shares as its dataset documents them (None: not
+    documented), passed to the server's view.
     """
 
     dataset_name: str
@@ -94,6 +99,7 @@ class Federation:
     validation: LabeledData | None = None
     attribute_names: tuple[str, ...] = ()
     input_features: str = "none"
+    pool_class_prior: tuple[float, ...] | None = None
 
     @property
     def num_agents(self) -> int:
@@ -109,6 +115,7 @@ class Federation:
             example_shape=self.example_shape,
             validation=self.validation,
             attribute_names=self.attribute_names,
+            pool_class_prior=self.pool_class_prior,
         )
 
     def public_metadata(self) -> PublicMetadata:

@@ -45,6 +45,7 @@ class IdxDataset:
     class_names: tuple[str, ...]
     where_to_get: str
     system_dirs: tuple[Path, ...] = ()
+    balanced_classes: bool = False  # every split documented with equal class counts
 
 
 IDX_DATASETS = {
@@ -66,6 +67,7 @@ IDX_DATASETS = {
         f"{FASHION_MNIST_URL} and put them in DATA_DIR/fashion-mnist/, or on Debian/Ubuntu "
         f"apt-get install dataset-fashion-mnist (installs them in {DEBIAN_FASHION_MNIST}/)",
         system_dirs=(DEBIAN_FASHION_MNIST,),
+        balanced_classes=True,  # 6,000 training and 1,000 test images a class (its README)
     ),
 }
 

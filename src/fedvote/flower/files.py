@@ -181,10 +181,26 @@ def _write_files(
         ledger_key=federation_content_key(federation),
         record_hashes=sorted_hashes_of(agent.features for agent in federation.agents),
         input_features=kind,
+        pool_class_prior=np.asarray(federation.pool_class_prior or (), dtype=np.float64),  # (C,) or (0,)
     )
     written.append(path)
     advance(1)
     return written
+
+
+def _pool_class_prior(
+    archive: np.lib.npyio.NpzFile, classes: int, path: str | Path
+) -> tuple[float, ...] | None:
+    """The server file's documented pool prior (C shares summing to 1); None when it has none."""
+    if "pool_class_prior" not in archive.files:
+        return None
+    prior = np.asarray(archive["pool_class_prior"], dtype=np.float64).reshape(-1)
+    if prior.size == 0:
+        return None
+    shares = prior.size == classes and bool(np.all(np.isfinite(prior))) and prior.min() >= 0
+    if not shares or abs(prior.sum() - 1.0) > 1e-9:
+        raise ConfigError("data", f"{path}: pool_class_prior must be {classes} shares summing to 1")
+    return tuple(float(share) for share in prior)
 
 
 def _write_npz(path: Path, **arrays: Any) -> Path:
@@ -224,12 +240,14 @@ def load_server_file(path: str | Path) -> ServerFile:
             labels=np.asarray(archive["test_labels"], dtype=np.int64),
         )
         labels = archive["public_labels"] if "public_labels" in archive.files else None
+        num_classes = int(archive["num_classes"])
         return ServerFile(
             server=ServerData(
                 public_features=public,
                 test=test,
-                num_classes=int(archive["num_classes"]),
+                num_classes=num_classes,
                 example_shape=tuple(int(s) for s in public.shape[1:]),
+                pool_class_prior=_pool_class_prior(archive, num_classes, path),
             ),
             agent_records=np.asarray(archive["agent_records"], dtype=np.int64),
             public_labels=None if labels is None else np.asarray(labels, dtype=np.int64),

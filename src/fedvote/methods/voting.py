@@ -204,12 +204,16 @@ def student_from_votes(
     ``min_margin · sigma``, with its noisy-argmax label; the other pool points (the
     unconfident queries included) are the unlabelled set of self-training. "vote-sums": a
     linear student regresses every released query's noisy sums
-    (:mod:`fedvote.models.vote_regression`).
+    (:mod:`fedvote.models.vote_regression`), its class shares on the pool matched to the pool's
+    documented prior where there is one (``server.pool_class_prior``).
     """
     if targets == "vote-sums":
         with progress.step("fitting the student to the vote sums", total=1) as bar:
             features = server.public_features[votes.query_indices]  # (R, ...)
-            student = vote_regression_student(features, votes.sums)
+            prior = None if server.pool_class_prior is None else np.asarray(server.pool_class_prior)
+            student = vote_regression_student(
+                features, votes.sums, class_prior=prior, pool_features=server.public_features
+            )
             bar.advance()
         return student, int(votes.query_indices.shape[0])
     confident = votes.margins >= min_margin * sigma  # (R,)
@@ -384,11 +388,15 @@ def label_and_teach(
         targets=student_targets,
         progress=progress,
     )
+    details = voting_details(settings, server=server, student_queries=used, release="sums")
+    if student_targets == "vote-sums":  # the prior its predictions on the pool were matched to
+        prior = server.pool_class_prior
+        details["student_class_prior"] = None if prior is None else list(prior)
     return MethodOutcome(
         student=student,
         query_indices=votes.query_indices,
         pseudo_labels=votes.pseudo_labels,
-        details=voting_details(settings, server=server, student_queries=used, release="sums"),
+        details=details,
     )
 
 

@@ -26,6 +26,10 @@ from torch import nn
 # λ candidates: the mean squared feature norm (the scale of XᵀX's eigenvalues summed per row)
 # times 10^k, k from −1.5 to 2.5 in quarter decades.
 RIDGE_GRID_EXPONENTS: tuple[float, ...] = tuple(-1.5 + 0.25 * i for i in range(17))
+# Matching the student's class shares on the pool to a known prior: steps, and the first
+# step as a share of the scores' standard deviation per unit of share gap.
+PRIOR_MATCHING_STEPS = 500
+PRIOR_MATCHING_STEP = 0.5
 
 
 @dataclass(frozen=True)
@@ -73,12 +77,52 @@ def fit_vote_regression(features: np.ndarray, sums: np.ndarray) -> VoteRegressio
     return VoteRegression(weights, target_mean - feature_mean @ weights, ridge, errors)
 
 
-def vote_regression_student(features: np.ndarray, sums: np.ndarray) -> nn.Module:
-    """The linear student (flatten, then W x + b) of :func:`fit_vote_regression`, on the CPU."""
+def prior_matched_offsets(
+    scores: np.ndarray, prior: np.ndarray, steps: int = PRIOR_MATCHING_STEPS
+) -> np.ndarray:
+    """Offsets b (C,) such that argmax(``scores`` + b) on the pool (P, C) has the class shares ``prior``.
+
+    The noisy sums' ridge fit is biased toward the classes the teachers over-vote (a class
+    every non-IID teacher confuses others with); where the pool's class proportions are
+    known in advance (documented: :func:`fedvote.data.datasets.documents_balanced_classes`),
+    shifting each class's score until the student's predictions on the pool have those
+    proportions removes that bias. Subgradient steps on the shares' gap, decaying as 1/√t,
+    keeping the offsets whose shares came closest (L1) to ``prior``; zero-mean. Reads public
+    features and the released sums only: post-processing.
+    """
+    rows, classes = scores.shape
+    scale = float(scores.std()) or 1.0
+    offsets, best, best_gap = np.zeros(classes), np.zeros(classes), np.inf
+    for step in range(steps):
+        shares = np.bincount((scores + offsets).argmax(axis=1), minlength=classes) / rows  # (C,)
+        gap = float(np.abs(shares - prior).sum())
+        if gap < best_gap:
+            best, best_gap = offsets.copy(), gap
+        offsets = offsets - PRIOR_MATCHING_STEP * scale * (shares - prior) / np.sqrt(step + 1.0)
+    return best - best.mean()
+
+
+def vote_regression_student(
+    features: np.ndarray,
+    sums: np.ndarray,
+    *,
+    class_prior: np.ndarray | None = None,
+    pool_features: np.ndarray | None = None,
+) -> nn.Module:
+    """The linear student (flatten, then W x + b) of :func:`fit_vote_regression`, on the CPU.
+
+    With ``class_prior`` (C,) the bias is shifted (:func:`prior_matched_offsets`) so that the
+    student's predictions on ``pool_features`` (default: ``features``) have those class shares.
+    """
     fit = fit_vote_regression(features, sums)
+    bias = fit.bias
+    if class_prior is not None:
+        pool = np.asarray(features if pool_features is None else pool_features, dtype=np.float64)
+        scores = pool.reshape(len(pool), -1) @ fit.weights + fit.bias  # (P, C)
+        bias = fit.bias + prior_matched_offsets(scores, np.asarray(class_prior, dtype=np.float64))
     dim, classes = fit.weights.shape
     linear = nn.Linear(dim, classes)
     with torch.no_grad():
         linear.weight.copy_(torch.as_tensor(fit.weights.T, dtype=torch.float32))
-        linear.bias.copy_(torch.as_tensor(fit.bias, dtype=torch.float32))
+        linear.bias.copy_(torch.as_tensor(bias, dtype=torch.float32))
     return nn.Sequential(nn.Flatten(), linear).eval()
