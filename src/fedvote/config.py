@@ -64,7 +64,8 @@ class FederationConfig:
     ``auto`` when a target's grey images differ in size from the sources'.
     ``input_features`` is what every record is seen through (:data:`INPUT_FEATURES`,
     :mod:`fedvote.models.input_features`): a public map fitted on the pool alone; ``auto``
-    is the patch features for natural photos (CIFAR-10), the records as they are otherwise.
+    is the patch features for CIFAR-10 and Fashion-MNIST (for the methods that do not fit
+    their own PCA: :func:`fedvote.runner.input_features_kind`), the records as they are otherwise.
     """
 
     dataset: str = "digits"

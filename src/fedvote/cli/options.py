@@ -81,7 +81,9 @@ _FEDERATION_OPTIONS = (
                  help="What every record is seen through, for every method: patch = single-layer patch "
                       "features (Coates & Ng: k-means on whitened 6x6 patches) fitted on the public pool "
                       "alone, applied by each agent to its own records, so it costs no ε; none = the "
-                      "records as they are; auto: patch for natural photos (cifar10), else none."),
+                      "records as they are; auto: patch for cifar10 and fashion-mnist (cifar10 only for "
+                      "private-knn-fl and the FedAUX family, which fit their own PCA), else none; "
+                      "result.json records the kind used (input_features_used)."),
     click.option("--label-column", default="label", show_default=True,
                  help="Label column of a csv: dataset."),
     click.option("--data-dir", envvar="FEDVOTE_DATA", type=click.Path(file_okay=False), default=None,
