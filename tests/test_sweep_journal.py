@@ -56,3 +56,14 @@ def test_a_last_line_cut_short_is_ignored_and_an_earlier_damaged_line_refused(tm
     journal.path.write_text(text[: len(text) // 2] + "\n" + text)
     with pytest.raises(ConfigError, match="line 1 is not a sweep.s charge"):
         ChargeJournal(journal.path).read()
+
+
+def test_the_journal_says_which_point_made_each_charge(tmp_path):
+    """A resumed sweep counts each earlier charge against its point's ledger (sweep.json's ``charges``)."""
+    journal = ChargeJournal(tmp_path / "charges.jsonl")
+    JournaledSession(PrivacyLedger(), "sweep point 1", journal=journal, point=1).charge(release(4.0))
+    second = JournaledSession(PrivacyLedger(), "sweep point 3", journal=journal, point=3)
+    voided = second.charge(release(8.0))
+    second.charge(release(16.0))
+    second.void(voided)
+    assert ChargeJournal(journal.path).read_points() == [(1, release(4.0)), (3, release(16.0))]

@@ -83,6 +83,7 @@ def test_a_ctrl_c_during_sweep_out_keeps_the_completed_points_and_resume_runs_th
     # the total ε of all points: the resumed points' charges, kept with their rows, and the new ones
     (state,) = final["ledgers"]
     assert final["total_epsilon"]["agent"] == pytest.approx(state["spent_agent_epsilon"], rel=1e-9)
+    assert (state["charges"], state["charges_before_resume"]) == (4, 2)  # the sweep's, across the resume
     # progress: plain lines on a stderr that is not a terminal, counting the resumed points
     lines = [line for line in err.splitlines() if line.startswith("fedvote sweep: point")]
     assert len(lines) == 2
@@ -224,7 +225,7 @@ def test_a_resumed_sweep_reports_the_charge_of_the_point_interrupted_after_its_r
     code, _, _ = invoke(args)
     assert code == 130 and charges_in(ledger) == 3
     calls = interrupt_at(monkeypatch, None)
-    code, _, err = invoke([*args, "--resume"])
+    code, stdout, err = invoke([*args, "--resume"])
     assert code == 0, err
     assert [config.privacy.epsilon for config in calls] == [4.0, 8.0]
     assert charges_in(ledger) == 5  # point 3's first release and its second
@@ -232,6 +233,10 @@ def test_a_resumed_sweep_reports_the_charge_of_the_point_interrupted_after_its_r
     (state,) = final["ledgers"]
     assert final["total_epsilon"]["agent"] == pytest.approx(state["spent_agent_epsilon"], rel=1e-9, abs=1e-9)
     assert final["total_epsilon"]["instance"] == pytest.approx(state["spent_instance_epsilon"], rel=1e-9, abs=1e-9)
+    # the count is of the charges the totals compose: all five, three of them before the resume
+    assert (state["charges"], state["charges_before_resume"]) == (5, 3)
+    (line,) = [line for line in stdout.splitlines() if line.startswith(f"ledger {ledger}:")]
+    assert " charged 5 time(s) by this sweep (3 of them before --resume), has spent agent-level ε = " in line
 
 
 def test_a_sweep_interrupted_after_its_first_charge_keeps_its_directory_for_resume(tmp_path, monkeypatch, invoke):

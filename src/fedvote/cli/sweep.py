@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -107,11 +107,18 @@ def sweep(
     click.echo(f"total {result.timings['total_s']:.1f} s; reused work: {result.reuse}")
     click.echo(_total_line(result.total_epsilon, configs[0].privacy.delta, result.total_accountant))
     for state in result.ledgers:
-        click.echo(
-            f"ledger {state['path']}: federation {state['federation']} charged {state['charges']} time(s), "
-            f"has spent agent-level ε = {_number(state['spent_agent_epsilon'])}, "
-            f"instance-level {_number(state['spent_instance_epsilon'])}"
-        )
+        click.echo(_ledger_line(state))
+
+
+def _ledger_line(state: dict[str, Any]) -> str:
+    """A ledger's line after the sweep: the charges of this sweep (those the totals compose), its spend."""
+    before = state.get("charges_before_resume") or 0
+    resumed = f" ({before} of them before --resume)" if before else ""
+    return (
+        f"ledger {state['path']}: federation {state['federation']} charged {state['charges']} time(s) "
+        f"by this sweep{resumed}, has spent agent-level ε = {_number(state['spent_agent_epsilon'])}, "
+        f"instance-level {_number(state['spent_instance_epsilon'])}"
+    )
 
 
 def _say_how_to_resume(store: SweepStore, out: str) -> None:

@@ -60,7 +60,8 @@ def run_sweep(
     with SweepLedgers.plan(points, remaining, federations) as ledgers:  # refuses before any release
         rows: dict[int, SweepRow] = {index: row for index, (row, _) in completed.items()}
         # every charge made before a resume: the completed points' and an interrupted point's
-        earlier_charges = store.earlier_charges(completed) if store is not None else []
+        earlier = store.earlier_charges(completed) if store is not None else []
+        earlier_charges = [charge for _, charge in earlier]
         reuse: dict[str, dict[str, int]] = {}
         started = time.perf_counter()
 
@@ -82,7 +83,7 @@ def run_sweep(
                         configs[0].privacy.delta, configs[0].privacy.accountant, earlier=earlier_charges
                     ).items()
                 },
-                ledgers=ledgers.states(),
+                ledgers=ledgers.states(earlier_points=[index for index, _ in earlier]),
                 complete=complete,
                 points_total=len(points),
             )

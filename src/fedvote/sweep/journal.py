@@ -62,20 +62,24 @@ class ChargeJournal:
         A last line cut short (the process stopped while appending it, before that charge
         was made) is ignored.
         """
+        return [charge for _, charge in self.read_points()]
+
+    def read_points(self) -> list[tuple[int, LevelEvents]]:
+        """:meth:`read`'s charges, each with the index of the point that made it."""
         if not self.path.exists():
             return []
         try:
             lines = self.path.read_text().splitlines()
         except OSError as error:
             raise ConfigError("resume", f"cannot read {self.path}: {error.strerror or error}") from error
-        charges: dict[str, LevelEvents] = {}
+        charges: dict[str, tuple[int, LevelEvents]] = {}
         for number, line in enumerate(lines, start=1):
             try:
                 data = json.loads(line)
                 if "cancel" in data:
                     charges.pop(data["cancel"], None)
                 else:
-                    charges[data["id"]] = charge_from_json(data["charge"])
+                    charges[data["id"]] = (int(data["point"]), charge_from_json(data["charge"]))
             except (ValueError, TypeError, KeyError) as error:
                 if number == len(lines):
                     break

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -25,9 +26,15 @@ class SweepLedgers:
     ledger it holds: ``with SweepLedgers.plan(...) as ledgers:`` closes them all on leaving.
     """
 
-    def __init__(self, ledgers: dict[tuple[str | None, str], PrivacyLedger], opened: ExitStack) -> None:
+    def __init__(
+        self,
+        ledgers: dict[tuple[str | None, str], PrivacyLedger],
+        opened: ExitStack,
+        point_ledgers: dict[int, tuple[str | None, str]] | None = None,
+    ) -> None:
         self._ledgers = ledgers
         self._opened = opened  # closes every ledger of ``ledgers``
+        self._point_ledgers = point_ledgers or {}  # each point's index → the key of the ledger it charges
 
     @staticmethod
     def _key(config: RunConfig, federation: Federation) -> tuple[str | None, str]:
@@ -47,12 +54,13 @@ class SweepLedgers:
         the ledgers opened so far.
         """
         ledgers: dict[tuple[str | None, str], PrivacyLedger] = {}
+        point_ledgers: dict[int, tuple[str | None, str]] = {}
         planned: dict[tuple[str | None, str], list[Any]] = {}
         with ExitStack() as opened:  # closes every ledger opened if anything below fails
             for point in points:
                 seeded = point.seeded
                 federation = federations.get(seeded)
-                key = cls._key(seeded, federation)
+                key = point_ledgers[point.index] = cls._key(seeded, federation)
                 if key not in ledgers:
                     ledgers[key] = opened.enter_context(open_ledger(seeded, federation))
             for point in remaining:
@@ -64,7 +72,7 @@ class SweepLedgers:
             what = "points" if len(remaining) == len(points) else "remaining points"
             for key, releases in planned.items():
                 check_budget(ledgers[key], releases, what=f"this sweep's {len(releases)} {what}")
-            return cls(ledgers, opened.pop_all())  # the sweep keeps them open
+            return cls(ledgers, opened.pop_all(), point_ledgers)  # the sweep keeps them open
 
     def session(
         self,
@@ -103,13 +111,25 @@ class SweepLedgers:
             level: bounded_epsilon(compose_releases(charges, level), delta, accountant) for level in LEVELS
         }
 
-    def states(self) -> list[dict[str, Any]]:
-        """Each persisted ledger's federation, spend and budget after the sweep, with its charge count."""
+    def states(self, earlier_points: Iterable[int] = ()) -> list[dict[str, Any]]:
+        """Each persisted ledger's federation, spend and budget after the sweep, with its charge count.
+
+        ``charges`` counts every charge of this sweep to the ledger, the ones :meth:`total`
+        composes: this process's and, on a resume, the earlier ones (``earlier_points``: the
+        point index of each charge made before the resume, as :meth:`total`'s ``earlier``),
+        which ``charges_before_resume`` counts apart.
+        """
+        earlier = Counter(
+            self._point_ledgers[index] for index in earlier_points if index in self._point_ledgers
+        )
         states = []
-        for ledger in self._ledgers.values():
+        for key, ledger in self._ledgers.items():
             state = ledger_details(ledger).get("ledger")
             if isinstance(state, dict):
-                states.append({**state, "charges": len(ledger.charges)})
+                before = earlier.get(key, 0)
+                states.append(
+                    {**state, "charges": before + len(ledger.charges), "charges_before_resume": before}
+                )
         return states
 
     def close(self) -> None:

@@ -187,8 +187,10 @@ class SweepStore:
         self.done = len(completed)
         return completed
 
-    def earlier_charges(self, completed: dict[int, tuple[SweepRow, list[LevelEvents]]]) -> list[LevelEvents]:
-        """Every charge the sweep made before this resume, in order; ``[]`` for a fresh sweep.
+    def earlier_charges(
+        self, completed: dict[int, tuple[SweepRow, list[LevelEvents]]]
+    ) -> list[tuple[int, LevelEvents]]:
+        """Every charge the sweep made before this resume, in order, with its point's index; ``[]`` if fresh.
 
         The journal's, which holds the charges of a point interrupted after its release
         too; ``completed``'s (the rows' charges) for a directory written before it kept one.
@@ -196,8 +198,8 @@ class SweepStore:
         if self._plan is None:
             return []
         if self.journal.path.exists():
-            return self.journal.read()
-        return [charge for _, (_, charges) in sorted(completed.items()) for charge in charges]
+            return self.journal.read_points()
+        return [(index, charge) for index, (_, charges) in sorted(completed.items()) for charge in charges]
 
     def begin(
         self, points: Sequence[SweepPoint], completed: dict[int, tuple[SweepRow, list[LevelEvents]]]
