@@ -224,3 +224,22 @@ def test_compare_declares_the_run_flags_it_takes_once_with_run():
         assert declared(compare_command, name) == declared(run_command, name), name
     with pytest.raises(TypeError):
         run_flags("no_such_flag")
+
+
+def test_a_stopped_compare_writes_its_rows_incomplete_and_a_complete_one_replaces_them(tmp_path):
+    """write_stopped: compare.json (complete false) and charged.json; a later complete compare.json
+    in the same directory removes that charged.json (one outcome per directory)."""
+    from fedvote.compare import Comparison, write_comparison, write_stopped
+
+    stopped = Comparison(rows=[], total_epsilon={"agent": 1.5, "instance": 2.0}, complete=False,
+                         stopped_by="interrupt", charged="2 release(s) were charged before it stopped: …",
+                         charges=2, methods=("pate-fl", "dp-fedavg"))  # fmt: skip
+    write_stopped(stopped, SMALL, epsilon=4.0, delta=1e-3, out_dir=tmp_path)
+    saved = json.loads((tmp_path / "compare.json").read_text())
+    assert saved["complete"] is False and saved["methods_without_row"] == ["pate-fl", "dp-fedavg"]
+    record = json.loads((tmp_path / "charged.json").read_text())
+    assert record["charged"] == stopped.charged and record["charges"] == 2 and record["result"] is None
+    write_comparison(Comparison(rows=[], total_epsilon={"agent": None}), SMALL, epsilon=4.0, delta=1e-3,
+                     out_dir=tmp_path)  # fmt: skip
+    assert json.loads((tmp_path / "compare.json").read_text())["complete"] is True
+    assert not (tmp_path / "charged.json").exists()

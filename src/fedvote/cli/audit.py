@@ -49,7 +49,9 @@ def audit(configs: list[RunConfig], level: str, trials: int, confidence: float, 
     from fedvote.audit import audit_config  # lazy: imports torch; keeps fedvote --help fast
     from fedvote.progress import RichProgress
 
-    result = audit_config(config, level, trials, confidence=confidence, progress=RichProgress())
+    # Off a terminal (a log, a batch job) each phase is a plain line with the time and an ETA.
+    progress = RichProgress(log_lines=True, prefix="fedvote audit")
+    result = audit_config(config, level, trials, confidence=confidence, progress=progress)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return

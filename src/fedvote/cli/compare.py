@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
-from typing import Any
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +26,9 @@ from fedvote.errors import ConfigError
 from fedvote.methods.registry import METHOD_NAMES, option_names
 from fedvote.models.config import DEFAULT_EPOCHS, TrainingConfig
 from fedvote.results import check_writable, fallback_message, write_or_fallback
+
+if TYPE_CHECKING:
+    from fedvote.compare import Comparison
 
 
 @click.command(cls=MethodsHelp)  # --methods M,… --help: their own options only
@@ -122,43 +129,126 @@ def compare(
     if out is not None:
         check_writable(out)  # before any row is trained or charged
     # lazy: imports torch; the refusals above answer without it (and fedvote --help under 1 s)
-    from fedvote.compare import format_table, run_comparison, write_comparison
+    from fedvote.compare import format_table, run_comparison, write_comparison, write_stopped
     from fedvote.progress import RichProgress
 
-    comparison = run_comparison(config, names, epsilon=epsilon, delta=delta, progress=RichProgress())
-    rows = comparison.rows
+    def keep_stopped(stopped: Comparison) -> None:
+        """A compare stopped after a charge: its rows done and what every charge cost, kept on disk."""
+        if out is None and not stopped.rows:
+            return  # as fedvote run without --out: the charge line on stderr says it all
+        _keep_stopped(stopped, config, epsilon=epsilon, delta=delta, out=out, write=write_stopped)
+
+    comparison = run_comparison(
+        config,
+        names,
+        epsilon=epsilon,
+        delta=delta,
+        # Off a terminal (a log, a batch job) each phase is a plain line with the time and an ETA.
+        progress=RichProgress(log_lines=True, prefix="fedvote compare"),
+        on_stop=keep_stopped,
+    )
+
+    def write(directory: Path) -> Path:
+        return write_comparison(comparison, config, epsilon=epsilon, delta=delta, out_dir=directory)
+
     failed: str | None = None
+    saved: Path | None = None
     if out is not None:  # never lose the charged rows: a fallback directory if out fails now
         try:
-            path, failure = write_or_fallback(
-                lambda directory: write_comparison(
-                    comparison, config, epsilon=epsilon, delta=delta, out_dir=directory
-                ),
-                out,
-                config.privacy.ledger,
-            )
+            saved, failure = write_or_fallback(write, out, config.privacy.ledger)
         except OSError as error:  # not even a fallback: the rows go to stdout
             failed = f"--out: cannot write to {out} ({error.strerror or error}) nor to a fallback directory"
             failed += "; the rows are printed on stdout"
             as_json = True
         else:
             if failure is None:
-                click.echo(f"wrote {path}", err=True)
+                click.echo(f"wrote {saved}", err=True)
             else:
-                failed = fallback_message("--out", out, failure, path)
-    if as_json:
-        click.echo(json.dumps([row.to_dict() for row in rows], indent=2))
-    else:
-        fed = config.federation
-        click.echo(
-            f"fedvote compare on {fed.dataset}: {fed.agents} agents, target ε = {epsilon:g} at δ = {delta:g}"
-        )
-        click.echo(format_table(rows))
-        totals = comparison.total_epsilon
-        click.echo(total_line(totals, delta, comparison.ledger, comparison.total_accountant))
+                failed = fallback_message("--out", out, failure, saved)
+    try:
+        if as_json:
+            click.echo(json.dumps([row.to_dict() for row in comparison.rows], indent=2))
+        else:
+            fed = config.federation
+            target = f"target ε = {epsilon:g} at δ = {delta:g}"
+            click.echo(f"fedvote compare on {fed.dataset}: {fed.agents} agents, {target}")
+            click.echo(format_table(comparison.rows))
+            totals = comparison.total_epsilon
+            click.echo(total_line(totals, delta, comparison.ledger, comparison.total_accountant))
+    except OSError as error:  # stdout full or closed: the charged rows are kept on disk, one line says where
+        _silence_stdout()
+        failed = _unprinted(error, saved, write, config.privacy.ledger)
     if failed is not None:
         click.echo(f"fedvote: error: {failed}", err=True)
         sys.exit(1)
+
+
+def _keep_stopped(
+    stopped: Comparison,
+    config: RunConfig,
+    *,
+    epsilon: float,
+    delta: float,
+    out: str | None,
+    write: Callable[..., Path],
+) -> None:
+    """Write a stopped compare's ``compare.json`` (incomplete) and ``charged.json``; say where on stderr.
+
+    Into ``--out``, else (or when that fails) a new ``fedvote-result-*`` directory beside the
+    ledger or in the temporary directory. Never raises: the compare's own error comes next,
+    with the line of what it charged.
+    """
+
+    def files(directory: Path) -> Path:
+        return write(stopped, config, epsilon=epsilon, delta=delta, out_dir=directory)
+
+    ledger = config.privacy.ledger
+    try:
+        path, _ = write_or_fallback(files, out or _fresh_directory(ledger), ledger)
+    except Exception:  # noqa: BLE001 - the charge line on stderr still says what was charged
+        return
+    done = ", ".join(row.method for row in stopped.rows) or "none"
+    also = f" and {path.parent / 'charged.json'} (what every row charged)" if stopped.charges else ""
+    click.echo(f"fedvote: wrote {path} (incomplete; rows done before it stopped: {done}){also}", err=True)
+
+
+def _unprinted(error: OSError, saved: Path | None, write: Callable[[Path], Path], ledger: str | None) -> str:
+    """The error line of a comparison that could not be printed: where it is kept (saved now if need be)."""
+    reason = error.strerror or error
+    if saved is None:
+        try:
+            saved, _ = write_or_fallback(write, _fresh_directory(ledger), ledger)
+        except OSError as failure:
+            return (
+                f"cannot print the comparison on stdout ({reason}) nor save it "
+                f"({failure.strerror or failure}); its charges are in the ledger"
+            )
+    return f"cannot print the comparison on stdout ({reason}); it is saved in {saved}"
+
+
+def _fresh_directory(near: str | None) -> Path:
+    """A new ``fedvote-result-*`` directory beside ``near`` (the ledger) or in the temporary directory."""
+    places = [Path(near).resolve().parent] if near is not None else []
+    places.append(Path(tempfile.gettempdir()))
+    failure: OSError | None = None
+    for place in places:
+        try:
+            return Path(tempfile.mkdtemp(prefix="fedvote-result-", dir=place))
+        except OSError as error:
+            failure = error
+    raise failure or OSError("no directory to write in")
+
+
+def _silence_stdout() -> None:
+    """Point a stdout that failed at the null device, so that nothing fails again at exit."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, sys.stdout.fileno())
+        finally:
+            os.close(null)
+    except (AttributeError, OSError, ValueError):  # no descriptor (a test's captured stdout)
+        pass
 
 
 def with_ledger(config: RunConfig, ledger: str | None, budget_epsilon: float | None) -> RunConfig:

@@ -85,7 +85,8 @@ def label(
 
     outcome = answer_queries(
         labelling,
-        RichProgress(),
+        # Off a terminal (a log, a batch job) each phase is a plain line with the time and an ETA.
+        RichProgress(log_lines=True, prefix="fedvote label"),
         on_open=None if as_json else opened,
         on_answer=None if as_json else answered,
     )
