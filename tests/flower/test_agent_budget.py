@@ -33,12 +33,35 @@ def test_the_default_ledger_sits_beside_the_data_file(tmp_path):
 def test_request_events_take_the_noise_of_the_honest_shares_the_agent_counts_on(tmp_path):
     alone, trusting = budget(tmp_path), budget(tmp_path, assume_honest=4)
     assert alone.request_events("pate", 10, 1.5, secure=False) == pate_fl_events(1.5, 10)
-    assert trusting.request_events("pate", 10, 1.5, secure=False) == pate_fl_events(3.0, 10)  # 1.5·√4
-    assert trusting.request_events("pate", 10, 1.5, secure=True) == pate_fl_discrete_events(3.0, 4, 10)
+    assert trusting.request_events("pate", 10, 1.5, secure=False, min_responders=4) == pate_fl_events(3.0, 10)
+    assert trusting.request_events("pate", 10, 1.5, secure=True, min_responders=5) == pate_fl_discrete_events(
+        3.0, 4, 10
+    )  # 1.5·√4
     assert alone.request_events("knn", 10, 1.5, secure=False, k=5) == private_knn_fl_events(1.5, 10, 5)
     for kind, secure, k in (("knn", True, 5), ("knn", False, None), ("multilabel", False, None)):
         with pytest.raises(AgentRefusal):
             alone.request_events(kind, 10, 1.5, secure=secure, k=k)
+
+
+def test_h_above_n_is_refused_by_name_and_h_up_to_n_is_accepted(tmp_path):
+    with pytest.raises(ConfigError) as error:
+        budget(tmp_path, assume_honest=4, num_agents=3)  # 4 shares cannot exist among 3 agents
+    assert error.value.argument == "assume_honest" and "3 agents" in error.value.detail
+    assert budget(tmp_path, assume_honest=3, num_agents=3).assume_honest == 3
+    again = AgentBudget.from_node_config(budget(tmp_path, assume_honest=7).node_config(), 0, "f" * 32)
+    assert again is not None and again.assume_honest == 7  # no N known: not checked here
+    with pytest.raises(ConfigError):  # the ClientApp passes its file's N
+        AgentBudget.from_node_config(budget(tmp_path, assume_honest=7).node_config(), 0, "f" * 32, 3)
+
+
+def test_a_request_whose_t_is_below_h_or_unstated_is_refused_and_nothing_is_charged(tmp_path):
+    trusting = budget(tmp_path, assume_honest=3)
+    for stated in (2, None):  # a released sum may hold only t < h shares; or t is unknown
+        with pytest.raises(AgentRefusal, match="assumes 3 honest noise shares"):
+            trusting.request_events("pate", 10, 1.5, secure=False, min_responders=stated)
+    assert trusting.check_ready() == 0.0
+    alone = budget(tmp_path)  # h = 1 counts on its own share only: any t, or none, is covered
+    assert alone.request_events("pate", 10, 1.5, secure=False, min_responders=1) == pate_fl_events(1.5, 10)
 
 
 def test_admitted_requests_are_charged_and_the_spend_is_the_gaussian_composition(tmp_path):
@@ -110,6 +133,7 @@ def fed(tmp_path_factory):
         (["--budget-epsilon", "nan"], "--budget-epsilon"),
         (["--budget-delta", "2"], "--budget-delta"),
         (["--assume-honest", "0"], "--assume-honest"),
+        (["--assume-honest", "4"], "--assume-honest"),  # 4 honest shares among the file's 3 agents
     ],
 )
 def test_deploy_agent_refuses_bad_budget_flags_in_one_line_before_starting(fed, extra, flag, capsys):

@@ -200,6 +200,7 @@ def agent(
         budget_epsilon=budget_epsilon,
         delta=budget_delta,
         assume_honest=assume_honest,
+        num_agents=file.num_agents,  # h > N shares cannot exist: refused before the node starts
     )
     spent = budget.check_ready()  # a bad ledger file or another budget than the stored one: one line
     port = runtime_port if runtime_port is not None else free_port()

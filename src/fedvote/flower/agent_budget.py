@@ -15,7 +15,10 @@ carries Q queries and the agent's noise share std s; the agent cannot verify how
 shares reach the sum, so it takes the total noise as s·√h, where h (``--assume-honest``,
 default 1) is the number of honest shares it counts on, its own included: with h = 1 it
 trusts nobody (its own share is its only noise; sound whatever the others do), with h = t
-it makes the server's assumption. PATE votes: Q Gaussians with σ = s·√h, sensitivity 1
+it makes the server's assumption. h must not exceed the federation's N (there are no more
+shares than agents: refused at start-up) nor the t of the request (a released sum holds at
+least t shares, not more: a request whose t is below h, or that states no t while h > 1, is
+refused). PATE votes: Q Gaussians with σ = s·√h, sensitivity 1
 (agent level, zero-out) and √2 (instance level) — with ``secure-noise``, the discrete
 events of h shares (:func:`~fedvote.privacy.events.pate_fl_discrete_events`). kNN votes:
 the same at the agent level and √2/k at the instance level for the agent's own k
@@ -70,6 +73,8 @@ class AgentBudget:
     budget_epsilon: float | None = None
     delta: float = DEFAULT_DELTA
     assume_honest: int = 1
+    # N, from the agent's file: h > N honest shares cannot exist (None: not checked here).
+    num_agents: int | None = None
 
     def __post_init__(self) -> None:
         if self.budget_epsilon is not None and not (
@@ -81,6 +86,12 @@ class AgentBudget:
         honest = self.assume_honest
         if isinstance(honest, bool) or not isinstance(honest, int) or honest < 1:
             raise ConfigError("assume_honest", f"must be an integer >= 1, got {honest!r}")
+        if self.num_agents is not None and honest > self.num_agents:
+            raise ConfigError(
+                "assume_honest",
+                f"{honest} honest noise shares cannot exist in a federation of {self.num_agents} agents "
+                f"(one share each): give at most the run's t (<= {self.num_agents})",
+            )
 
     @property
     def federation(self) -> str:
@@ -107,11 +118,31 @@ class AgentBudget:
             raise ConfigError("ledger", message) from None
 
     def request_events(
-        self, kind: str, queries: int, noise_std: float, *, secure: bool, k: int | None = None
+        self,
+        kind: str,
+        queries: int,
+        noise_std: float,
+        *,
+        secure: bool,
+        k: int | None = None,
+        min_responders: int | None = None,
     ) -> LevelEvents:
-        """The events of answering ``queries`` queries of ``kind`` with noise share std ``noise_std``."""
+        """The events of answering ``queries`` queries of ``kind`` with noise share std ``noise_std``.
+
+        ``min_responders`` is the request's t (the fewest shares a released sum holds). The
+        agent's s·√h holds only if every released sum holds at least h honest shares, so a
+        request whose t is below h — or that states no t while h > 1 — is refused: the
+        argument of ``docs/privacy.md`` does not cover it (h = 1 needs no t).
+        """
         if not (math.isfinite(noise_std) and noise_std >= 0):
             raise AgentRefusal(f"agent {self.agent_id}: a noise share std of {noise_std} cannot be accounted")
+        if self.assume_honest > 1 and (min_responders is None or min_responders < self.assume_honest):
+            stated = "states no t" if min_responders is None else f"releases sums of t = {min_responders}"
+            raise AgentRefusal(
+                f"agent {self.agent_id} refuses the request: it assumes {self.assume_honest} honest noise "
+                f"shares in every released sum (--assume-honest) but the request {stated}; "
+                "nothing was released"
+            )
         sigma = noise_std * math.sqrt(self.assume_honest)
         if kind == "pate":
             if secure:
@@ -148,8 +179,13 @@ class AgentBudget:
         return entries
 
     @classmethod
-    def from_node_config(cls, node_config: Any, agent_id: int, fingerprint: str) -> AgentBudget | None:
-        """The ledger the node config names, or None where it names none (simulation, a bare node)."""
+    def from_node_config(
+        cls, node_config: Any, agent_id: int, fingerprint: str, num_agents: int | None = None
+    ) -> AgentBudget | None:
+        """The ledger the node config names, or None where it names none (simulation, a bare node).
+
+        ``num_agents`` (the agent file's N) refuses an ``assume-honest`` above it.
+        """
         path = node_config.get(NODE_LEDGER)
         if not path:
             return None
@@ -161,4 +197,5 @@ class AgentBudget:
             budget_epsilon=None if budget is None else float(budget),
             delta=float(node_config.get(NODE_DELTA, DEFAULT_DELTA)),
             assume_honest=int(node_config.get(NODE_HONEST, 1)),
+            num_agents=num_agents,
         )

@@ -301,12 +301,15 @@ def _vote(message: Message, context: Context) -> Message:
     queries = np.frombuffer(bytes(instructions.config["queries"]), dtype=np.int64)  # type: ignore[arg-type]
     noise_std = float(instructions.config["noise-std"])
     secure = bool(instructions.config.get("secure-noise", False))
+    stated_t = instructions.config.get("min-responders")  # None from a server that does not state t
+    min_responders = None if stated_t is None else int(stated_t)  # type: ignore[arg-type]
     file = _agent_file(context)
     agent, rng = _agent(file, context, secure=secure)
     state = _node_state(context)
     budget = _agent_budget(context, file)
     if kind == "pate":
-        _admit(budget, kind, queries, noise_std, secure)  # charged to the agent's own ledger first
+        # charged to the agent's own ledger first
+        _admit(budget, kind, queries, noise_std, secure, min_responders=min_responders)
         training = TrainingConfig(**json.loads(str(state["training"])))
         teacher = build_model(
             training.model, tuple(file.data.features.shape[1:]), file.num_classes
@@ -316,7 +319,7 @@ def _vote(message: Message, context: Context) -> Message:
         votes = teacher_votes.noisy_votes(agent, queries, noise_std)  # (Q, C), through the agent's exit
     elif kind == "knn":
         voter = _knn_voter(agent, file, state)
-        _admit(budget, kind, queries, noise_std, secure, k=voter.k)
+        _admit(budget, kind, queries, noise_std, secure, k=voter.k, min_responders=min_responders)
         votes = voter.noisy_votes(queries, noise_std)  # (Q, C), likewise
     else:
         raise ValueError(f"unknown vote kind {kind!r}")
@@ -330,7 +333,7 @@ def _agent_budget(context: Context, file: AgentFile) -> AgentBudget | None:
     """The agent's own ledger named in its node config (``fedvote deploy agent``), else None."""
     from fedvote.flower.agent_budget import AgentBudget
 
-    return AgentBudget.from_node_config(context.node_config, file.agent_id, file.fingerprint)
+    return AgentBudget.from_node_config(context.node_config, file.agent_id, file.fingerprint, file.num_agents)
 
 
 def _admit(
@@ -340,6 +343,7 @@ def _admit(
     noise_std: float,
     secure: bool,
     k: int | None = None,
+    min_responders: int | None = None,
 ) -> None:
     """Charge a vote request to the agent's own ledger before anything is computed, or refuse it.
 
@@ -351,7 +355,9 @@ def _admit(
     from fedvote.flower.agent_budget import AgentRefusal
 
     try:
-        events = budget.request_events(kind, int(queries.shape[0]), noise_std, secure=secure, k=k)
+        events = budget.request_events(
+            kind, int(queries.shape[0]), noise_std, secure=secure, k=k, min_responders=min_responders
+        )
         spent = budget.admit(events, what=f"a vote request of {queries.shape[0]} queries")
     except AgentRefusal as refusal:
         print(f"fedvote: {refusal}", file=sys.stderr, flush=True)

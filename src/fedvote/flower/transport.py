@@ -285,6 +285,8 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
                     "queries": queries.tobytes(),
                     "noise-std": float(noise_std),
                     "secure-noise": self._secure_noise,
+                    # t: an agent assuming h honest shares (--assume-honest) refuses t < h
+                    "min-responders": int(min_responders),
                 },
             ),
         )
