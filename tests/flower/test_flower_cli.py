@@ -75,3 +75,46 @@ def test_deployment_summary_names_refused_rounds_and_dropouts():
     text = deployment_summary(result)
     assert "1 released, 2 refused" in text and "dropped agents        4" in text
     assert "unbounded" in text
+
+
+# --- an earlier result.json survives a failed run (its budget was spent) -------------------------
+
+
+def _server_args(fed, out):
+    return ["deploy", "server", "--config", fed / "run.json", "--data", fed / "server.npz", "--out", out,
+            "--superlink", "127.0.0.1:1", "--insecure"]  # a running SuperLink: nothing started here
+
+
+def test_a_failed_server_run_keeps_the_earlier_result(fed, tmp_path, invoke, monkeypatch):
+    import fedvote.cli.deploy as deploy_module
+
+    out = tmp_path / "out"
+    out.mkdir()
+    earlier = '{"earlier": "a charged result"}\n'
+    (out / "result.json").write_text(earlier)
+    monkeypatch.setattr(deploy_module, "_run_foreground", lambda command, home: 1)  # flwr run fails
+    code, _, err = invoke(_server_args(fed, out))
+    assert code == 1 and "wrote no result" in err and "earlier result.json in --out is kept" in err
+    assert (out / "result.json").read_text() == earlier
+
+
+def test_a_server_run_that_writes_a_result_replaces_the_earlier_one(fed, tmp_path, invoke, monkeypatch):
+    import fedvote.cli.deploy as deploy_module
+    from fedvote.results import write_atomic
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "result.json").write_text('{"earlier": true}\n')
+    new = {
+        "method": "pate-fl", "agents": 3, "queries": 20, "sigma": 2.0, "accuracy": 0.5, "label_accuracy": None,
+        "privacy": {"delta": 1e-3, "agent": {"epsilon": 1.0}, "instance": {"epsilon": 2.0}}, "flower": {},
+    }
+
+    def flwr_run(command, home):  # the ServerApp writes atomically, as write_result does
+        write_atomic(out / "result.json", json.dumps(new))
+        return 0
+
+    monkeypatch.setattr(deploy_module, "_run_foreground", flwr_run)
+    code, stdout, _ = invoke(_server_args(fed, out))
+    assert code == 0 and "fedvote pate-fl on Flower" in stdout
+    assert json.loads((out / "result.json").read_text()) == new

@@ -340,7 +340,7 @@ def server(
     else:
         connection["root-certificates"] = str(Path(str(ca_file)).resolve())
     result_file = Path(out_dir) / "result.json"
-    result_file.unlink(missing_ok=True)
+    earlier = _stamp(result_file)  # an earlier result stays until the new one replaces it
     with _flower_home(workdir, "fedvote-server-") as home:
         app_dir = _write_flwr_files(home, connection, overrides)
         command = _superlink_command(host, port, tls) if superlink_address is None else None
@@ -356,13 +356,15 @@ def server(
                 ],
                 home,
             )
-        if not result_file.is_file():  # inside the block: a failure keeps Flower's home and its log
+        if not _replaced(result_file, earlier):  # inside the block: a failure keeps Flower's home and its log
             where = (
                 f"the SuperLink's log (with the ServerApp's output) is kept at {home / 'superlink.log'}"
                 if superlink_address is None
                 else f"see flwr run's output above and the log of the SuperLink at {superlink_address}"
             )
-            raise click.ClickException(f"the run wrote no result (flwr run exited with {code}); {where}")
+            raise click.ClickException(
+                f"the run wrote no result (flwr run exited with {code}){_kept(earlier)}; {where}"
+            )
     click.echo(deployment_summary(json.loads(result_file.read_text())))
     click.echo(f"wrote {result_file}", err=True)
 
@@ -385,6 +387,29 @@ def check_plan(
         clip_sigmas=clip_sigmas,
         query_batch_size=query_batch_size,
     )
+
+
+def _stamp(path: Path) -> tuple[int, int, int, int] | None:
+    """Identity of the file at ``path`` (device, inode, mtime, size), None when there is none.
+
+    The ServerApp writes result.json atomically (a new file renamed over the old one), so a
+    new result has another inode: comparing stamps tells a new result from an earlier one
+    without removing the earlier one first (its budget was spent; it must survive a failed run).
+    """
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        return None
+    return status.st_dev, status.st_ino, status.st_mtime_ns, status.st_size
+
+
+def _replaced(path: Path, earlier: tuple[int, int, int, int] | None) -> bool:
+    """Whether the run wrote a result at ``path``: a file is there and it is not the earlier one."""
+    return path.is_file() and _stamp(path) != earlier
+
+
+def _kept(earlier: tuple[int, int, int, int] | None) -> str:
+    return "" if earlier is None else "; the earlier result.json in --out is kept as it was"
 
 
 def deployment_summary(result: dict[str, Any]) -> str:
@@ -481,7 +506,7 @@ def simulate(
         "secure-noise": bool(secure_noise),
     }
     result_file = Path(out_dir) / "result.json"
-    result_file.unlink(missing_ok=True)
+    earlier = _stamp(result_file)  # an earlier result stays until the new one replaces it
     port = free_port()
     with _flower_home(workdir, "fedvote-simulation-") as home:
         app_dir = _write_flwr_files(home, {"address": f"127.0.0.1:{port}", "insecure": True}, overrides)
@@ -498,10 +523,10 @@ def simulate(
                 ],
                 home,
             )
-        if not result_file.is_file():  # inside the block: a failure keeps Flower's home and its log
+        if not _replaced(result_file, earlier):  # inside the block: a failure keeps Flower's home and its log
             raise click.ClickException(
-                f"the simulation wrote no result (flwr run exited with {code}); the SuperLink's log "
-                f"(with the ServerApp's output) is kept at {home / 'superlink.log'}"
+                f"the simulation wrote no result (flwr run exited with {code}){_kept(earlier)}; the "
+                f"SuperLink's log (with the ServerApp's output) is kept at {home / 'superlink.log'}"
             )
     click.echo(deployment_summary(json.loads(result_file.read_text())))
     click.echo(f"wrote {result_file}", err=True)
