@@ -118,3 +118,31 @@ def test_a_server_run_that_writes_a_result_replaces_the_earlier_one(fed, tmp_pat
     code, stdout, _ = invoke(_server_args(fed, out))
     assert code == 0 and "fedvote pate-fl on Flower" in stdout
     assert json.loads((out / "result.json").read_text()) == new
+
+
+# --- a damaged file (a valid zip, a member with a bad CRC) is one line -------------------------
+
+
+def _damaged_copy(source, target):
+    """``source`` with bytes flipped in the middle: the zip's directory intact, a member damaged."""
+    data = bytearray(source.read_bytes())
+    middle = len(data) // 2
+    for i in range(middle, middle + 64):
+        data[i] ^= 0xFF
+    target.write_bytes(bytes(data))
+    return target
+
+
+def test_deploy_agent_refuses_a_damaged_agent_file_in_one_line(fed, tmp_path, invoke):
+    damaged = _damaged_copy(fed / "agent-0.npz", tmp_path / "agent-0.npz")
+    code, _, err = invoke(["deploy", "agent", "--id", "0", "--data", damaged, "--insecure"])
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"fedvote: error: --data: cannot read {damaged}")
+
+
+def test_deploy_server_refuses_a_damaged_server_file_in_one_line(fed, tmp_path, invoke):
+    damaged = _damaged_copy(fed / "server.npz", tmp_path / "server.npz")
+    code, _, err = invoke(["deploy", "server", "--config", fed / "run.json", "--data", damaged,
+                           "--out", tmp_path / "out", "--insecure"])
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"fedvote: error: --data: cannot read {damaged}")

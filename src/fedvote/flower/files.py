@@ -389,6 +389,15 @@ class _open:
         self._archive = archive
         return archive
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        """Close the archive; a member that cannot be read (a bad CRC, a damaged stream) is one line.
+
+        ``np.load`` of an npz reads its members lazily, inside the ``with`` block: a zip that
+        opens but holds a damaged member fails there (``BadZipFile``, ``zlib.error``, a bad
+        header's ``ValueError``), and is refused as ``data`` like a file that does not open.
+        """
         if self._archive is not None:
             self._archive.close()
+        if isinstance(error, Exception) and not isinstance(error, ConfigError):
+            reason = " ".join(str(error).split()) or type(error).__name__
+            raise ConfigError("data", f"cannot read {self._path}: {reason}") from error
