@@ -146,3 +146,73 @@ def test_deploy_server_refuses_a_damaged_server_file_in_one_line(fed, tmp_path, 
                            "--out", tmp_path / "out", "--insecure"])
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert err.startswith(f"fedvote: error: --data: cannot read {damaged}")
+
+
+# --- deployment options checked while the flags are parsed, before Flower starts -------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["--clip-sigmas", "inf"], "--clip-sigmas"),
+        (["--clip-sigmas", "nan"], "--clip-sigmas"),
+        (["--clip-sigmas", "0"], "--clip-sigmas"),
+        (["--round-timeout", "-1"], "--round-timeout"),
+        (["--train-timeout", "0"], "--train-timeout"),
+        (["--connect-timeout", "-1"], "--connect-timeout"),
+        (["--connect-timeout", "inf"], "--connect-timeout"),
+        (["--query-batch-size", "-5"], "--query-batch-size"),
+        (["--port", "70000"], "--port"),
+        (["--port", "0"], "--port"),
+    ],
+)
+def test_deploy_server_refuses_bad_options_in_one_line_before_flower_starts(
+    fed, tmp_path, invoke, monkeypatch, extra, flag
+):
+    import fedvote.cli.deploy as deploy_module
+
+    def no_flower(name):
+        raise AssertionError("Flower was started")
+
+    monkeypatch.setattr(deploy_module, "_flower_executable", no_flower)
+    args = ["deploy", "server", "--config", fed / "run.json", "--data", fed / "server.npz",
+            "--out", tmp_path / "out", "--insecure", *extra]
+    code, _, err = invoke(args)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"fedvote: error: {flag}: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["deploy", "superlink", "--insecure", "--port", "70000"], "--port"),
+        (["deploy", "simulate", "--data-dir", "DIR", "--out", "sim", "--clip-sigmas", "inf"], "--clip-sigmas"),
+    ],
+)
+def test_superlink_and_simulate_refuse_bad_options_in_one_line(fed, args, flag, invoke, monkeypatch):
+    import fedvote.cli.deploy as deploy_module
+
+    monkeypatch.setattr(deploy_module, "_flower_executable", lambda name: pytest.fail("Flower was started"))
+    code, _, err = invoke([str(fed) if arg == "DIR" else arg for arg in args])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith(f"fedvote: error: {flag}: ")
+
+
+def test_deploy_agent_refuses_a_port_out_of_range(fed, invoke):
+    code, _, err = invoke(["deploy", "agent", "--id", "0", "--data", fed / "agent-0.npz", "--insecure",
+                           "--port", "70000"])
+    assert code == 2 and err.strip() == "fedvote: error: --port: must be a TCP port from 1 to 65535, got 70000"
+
+
+def test_the_library_refuses_what_the_flags_refuse(fed):
+    from fedvote.config import load_run_config
+    from fedvote.errors import ConfigError
+    from fedvote.flower.files import load_server_file, planned_method
+    from fedvote.flower.secagg import secagg_settings
+
+    with pytest.raises(ConfigError) as error:
+        secagg_settings(1.0, 3, 3, clip_sigmas=float("inf"), integer=True)
+    assert error.value.argument == "clip_sigmas"
+    with pytest.raises(ConfigError) as error:  # was silently the method's default
+        planned_method(load_run_config(fed / "run.json"), load_server_file(fed / "server.npz"),
+                       clip_sigmas=20.0, query_batch_size=-5)
+    assert error.value.argument == "query_batch_size"

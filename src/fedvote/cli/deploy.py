@@ -17,6 +17,7 @@ TLS is the default: ``--insecure`` is for loopback tests only.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -51,6 +52,32 @@ CLIP_SIGMAS_HELP = (
     "k in SecAgg+'s clipping range c = 1 + k·σ/√t; the run is refused when clipping could add "
     "more than 1 % to δ (docs/privacy.md, \"Clipping range\")."
 )
+
+
+
+def _argument(parameter: click.Parameter) -> str:
+    return str(parameter.name or "value")
+
+
+def _positive_finite(context: click.Context, parameter: click.Parameter, value: float | None) -> float | None:
+    """Callback: a finite number > 0 (seconds, --clip-sigmas), refused in one line while flags are parsed."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise ConfigError(_argument(parameter), f"must be a finite number > 0, got {value:g}")
+    return value
+
+
+def _port(context: click.Context, parameter: click.Parameter, value: int | None) -> int | None:
+    """Callback: a TCP port, 1 to 65535 (Flower would print its usage text for another)."""
+    if value is not None and not 1 <= value <= 65535:
+        raise ConfigError("port", f"must be a TCP port from 1 to 65535, got {value}")  # every --port
+    return value
+
+
+def _not_negative(context: click.Context, parameter: click.Parameter, value: int) -> int:
+    """Callback: an integer >= 0 (--query-batch-size: 0 is the method's default)."""
+    if value < 0:
+        raise ConfigError(_argument(parameter), f"must be >= 0 (0: the method's default), got {value}")
+    return value
 
 
 @click.group()
@@ -153,7 +180,7 @@ def _client_tls(insecure: bool, root_certificates: str | None) -> list[str]:
 @click.option("--insecure", is_flag=True, help="No TLS: unencrypted traffic. For loopback tests only.")
 @click.option("--root-certificates", type=click.Path(dir_okay=False, exists=True), default=None,
               help="CA certificate (PEM) that signed the SuperLink's certificate.")
-@click.option("--port", "runtime_port", type=int, default=None,
+@click.option("--port", "runtime_port", type=int, default=None, callback=_port,
               help="Local port of the SuperNode's runtime API [default: a free port].")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Flower's home for this node (FLWR_HOME) [default: a temporary directory].")
@@ -225,7 +252,7 @@ def agent(
 
 @deploy.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=DEFAULT_SUPERLINK_PORT, show_default=True, type=int,
+@click.option("--port", default=DEFAULT_SUPERLINK_PORT, show_default=True, type=int, callback=_port,
               help="Port of the SuperLink (fleet, control and runtime APIs).")
 @_tls_server_options
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
@@ -270,22 +297,22 @@ def _superlink_command(host: str, port: int, tls: list[str]) -> list[str]:
               help="Submit to this running SuperLink (host:port) instead of starting one here.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Without --superlink: address the SuperLink started here listens on.")
-@click.option("--port", default=DEFAULT_SUPERLINK_PORT, show_default=True, type=int,
+@click.option("--port", default=DEFAULT_SUPERLINK_PORT, show_default=True, type=int, callback=_port,
               help="Without --superlink: port of the SuperLink started here.")
 @_tls_server_options
 @click.option("--root-certificates", type=click.Path(dir_okay=False, exists=True), default=None,
               help="With --superlink over TLS: CA certificate (PEM) of the SuperLink's certificate.")
-@click.option("--round-timeout", type=float, default=120.0, show_default=True,
+@click.option("--round-timeout", type=float, callback=_positive_finite, default=120.0, show_default=True,
               help="Seconds to wait for the agents' replies in each round; later ones have dropped out.")
-@click.option("--train-timeout", type=float, default=600.0, show_default=True,
+@click.option("--train-timeout", type=float, callback=_positive_finite, default=600.0, show_default=True,
               help="Seconds to wait for the agents to train their teachers (or embed their records).")
-@click.option("--connect-timeout", type=float, default=600.0, show_default=True,
+@click.option("--connect-timeout", type=float, callback=_positive_finite, default=600.0, show_default=True,
               help="Seconds to wait for all agents to connect before the first round.")
 @click.option("--record-votes", is_flag=True, help="Write every released vote sum into result.json.")
-@click.option("--query-batch-size", type=int, default=0,
+@click.option("--query-batch-size", type=int, default=0, callback=_not_negative,
               help="Queries per vote round (one SecAgg+ round each) [default: the method's].")
 @click.option("--clip-sigmas", type=float, default=DEFAULT_CLIP_SIGMAS, show_default=True,
-              help=CLIP_SIGMAS_HELP)
+              callback=_positive_finite, help=CLIP_SIGMAS_HELP)
 @click.option("--secure-noise/--no-secure-noise", default=True, show_default=True, help=SECURE_NOISE_HELP)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Flower's home for the SuperLink and flwr (FLWR_HOME) [default: a temporary directory].")
@@ -475,7 +502,7 @@ def _toml(value: Any) -> str:
 @click.option("--cpus-per-agent", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPUs Ray reserves for each ClientApp (fewer: more agents at once).")
 @click.option("--clip-sigmas", type=float, default=DEFAULT_CLIP_SIGMAS, show_default=True,
-              help=CLIP_SIGMAS_HELP)
+              callback=_positive_finite, help=CLIP_SIGMAS_HELP)
 @click.option("--secure-noise/--no-secure-noise", default=True, show_default=True, help=SECURE_NOISE_HELP)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Flower's home (FLWR_HOME) [default: a temporary directory].")

@@ -276,6 +276,9 @@ def planned_method(
     """
     from fedvote.transport.capabilities import LabelRelease
 
+    if query_batch_size < 0:
+        message = f"must be >= 0 (0: the method's default), got {query_batch_size}"
+        raise ConfigError("query_batch_size", message)
     if files.fingerprint != federation_fingerprint(config):
         raise ConfigError("server_data", "the server file is another federation's (see its config)")
     wanted = input_features_kind(config)

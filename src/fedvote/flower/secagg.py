@@ -351,8 +351,8 @@ def secagg_settings(
         raise ConfigError("min_responders", f"must lie in [1, {num_agents}], got {min_responders}")
     if not noise_std >= 0.0:
         raise ConfigError("noise_std", f"must be >= 0, got {noise_std}")
-    if not clip_sigmas > 0.0:
-        raise ConfigError("clip_sigmas", f"must be > 0, got {clip_sigmas}")
+    if not (math.isfinite(clip_sigmas) and clip_sigmas > 0.0):
+        raise ConfigError("clip_sigmas", f"must be a finite number > 0, got {clip_sigmas}")
     clipping_range = VOTE_BOUND + clip_sigmas * noise_std
     quantization_range = quantization_range_for(num_agents)
     if integer:  # an integer clip and a grid of step 1: integers pass unrounded

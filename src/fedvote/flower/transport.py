@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -147,10 +148,13 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         super().__init__()
         if num_agents < 2:
             raise ConfigError("agents", f"a Flower federation needs at least 2 agents, got {num_agents}")
-        if not round_timeout > 0:
-            raise ConfigError("round_timeout", f"must be > 0, got {round_timeout}")
-        if not train_timeout > 0:
-            raise ConfigError("train_timeout", f"must be > 0, got {train_timeout}")
+        for name, seconds in (
+            ("round_timeout", round_timeout),
+            ("train_timeout", train_timeout),
+            ("connect_timeout", connect_timeout),
+        ):
+            if not (math.isfinite(seconds) and seconds > 0):
+                raise ConfigError(name, f"must be a finite number of seconds > 0, got {seconds}")
         self._grid = _WatchedGrid(grid)
         self._context = context
         self._num_agents = num_agents
