@@ -44,7 +44,7 @@ from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import LEVELS
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.results import RunResult
-from fedvote.runner import make_federation, plan, planned_release, prepare_public, run
+from fedvote.runner import input_features_kind, make_federation, plan, planned_release, prepare_public, run
 from fedvote.settings import build_config
 
 METHOD_NAMES = sorted(METHODS)
@@ -131,6 +131,7 @@ def runs(request: pytest.FixtureRequest) -> Runs:
 RESULT_KEYS = {
     "method", "private", "dataset", "agents", "seed", "accuracy", "label_accuracy", "queries", "sigma",
     "privacy", "communication", "timings", "config", "version", "public_pool", "test_size", "agent_records",
+    "input_features_used",
 }  # fmt: skip
 PRIVACY_KEYS = {
     "private", "delta", "accountant", "agent", "instance", "noise_source", "calibrated_to_epsilon",
@@ -145,6 +146,7 @@ def test_result_has_the_documented_schema(runs: Runs):
     json.dumps(data, allow_nan=False)  # standard JSON: no NaN or ∞ anywhere
     assert RESULT_KEYS <= set(data), RESULT_KEYS - set(data)
     assert data["method"] == runs.config.method and data["agents"] == 10 and data["seed"] == runs.config.seed
+    assert data["input_features_used"] == input_features_kind(runs.config) in ("none", "patch")
     assert 0.0 <= data["accuracy"] <= 1.0
     assert data["label_accuracy"] is None or 0.0 <= data["label_accuracy"] <= 1.0
     assert isinstance(data["queries"], int) and data["queries"] >= 0

@@ -148,6 +148,8 @@ def with_documented_prior(federation: Federation, config: RunConfig) -> Federati
 def _built_federation(config: RunConfig) -> Federation:
     """:func:`make_federation` before its checks."""
     fed = config.federation
+    if not 0.0 < fed.test_fraction < 1.0:  # refused wherever given, used or not (official test splits)
+        raise ConfigError("test_fraction", f"must lie in (0, 1), got {fed.test_fraction}")
     names, target_name = dataset_names(fed.dataset, fed.target, fed.data_dir)
     image_size = (fed.image_size, fed.image_size) if fed.image_size is not None else None
     if target_name is None and len(names) == 1 and not has_official_test_split(names[0]):
@@ -521,6 +523,7 @@ def measure(
             **method.planned_details(),
             **transport_details,
             "public_pool": int(server.public_features.shape[0]),
+            "input_features_used": input_features_kind(config),  # --input-features resolved
             "test_size": len(test),
             "agent_records": transport.record_counts().tolist(),
         },

@@ -201,3 +201,11 @@ def test_impossible_domain_federations_name_the_argument(change, argument):
         build_domain_federation(sources, target, **kwargs)
     assert error.value.argument == argument
     assert "\n" not in error.value.detail
+
+
+@pytest.mark.parametrize("agents", [401, 10**20])  # 10**20 overflowed the per-source float quota
+def test_more_agents_than_source_records_is_refused_by_name(agents):
+    source = tagged("src", 400, 0.0, 28)
+    target, target_test = tagged("tgt", 150, 0.3, 16), tagged("tgt", 60, 0.6, 16)
+    with pytest.raises(ConfigError, match=rf"^agents: {agents} agents but only 400 records$"):
+        build_domain_federation([source], target, target_test=target_test, num_agents=agents, seed=1)

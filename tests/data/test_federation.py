@@ -64,3 +64,15 @@ def test_impossible_federations_name_the_argument(digits, kwargs, argument):
     with pytest.raises(ConfigError) as error:
         build_federation(digits, **arguments)
     assert error.value.argument == argument
+
+
+@pytest.mark.parametrize("fraction", [1.5, -1.0, 0.0, float("nan")])
+@pytest.mark.parametrize("dataset", ["mnist", "fashion-mnist", "digits"])
+def test_a_bad_test_fraction_is_refused_before_loading_even_where_it_is_unused(dataset, fraction):
+    """Datasets with an official test split ignore test_fraction, yet a plainly invalid value is refused."""
+    from fedvote.config import FederationConfig, RunConfig
+    from fedvote.runner import make_federation
+
+    config = RunConfig(federation=FederationConfig(dataset=dataset, data_dir="/nonexistent", test_fraction=fraction))
+    with pytest.raises(ConfigError, match=r"^test_fraction: must lie in \(0, 1\)"):
+        make_federation(config)

@@ -124,6 +124,8 @@ def test_classes_per_agent_six_of_ten_like_the_paper():
         ({"scheme": "bogus"}, "partition"),
         ({"alpha": 0.0}, "dirichlet_alpha"),
         ({"alpha": -1.0}, "dirichlet_alpha"),
+        ({"alpha": float("inf")}, "dirichlet_alpha"),  # once a numpy cast warning and a wrong hint
+        ({"alpha": float("nan")}, "dirichlet_alpha"),
         ({"classes_per_agent": 0}, "classes_per_agent"),
         ({"shards_per_agent": 0}, "shards_per_agent"),
     ],

@@ -10,7 +10,7 @@ import pytest
 import fedvote
 from fedvote.data.federation import Federation, LabeledData
 from fedvote.errors import ConfigError
-from fedvote.models.input_features import resolve_input_features, with_input_features
+from fedvote.models.input_features import fit_input_map, resolve_input_features, with_input_features
 
 
 def _part(n: int, seed: int, shape=(3, 10, 10)) -> LabeledData:
@@ -68,6 +68,14 @@ def test_every_method_sees_cifar10_through_the_patch_features_and_fashion_mnist_
 def test_an_unknown_kind_is_refused_by_name():
     with pytest.raises(ConfigError, match="input_features"):
         resolve_input_features("sift", "cifar10")
+
+
+@pytest.mark.parametrize("pool", [np.zeros((6, 20), np.float32), np.zeros((6, 3, 4, 4), np.float32)])
+def test_a_pool_patch_features_cannot_read_is_refused_naming_the_flag(pool):
+    """Vectors, or images smaller than a patch: the refusal names --input-features, which asked for them."""
+    with pytest.raises(ConfigError, match=r"^input_features: patch: ") as refused:
+        fit_input_map("patch", pool, seed=0)
+    assert refused.value.argument == "input_features"
 
 
 def test_every_part_is_mapped_and_labels_kept():

@@ -336,6 +336,8 @@ def _agents_per_source(
     sizes: Sequence[int], num_agents: int, agents_per_source: Sequence[int] | None
 ) -> list[int]:
     """How many agents each source gets: as given, or in proportion to its size (each >= 1)."""
+    if num_agents > sum(sizes):  # every agent holds a record; refused before any float arithmetic
+        raise ConfigError("agents", f"{num_agents} agents but only {sum(sizes)} records")
     if agents_per_source is not None:
         counts = [int(c) for c in agents_per_source]
         if len(counts) != len(sizes):

@@ -69,8 +69,12 @@ class PartitionSpec:
             raise ConfigError(
                 "partition", f"unknown scheme {self.scheme!r}; choose from {', '.join(PARTITION_SCHEMES)}"
             )
-        if not self.alpha > 0:
-            raise ConfigError("dirichlet_alpha", f"the Dirichlet concentration must be > 0, got {self.alpha}")
+        if not 0 < self.alpha < float("inf"):  # nan fails both; ∞ would be a uniform split: say iid
+            raise ConfigError(
+                "dirichlet_alpha",
+                f"the Dirichlet concentration must be > 0 and finite, got {self.alpha} "
+                "(an even split: --partition iid)",
+            )
         if self.classes_per_agent < 1:
             raise ConfigError(
                 "classes_per_agent", f"must be at least 1, got {self.classes_per_agent}"

@@ -30,6 +30,7 @@ from fedvote.models.config import INPUT_FEATURES, PHOTO_DATASETS
 from fedvote.models.features import FeatureExtractor, patch_extractor, patch_settings
 from fedvote.models.patch_features import (
     PatchFeatures,
+    check_images,
     fit_patch_features,
     patch_features_from_state,
     patch_features_state,
@@ -145,7 +146,12 @@ def fit_input_map(
     """
     if kind != "patch":
         raise ConfigError("input_features", f"no input map of kind {kind!r}")
-    module = fit_patch_features(pool, seed=seed, settings=patch_settings(len(pool)))
+    settings = patch_settings(len(pool))
+    try:  # the flag that asked for them is --input-features (patch_features names its own argument)
+        check_images(np.asarray(pool), settings)
+    except ConfigError as error:
+        raise ConfigError("input_features", f"patch: {error.detail}") from None
+    module = fit_patch_features(pool, seed=seed, settings=settings)
     shape = tuple(int(side) for side in pool.shape[1:])
     extractor = patch_extractor(module, shape)
     raw_pool = _unstandardised(extractor, pool, advance)  # (P, d)
