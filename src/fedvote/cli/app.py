@@ -6,8 +6,14 @@ status 2; nothing is written when a run fails.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +31,7 @@ from fedvote.cli.options import MethodHelp, flag_for, refuse_empty_out, reject_f
 from fedvote.cli.report import plot, report
 from fedvote.cli.run_options import run_config_options
 from fedvote.cli.sweep import sweep
-from fedvote.config import RunConfig, load_run_config
+from fedvote.config import RunConfig, is_recorded, load_run_config
 from fedvote.data.federation import dataset_names
 from fedvote.errors import ConfigError, VoteRejected
 from fedvote.methods.registry import check_options
@@ -42,6 +48,7 @@ from fedvote.results import (
     write_or_fallback,
     write_result,
 )
+from fedvote.settings.ledger_path import probe_ledger, refuse_missing_recorded_ledger, with_absolute_ledger
 
 # `--threads` beyond this is a typo (torch's pool would try to start them all).
 MAX_THREADS = 1024
@@ -109,33 +116,40 @@ def run(
             _save_charge(error, config, out)
         raise
     failed: str | None = None
+    saved: Path | None = None
     if out is not None:
-        failed, unsaved = _save_run(result, out, config.privacy.ledger, with_report)
-        as_json = as_json or unsaved  # nowhere to write it: the result goes to stdout
-    if as_json:
-        click.echo(result.to_json())
-    else:
-        click.echo(summary(result))
+        failed, saved = _save_run(result, out, config.privacy.ledger, with_report)
+        as_json = as_json or saved is None  # nowhere to write it: the result goes to stdout
+    try:
+        _print(result.to_json() if as_json else summary(result))
+    except OSError as error:  # stdout full or closed: the result is saved, never lost
+        failed = _unprinted(result, error, saved, failed, config.privacy.ledger)
     if failed is not None:
         click.echo(f"fedvote: error: {failed}", err=True)
         sys.exit(1)
 
 
-def _save_run(result: RunResult, out: str, ledger: str | None, with_report: bool) -> tuple[str | None, bool]:
-    """Write ``out/result.json`` (and report.html); the one-line error if any, and whether it is unsaved.
+def _save_run(
+    result: RunResult, out: str, ledger: str | None, with_report: bool
+) -> tuple[str | None, Path | None]:
+    """Write ``out/result.json`` (and report.html); the one-line error if any, and where it was saved.
 
     A result that cannot be written to ``out`` after all (a full disk) is written beside
     the ledger or in the temporary directory (:func:`~fedvote.results.write_or_fallback`)
-    and the error says where; if even that fails it is unsaved and goes to stdout: a
-    charged result is never lost.
+    and the error says where; if even that fails it is unsaved (None) and goes to stdout: a
+    charged result is never lost. An earlier run's files in ``out`` go (:func:`_write_outcome`).
     """
+
+    def write(directory: Path) -> Path:
+        return _write_outcome(directory, lambda into: write_result(result, into), stopped=False)[0]
+
     try:
-        path, failure = write_or_fallback(lambda directory: write_result(result, directory), out, ledger)
+        path, failure = write_or_fallback(write, out, ledger)
     except OSError as error:
         reason = error.strerror or error
-        return f"--out: cannot write to {out} ({reason}) nor to a fallback directory; it is on stdout", True
+        return f"--out: cannot write to {out} ({reason}) nor to a fallback directory; it is on stdout", None
     if failure is not None:
-        return fallback_message("--out", out, failure, path), False
+        return fallback_message("--out", out, failure, path), path
     click.echo(f"wrote {path}", err=True)
     if with_report:
         from fedvote.report import write_report
@@ -144,8 +158,127 @@ def _save_run(result: RunResult, out: str, ledger: str | None, with_report: bool
             click.echo(f"wrote {write_report(out)}", err=True)
         except OSError as error:
             reason = error.strerror or error
-            return f"--report: cannot write report.html in {out} ({reason}); {path} was written", False
-    return None, False
+            return f"--report: cannot write report.html in {out} ({reason}); {path} was written", path
+    return None, path
+
+
+def _print(text: str) -> None:
+    """``text`` on stdout; an OSError when stdout cannot take it (full, a closed pipe, closed)."""
+    if sys.stdout is None:  # started with stdout closed: click.echo would drop the text silently
+        raise OSError(errno.EBADF, "standard output is closed")
+    click.echo(text)
+
+
+def _unprinted(
+    result: RunResult, error: OSError, saved: Path | None, failed: str | None, ledger: str | None
+) -> str:
+    """The one-line error for a result stdout could not take, saved first where it was not yet.
+
+    A result the run wrote to --out is there; otherwise it is written to a new
+    ``fedvote-result-*`` directory beside the ledger, else in the temporary directory, as
+    a result --out could not take is. Stdout is pointed at /dev/null, so that Python's own
+    flush at exit adds no second error.
+    """
+    _silence_stdout()
+    reason = f"{error.strerror or error}"
+    if saved is not None:
+        if failed is not None:  # --out fell back: that line says where it is
+            return f"{failed}; printing it on stdout failed too ({reason})"
+        return f"cannot print the result on stdout ({reason}); it was saved to {saved}"
+    path = _save_aside(result, ledger)
+    if path is not None:
+        return f"cannot print the result on stdout ({reason}); it was saved to {path}" + (
+            f" ({failed.split('; ', 1)[0]})" if failed is not None else ""
+        )
+    where = f"recorded in the ledger {ledger}" if ledger is not None else "in memory only (no --ledger)"
+    return (
+        f"cannot print the result on stdout ({reason}) nor write it to any directory: it is lost; "
+        f"its releases were charged ({where})"
+    )
+
+
+def _save_aside(result: RunResult, ledger: str | None) -> Path | None:
+    """``result`` written in a new ``fedvote-result-*`` directory beside ``ledger``, else in /tmp.
+
+    None when no directory took it.
+    """
+    places = [Path(ledger).parent] if ledger is not None else []
+    for place in [*places, Path(tempfile.gettempdir())]:
+        try:
+            directory = Path(tempfile.mkdtemp(prefix="fedvote-result-", dir=place))
+        except OSError:
+            continue
+        try:
+            return write_result(result, directory)
+        except OSError:
+            shutil.rmtree(directory, ignore_errors=True)
+    return None
+
+
+def _silence_stdout() -> None:
+    """Point stdout's file descriptor at /dev/null (what is still buffered goes nowhere, quietly)."""
+    try:
+        descriptor = sys.stdout.fileno() if sys.stdout is not None else None
+    except (OSError, ValueError):  # not a file (a test's capture)
+        return
+    if descriptor is None:
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, descriptor)
+        finally:
+            os.close(null)
+    except OSError:
+        pass
+
+
+# What a run leaves in --out DIR: its result (result.json with its companions) or, for a run
+# that stopped after a charge, charged.json; DIR holds one run's files at a time (_write_outcome).
+RESULT_FILES = ("result.json", "analysis.npz", "report.html")
+CHARGE_FILE = "charged.json"
+EARLIER_RUN_PREFIX = "earlier-run-"
+
+
+def _write_outcome(
+    directory: Path, write: Callable[[Path], Path], *, stopped: bool
+) -> tuple[Path, Path | None]:
+    """``write(directory)``, this run's outcome, so that ``directory`` never presents two runs as one.
+
+    An earlier run's outcome files there (:data:`RESULT_FILES`, :data:`CHARGE_FILE`) are first
+    moved (renamed) into a new directory ``directory/earlier-run-*``, then the outcome is
+    written. If writing fails, what it wrote is removed and the earlier files are moved back
+    (the caller then falls back to another directory). Once it is written the moved files
+    are removed: a new result replaces the earlier one, as it always has. A run that
+    ``stopped`` (charged.json, no result) replaces no result: an earlier result.json moved
+    aside stays, with its companions, in that ``earlier-run-*`` directory, returned beside
+    the path written (None when nothing was kept).
+    """
+    names = (*RESULT_FILES, CHARGE_FILE)
+    earlier = [name for name in names if os.path.lexists(directory / name)]
+    if not earlier:
+        return write(directory), None
+    aside = Path(tempfile.mkdtemp(prefix=EARLIER_RUN_PREFIX, dir=directory))
+    moved: list[str] = []
+    try:
+        for name in earlier:
+            os.replace(directory / name, aside / name)
+            moved.append(name)
+        written = write(directory)
+    except BaseException:
+        for name in names:
+            with contextlib.suppress(OSError):
+                if name in moved:  # the earlier file back in its place (over a part of this outcome)
+                    os.replace(aside / name, directory / name)
+                elif name not in earlier:  # a part of this outcome, written before the failure
+                    (directory / name).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            aside.rmdir()  # empty, unless a file could not go back: then it stays there
+        raise
+    if stopped and "result.json" in moved:
+        return written, aside
+    shutil.rmtree(aside, ignore_errors=True)
+    return written, None
 
 
 def _save_charge(error: BaseException, config: RunConfig, out: str) -> None:
@@ -168,21 +301,42 @@ def _save_charge(error: BaseException, config: RunConfig, out: str) -> None:
     }
     text = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
 
+    kept: list[Path] = []
+
     def write(directory: Path) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
-        return write_atomic(directory / "charged.json", text)
+        path, earlier = _write_outcome(
+            directory, lambda into: write_atomic(into / CHARGE_FILE, text), stopped=True
+        )
+        kept.extend([earlier] if earlier is not None else [])
+        return path
 
     try:
         path, _ = write_or_fallback(write, out, config.privacy.ledger)
     except OSError:
         return  # the charge line on stderr still says it all
-    click.echo(f"fedvote: wrote {path} (what the stopped run charged; no result)", err=True)
+    moved = f"; the earlier run's result there was moved to {kept[0]}" if kept else ""
+    click.echo(f"fedvote: wrote {path} (what the stopped run charged; no result){moved}", err=True)
 
 
 def _config_from_file(context: click.Context, path: str, allowed: frozenset[str]) -> RunConfig:
-    """The RunConfig stored in ``path``; refuses other flags given alongside."""
+    """The RunConfig stored in ``path``; refuses other flags given alongside.
+
+    Its ledger path is made absolute against the working directory (what result.json then
+    records) and probed before anything is loaded. A *recorded* config
+    (:func:`~fedvote.config.is_recorded`: a result.json's) whose ledger does not exist is
+    refused: rerunning it would charge a new, empty ledger and split the federation's spend
+    (a result.json written before paths were recorded absolute holds the path as typed).
+    """
     reject_flags_besides(context, allowed | {"config_file"})
-    return load_run_config(path, one_run=True)
+    config = load_run_config(path, one_run=True)
+    data = json.loads(Path(path).read_text())  # read and checked by load_run_config just now
+    recorded = data.get("config", data)
+    if isinstance(recorded, dict) and is_recorded(recorded):
+        refuse_missing_recorded_ledger(config.privacy.ledger, path)
+    config = with_absolute_ledger(config)
+    probe_ledger(config.privacy.ledger)
+    return config
 
 
 def diagnostic_lines(diagnostics: dict[str, Any]) -> list[str]:

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -266,6 +268,82 @@ def connect(path: str | Path, *, must_exist: bool = False) -> sqlite3.Connection
         db.close()
         raise
     return db
+
+
+def probe(path: str | Path) -> None:
+    """Refuse (:class:`ConfigError` naming ``ledger``) a path no run could charge to; cheap, leaves nothing.
+
+    Made before a run loads its data or fits anything, so that a bad ``--ledger`` costs no
+    time (the ledger itself is opened, by :func:`connect`, only once the federation's records
+    are known). A path that does not exist yet needs a parent that is a directory in which a
+    file can be created: a probe file is created there and removed. An existing path must be
+    a regular file that is empty (a new ledger) or a fedvote ledger SQLite reads: it is opened
+    read-only and checked as :func:`connect` checks it (the header, the format mark and tables,
+    ``PRAGMA quick_check``), and nothing in it is changed. Whether SQLite can write beside it
+    (its journal) is asked of the system. What only the real opening can tell (a lock held by
+    another run) is left to it.
+    """
+    file = Path(path)
+    try:
+        found = file.stat()
+    except FileNotFoundError:
+        _probe_new(file)
+        return
+    except NotADirectoryError:
+        raise ConfigError("ledger", f"{file.parent} is not a directory; give a path in a directory") from None
+    except OSError as error:
+        raise ConfigError("ledger", f"cannot look up {file}: {error.strerror or error}") from error
+    if stat.S_ISDIR(found.st_mode):
+        raise ConfigError("ledger", f"{file} is a directory; give a file name, e.g. {file / 'ledger.db'}")
+    if not stat.S_ISREG(found.st_mode):
+        raise ConfigError("ledger", f"{file} is not a regular file; {_NOT_A_LEDGER}")
+    if found.st_size:
+        _check_sqlite_header(file)
+        _probe_read_only(file)
+    for place, what in ((file, f"{file} is read-only"), (file.parent, f"cannot write in {file.parent}")):
+        if not os.access(place, os.W_OK):
+            raise ConfigError("ledger", f"{what}: every release is charged to the ledger before it happens")
+
+
+def _probe_new(file: Path) -> None:
+    """Refuse a new ledger's path whose directory is missing, not a directory, or refuses a new file."""
+    parent = file.parent
+    try:
+        if not stat.S_ISDIR(parent.stat().st_mode):
+            raise ConfigError("ledger", f"{parent} is not a directory; give a path in a directory")
+    except FileNotFoundError:
+        raise ConfigError(
+            "ledger", f"the directory {parent} does not exist; create it or give a ledger path in another one"
+        ) from None
+    except OSError as error:
+        raise ConfigError("ledger", f"cannot look up {parent}: {error.strerror or error}") from error
+    probe_file = parent / f".fedvote-ledger-probe-{os.urandom(6).hex()}"
+    try:
+        os.close(os.open(probe_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as error:
+        raise ConfigError(
+            "ledger", f"cannot create the ledger {file}: {error.strerror or error} (in {parent})"
+        ) from error
+    finally:
+        probe_file.unlink(missing_ok=True)
+
+
+def _probe_read_only(file: Path) -> None:
+    """Check an existing, non-empty file as :func:`connect` does, opened read-only (nothing written)."""
+    try:
+        db = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error as error:
+        raise ConfigError("ledger", f"cannot open {file}: {error}") from error
+    try:
+        with reading(file):
+            _ledger_state(db, file)
+            check_intact(db, file)
+    except sqlite3.OperationalError:
+        pass  # locked, busy, a journal to roll back (damage is refused by reading): the real opening decides
+    except sqlite3.DatabaseError as error:
+        raise ConfigError("ledger", f"{file} is not a fedvote ledger ({error}); {_NOT_A_LEDGER}") from error
+    finally:
+        db.close()
 
 
 def _create_or_migrate(db: sqlite3.Connection) -> None:

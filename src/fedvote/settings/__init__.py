@@ -35,6 +35,7 @@ from fedvote.models.config import (
     TrainingConfig,
 )
 from fedvote.privacy.config import ACCOUNTANTS
+from fedvote.settings.ledger_path import absolute_ledger, probe_ledger
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,7 +174,10 @@ def configs_from_settings(
     options are validated as its method validates them
     (:func:`~fedvote.methods.registry.check_options`) before anything is loaded or
     imported for training. ``fedvote run``/``sweep``/``label`` and :func:`build_config`
-    come through here.
+    come through here. The ledger path is made absolute against the working directory
+    (:func:`~fedvote.settings.ledger_path.absolute_ledger`: result.json records where the
+    charges went) and probed (:func:`~fedvote.settings.ledger_path.probe_ledger`: a path no
+    run could charge to is refused, naming ``ledger``, before any data is loaded).
     """
     if not methods:
         raise ConfigError("method", "name at least one method")
@@ -188,6 +192,7 @@ def configs_from_settings(
     for config in configs:
         check_options(config)
         check_secure_noise(config)
+    probe_ledger(configs[0].privacy.ledger)  # the same for every method: before anything is loaded
     return configs
 
 
@@ -205,7 +210,7 @@ def _config_of(
             accountant=f["accountant"],
             min_responders=f["min_responders"],
             noise_seed=f["noise_seed"],
-            ledger=f["ledger"],
+            ledger=absolute_ledger(f["ledger"]),  # absolute: a rerun elsewhere charges the same ledger
             budget_epsilon=f["budget_epsilon"],
             calibrate_level=f["calibrate_level"],
             secure_sum=f["secure_sum"],

@@ -1,0 +1,77 @@
+"""A run's ledger path: made absolute once, where settings become a RunConfig, and probed before a run.
+
+A ledger keeps one federation's spend; a relative path recorded in a result.json would name
+another file when the config is rerun from another directory, and the federation's spend
+would be split across two ledgers. So the path is made absolute where the flags, keywords or
+a hand-written config become a :class:`~fedvote.config.RunConfig` (:func:`absolute_ledger`),
+and a recorded config whose ledger is missing is refused (:func:`refuse_missing_recorded_ledger`).
+Light: the probe's SQLite checks (:func:`fedvote.privacy.ledger_store.probe`) are imported
+only when a ledger is given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from fedvote.config import RunConfig
+from fedvote.errors import ConfigError
+
+
+def absolute_ledger(path: str | None) -> str | None:
+    """``path`` made absolute against the working directory (None stays None).
+
+    Taken as the system would open it: the working directory joined in front, and ``..``
+    resolved only where the path holds one (through symbolic links, as the system does);
+    otherwise it stays as typed. An empty path is refused.
+    """
+    if path is None:
+        return None
+    if not path:
+        raise ConfigError("ledger", "must name a file (got an empty path)")
+    absolute = Path(path).absolute()
+    if ".." in absolute.parts:
+        absolute = absolute.resolve()
+    return os.fspath(absolute)
+
+
+def with_absolute_ledger(config: RunConfig) -> RunConfig:
+    """``config`` with its ledger path absolute (:func:`absolute_ledger`); itself when already so."""
+    ledger = absolute_ledger(config.privacy.ledger)
+    if ledger == config.privacy.ledger:
+        return config
+    return dataclasses.replace(config, privacy=dataclasses.replace(config.privacy, ledger=ledger))
+
+
+def refuse_missing_recorded_ledger(recorded: str | None, source: str) -> None:
+    """Refuse rerunning a recorded config (from ``source``) whose ledger ``recorded`` does not exist.
+
+    Running it would open a new, empty ledger with the recorded budget and charge there: the
+    federation's spend would be split across two files and its budget bypassed. Nothing is
+    created or run. A config written by hand may still start a new ledger.
+    """
+    if recorded is None:
+        return
+    where = absolute_ledger(recorded)
+    if where is not None and not os.path.lexists(where):
+        shown = recorded if recorded == where else f"{recorded} (here {where})"
+        raise ConfigError(
+            "ledger",
+            f"the ledger recorded in {source}, {shown}, is missing: rerunning would start a new ledger and "
+            "split the federation's spend, so nothing was run; put the ledger back there (or run from the "
+            "directory the run was recorded in), or rerun from a config whose privacy.ledger names "
+            "where the ledger is now",
+        )
+
+
+def probe_ledger(path: str | None) -> None:
+    """Refuse, naming ``--ledger``, a ledger path no run could charge to, before anything is loaded.
+
+    :func:`fedvote.privacy.ledger_store.probe`: cheap, leaves nothing behind.
+    """
+    if path is None:
+        return
+    from fedvote.privacy.ledger_store import probe  # lazy: dp_accounting, only when a ledger is given
+
+    probe(path)
