@@ -216,3 +216,32 @@ def test_the_library_refuses_what_the_flags_refuse(fed):
         planned_method(load_run_config(fed / "run.json"), load_server_file(fed / "server.npz"),
                        clip_sigmas=20.0, query_batch_size=-5)
     assert error.value.argument == "query_batch_size"
+
+
+# --- split: a method Flower runs, an --out without an earlier split -----------------------------
+
+
+def test_split_refuses_a_method_flower_does_not_run_and_writes_nothing(tmp_path, invoke):
+    from fedvote.flower.files import flower_methods
+
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"method": "dp-fedavg", "federation": {"dataset": "digits", "agents": 3}}))
+    code, _, err = invoke(["deploy", "split", "--config", config, "--out", tmp_path / "fed"])
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("fedvote: error: --method: the config's method is dp-fedavg; Flower runs ")
+    assert all(name in err for name in flower_methods())
+    assert not (tmp_path / "fed").exists()
+
+
+def test_split_refuses_an_out_holding_an_earlier_split_and_leaves_it_as_it_was(fed, tmp_path, invoke):
+    import shutil
+
+    out = tmp_path / "fed"
+    shutil.copytree(fed, out)  # a 3-agent split; a 5-agent one there would be refused alike
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"federation": {"dataset": "digits", "agents": 2}, "queries": 20}))
+    code, _, err = invoke(["deploy", "split", "--config", config, "--out", out])
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"fedvote: error: --out: {out} holds the files of an earlier split (agent-0.npz, ")
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before

@@ -92,13 +92,14 @@ def deploy() -> None:
 @click.option("--config", "config_file", required=True, type=click.Path(dir_okay=False),
               help="The run's config (a run.json or a result.json); as for fedvote run --config.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), callback=refuse_empty_out,
-              help="Directory for agent-<i>.npz, server.npz and run.json.")
+              help="Directory for agent-<i>.npz, server.npz and run.json (none there yet).")
 def split(config_file: str, out_dir: str) -> None:
     """Build the config's federation and write each agent's file and the server's."""
-    from fedvote.flower.files import write_deployment_files
+    from fedvote.flower.files import check_split, write_deployment_files
     from fedvote.progress import RichProgress
 
     config = load_run_config(config_file)
+    check_split(config, out_dir)  # a method Flower does not run, an earlier split in --out: one line
     check_writable(out_dir)  # before the federation is built
     progress = RichProgress(log_lines=True, prefix="fedvote deploy split")
     for path in write_deployment_files(config, out_dir, progress):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 AGENT_FILE = "agent-{agent_id}.npz"
 SERVER_FILE = "server.npz"
 CONFIG_FILE = "run.json"
+_AGENT_NAME = re.compile(r"agent-[0-9]+\.npz")
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,11 +117,46 @@ class ServerFile:
         )
 
 
+def check_split(config: RunConfig, out_dir: str | Path) -> None:
+    """Refuse, before the federation is built, a split that could not be deployed or would mix.
+
+    The config's method must be one Flower runs (:func:`flower_methods`), and ``out_dir`` must
+    hold no files of an earlier split (``agent-<i>.npz``, ``server.npz``, ``run.json``): a
+    3-agent split over a 5-agent one would leave ``agent-3.npz`` and ``agent-4.npz`` of
+    another federation, which start like any other. Nothing is removed: those files may sit
+    beside an agent's ledger, and which to keep is the user's choice.
+    """
+    from fedvote.methods import METHODS
+
+    if config.method not in METHODS or not METHODS[config.method].flower_support:
+        raise ConfigError(
+            "method",
+            f"the config's method is {config.method}; Flower runs {' or '.join(flower_methods())}",
+        )
+    out = Path(out_dir)
+    if out.is_dir():
+        earlier = sorted(
+            path.name
+            for path in out.iterdir()
+            if path.name in (SERVER_FILE, CONFIG_FILE) or _AGENT_NAME.fullmatch(path.name)
+        )
+        if earlier:
+            raise ConfigError(
+                "out",
+                f"{out} holds the files of an earlier split ({', '.join(earlier)}); a new split would "
+                "mix with them: split into a new directory, or remove them first",
+            )
+
+
 def write_deployment_files(
     config: RunConfig, out_dir: str | Path, progress: Progress = NO_PROGRESS
 ) -> list[Path]:
-    """Build ``config``'s federation and write one file per agent, the server's, and the config."""
+    """Build ``config``'s federation and write one file per agent, the server's, and the config.
+
+    Refused first (nothing built or written) as :func:`check_split` refuses.
+    """
     out = Path(out_dir)
+    check_split(config, out)
     federation = make_federation(config)  # refused (e.g. a target holding agents' records): nothing written
     kind = input_features_kind(config)
     public, test, shipped = federation.public.features, federation.test.features, {}
