@@ -245,3 +245,34 @@ def test_split_refuses_an_out_holding_an_earlier_split_and_leaves_it_as_it_was(f
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert err.startswith(f"fedvote: error: --out: {out} holds the files of an earlier split (agent-0.npz, ")
     assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+
+
+# --- deploy app: never over another pyproject.toml, never into "" ---------------------------------
+
+
+def test_app_refuses_a_directory_holding_a_pyproject_and_leaves_it(tmp_path, invoke):
+    theirs = tmp_path / "pyproject.toml"
+    theirs.write_text('[project]\nname = "someone-elses"\n')
+    code, _, err = invoke(["deploy", "app", tmp_path])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "DIRECTORY" in err and "exists" in err
+    assert theirs.read_text() == '[project]\nname = "someone-elses"\n'
+
+
+def test_app_refuses_an_empty_directory_name(tmp_path, invoke, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = invoke(["deploy", "app", ""])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "DIRECTORY" in err and "empty" in err
+    assert not (tmp_path / "pyproject.toml").exists()
+
+
+def test_write_app_project_refuses_by_name_unless_told_to_overwrite_its_own(tmp_path):
+    from fedvote.errors import ConfigError
+    from fedvote.flower.app import write_app_project
+
+    write_app_project(tmp_path / "app")
+    with pytest.raises(ConfigError) as error:
+        write_app_project(tmp_path / "app")
+    assert error.value.argument == "directory"
+    with pytest.raises(ConfigError):
+        write_app_project("")
+    assert write_app_project(tmp_path / "app", overwrite=True) == tmp_path / "app" / "pyproject.toml"

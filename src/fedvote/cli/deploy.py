@@ -109,14 +109,25 @@ def split(config_file: str, out_dir: str) -> None:
 @deploy.command()
 @click.argument("directory", type=click.Path(file_okay=False))
 def app(directory: str) -> None:
-    """Write fedvote's Flower App project (a pyproject.toml) into DIRECTORY, for flwr run."""
+    """Write fedvote's Flower App project (a pyproject.toml) into DIRECTORY, for flwr run.
+
+    Refuses an empty DIRECTORY (the current one would be meant by accident) and a DIRECTORY
+    that already holds a pyproject.toml.
+    """
+    if not directory.strip():
+        raise click.BadParameter("is empty; name the directory for the project (. for the current one)",
+                                 param_hint="DIRECTORY")
     try:
         check_writable(directory, "directory")
     except ConfigError as error:
         raise click.BadParameter(error.detail, param_hint="DIRECTORY") from None
     from fedvote.flower.app import write_app_project
 
-    click.echo(f"wrote {write_app_project(directory)}")
+    try:
+        written = write_app_project(directory)
+    except ConfigError as error:  # a pyproject.toml there already
+        raise click.BadParameter(error.detail, param_hint="DIRECTORY") from None
+    click.echo(f"wrote {written}")
 
 
 # --- TLS options ---------------------------------------------------------------------------
@@ -476,7 +487,7 @@ def _write_flwr_files(home: Path, connection: dict[str, Any], overrides: dict[st
     from fedvote.results import write_atomic
 
     app_dir = home / "app"
-    write_app_project(app_dir)
+    write_app_project(app_dir, overwrite=True)  # fedvote's own, in its Flower home (--workdir reused)
     write_atomic(home / "run-config.toml", "".join(f"{k} = {_toml(v)}\n" for k, v in overrides.items()))
     lines = ["[superlink]", f'default = "{CONNECTION}"', "", f"[superlink.{CONNECTION}]"]
     lines += [f"{k} = {_toml(v)}" for k, v in connection.items()]

@@ -110,13 +110,24 @@ def app_pyproject() -> str:
     return APP_PYPROJECT.format(version=__version__, config="\n".join(lines))
 
 
-def write_app_project(directory: str | Path) -> Path:
-    """Write the Flower App project (one pyproject.toml) into ``directory``; returns the file."""
+def write_app_project(directory: str | Path, *, overwrite: bool = False) -> Path:
+    """Write the Flower App project (one pyproject.toml) into ``directory``; returns the file.
+
+    An empty ``directory`` (which would be the current one) and, unless ``overwrite`` (fedvote's
+    own project in its Flower home), an existing ``pyproject.toml`` there — another project's,
+    perhaps — are refused (:class:`ConfigError` naming ``directory``), nothing written.
+    """
     from fedvote.results import write_atomic
 
+    if not str(directory).strip():
+        raise ConfigError("directory", "is empty; name the directory for the project (. for the current one)")
     path = Path(directory)
+    target = path / "pyproject.toml"
+    if not overwrite and (target.exists() or target.is_symlink()):
+        message = f"{target} exists; fedvote will not overwrite it: name another directory"
+        raise ConfigError("directory", message)
     path.mkdir(parents=True, exist_ok=True)
-    return write_atomic(path / "pyproject.toml", app_pyproject())
+    return write_atomic(target, app_pyproject())
 
 
 # --- ServerApp ---------------------------------------------------------------------------
