@@ -9,6 +9,10 @@ agent-level (or instance-level, if one is set) ε above its budget (``--budget-e
 raises :class:`AgentRefusal`, which leaves the ClientApp as an error reply: the server's
 SecAgg+ round counts the agent out (the secure sum's dropout path) and releases the round
 only if at least t agents remain; the agent is asked again next round and refuses again.
+A charge is never voided, even for a round the server did not release (fewer than t
+responders): once its masked vote has left, the agent cannot know on its own whether the sum
+was unmasked, and voiding on the server's word would let a dishonest server make it
+under-count; the agent may over-count by such rounds (``docs/deploy.md``).
 
 **What the agent accounts** (``docs/privacy.md``, "Agent-side ledgers"). A vote request
 carries Q queries and the agent's noise share std s; the agent cannot verify how many other

@@ -311,12 +311,17 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         self._grid.missing.clear()
         workflow(self._grid, context)
         self._drop(self._grid.missing)
-        record.responders = len(round_.contributors)
+        # the agents whose masked vote reached the server; Flower reports contributors only for a
+        # round it unmasked, so a refused round is counted at its collect stage
+        record.responders = len(round_.contributors) if round_.mean is not None else workflow.masked_votes
         if round_.mean is None or record.responders < min_responders:
-            self._report(
-                f"vote round {record.round}: {record.responders} responders < t = {min_responders}; "
-                "not released"
+            answered, t = record.responders, min_responders
+            why = (
+                f"{answered} responders < t = {t}"
+                if answered < t
+                else f"{answered} responders, too few stayed to unmask the sum (t = {t})"
             )
+            self._report(f"vote round {record.round}: {why}; not released")
             return None
         sums = round_.mean * record.responders  # (Q, C): SecAgg+ returns the mean over contributors
         if self._secure_noise:
@@ -411,6 +416,9 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
 class _SecAggPlus(SecAggPlusWorkflow):
     """Flower's SecAgg+ workflow, forgetting agents that drop out before sharing their keys.
 
+    It also counts the masked votes its collect stage received (:attr:`masked_votes`): a round
+    that is not unmasked reaches no ``aggregate_fit``, which is where the contributors are known.
+
     Flower 1.41 keeps every agent sampled at the setup stage in the set it later calls
     dropped, and its unmask stage asks the survivors for key shares of those agents —
     shares an agent that never finished the share-keys stage did not make — and
@@ -419,6 +427,14 @@ class _SecAggPlus(SecAggPlusWorkflow):
     it is simply not part of the round: after the share-keys stage the sampled agents
     and everyone's neighbours are those that shared their keys.
     """
+
+    masked_votes = 0  # agents whose masked vote the collect stage received (set by that stage)
+
+    def collect_masked_vectors_stage(self, grid: Grid, context: LegacyContext, state: WorkflowState) -> bool:
+        """Flower's collect stage; then note how many masked votes it received."""
+        proceed = super().collect_masked_vectors_stage(grid, context, state)
+        self.masked_votes = len(state.active_node_ids)
+        return proceed
 
     def share_keys_stage(self, grid: Grid, context: LegacyContext, state: WorkflowState) -> bool:
         """Flower's share-keys stage; then forget the agents that did not share their keys."""
