@@ -1,6 +1,7 @@
-"""A vote round's count of responders when SecAgg+ does not release it (no Flower processes)."""
+"""A vote round's responders when SecAgg+ does not release it; registration before training (no Flower)."""
 
 import numpy as np
+import pytest
 from flwr.app import Context, RecordDict
 
 import fedvote.flower.transport as transport_module
@@ -56,3 +57,72 @@ def test_the_collect_stage_counts_the_masked_votes_it_received(monkeypatch):
                            quantization_range=16, modulus_range=2**32)
     assert workflow.collect_masked_vectors_stage(None, None, State()) is False
     assert workflow.masked_votes == 2
+
+
+# --- registration: a node of another split is refused before any agent trains --------------------
+
+
+class _Reply:
+    def __init__(self, node, answer):
+        self.metadata = type("Metadata", (), {"src_node_id": node})()
+        self.content = type("Content", (), {"config_records": {"fedvote": answer}})()
+
+    def has_error(self):
+        return False
+
+
+class _RegisteringGrid:
+    """Three nodes; node 13 runs a file seen through other input features. Notes each message type."""
+
+    def __init__(self):
+        self.sent: list[str] = []
+
+    def get_node_ids(self):
+        return [11, 12, 13]
+
+    def send_and_receive(self, messages, *, timeout=None):
+        messages = list(messages)
+        self.sent += [message.metadata.message_type for message in messages]
+        return [_Reply(m.metadata.dst_node_id, self._answer(m.metadata.dst_node_id)) for m in messages]
+
+    @staticmethod
+    def _answer(node):
+        features = "patch" if node == 13 else "none"
+        return {"agent-id": node - 11, "records": 5, "fingerprint": "fp", "input-features": features}
+
+
+class _Message:
+    """What ``_broadcast`` builds, without Flower's run identity (none outside a ServerApp)."""
+
+    def __init__(self, content, *, dst_node_id, message_type):
+        self.content = content
+        self.metadata = type("Metadata", (), {"dst_node_id": dst_node_id, "message_type": message_type})()
+
+
+def test_a_node_of_another_split_is_refused_at_registration_before_any_training(monkeypatch):
+    from fedvote.flower.transport import RegistrationRefused
+    from fedvote.models.training import TrainingConfig
+
+    monkeypatch.setattr(transport_module, "Message", _Message)
+    grid = _RegisteringGrid()
+    transport = FlowerTransport(grid, Context(1, 0, {}, RecordDict(), {}), num_agents=3, num_classes=2,
+                                fingerprint="fp", input_features="none", connect_timeout=5.0)
+    with pytest.raises(RegistrationRefused, match="agent 2's data file sees its records through input features"):
+        transport.train_teachers(TrainingConfig())
+    assert grid.sent == ["train.register"] * 3  # no train.teacher message left the server
+    assert transport.communication.rounds == 0  # registration is not a communication round
+
+
+def test_the_serverapp_reports_a_registration_refusal_in_one_line(monkeypatch, capsys):
+    import fedvote.flower.app as app_module
+    from fedvote.flower.transport import RegistrationRefused
+
+    def refused(settings, grid, context):
+        raise RegistrationRefused("data", "agent 2's data file belongs to federation x, not y")
+
+    monkeypatch.setattr(app_module, "run_on_flower", refused)
+    context = Context(1, 0, {}, RecordDict(), {"config": "c.json", "server-data": "s.npz", "out": "out"})
+    app_module._serve(None, context)
+    out = capsys.readouterr().out.strip()
+    assert out == ("fedvote: error: data: agent 2's data file belongs to federation x, not y; "
+                   "nothing was trained, released or charged")

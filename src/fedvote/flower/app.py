@@ -174,10 +174,15 @@ server_app = ServerApp()
 
 @server_app.main()
 def _serve(grid: Grid, context: Context) -> None:
+    from fedvote.flower.transport import RegistrationRefused
     from fedvote.results import fallback_message, write_or_fallback, write_result
 
     settings = ServerSettings.from_run_config(dict(context.run_config))
-    result = run_on_flower(settings, grid, context)
+    try:
+        result = run_on_flower(settings, grid, context)
+    except RegistrationRefused as refusal:  # before anything was trained, released or charged
+        _say(f"error: {refusal}; nothing was trained, released or charged")
+        return
     # The releases are charged: a result that cannot go to --out goes beside the ledger or to /tmp.
     ledger = result.config.get("privacy", {}).get("ledger")
     path, failure = write_or_fallback(lambda directory: write_result(result, directory), settings.out, ledger)
@@ -271,6 +276,12 @@ if TYPE_CHECKING:
 
 _AGENT_STATE = "fedvote.agent"  # ConfigRecord: training config, φ, a seeded noise stream's state
 _TEACHER_STATE = "fedvote.teacher"  # ArrayRecord: the teacher's weights
+
+
+@client_app.train("register")
+def _register(message: Message, context: Context) -> Message:
+    """Before anything is trained: which agent this node runs (id, records, fingerprint, φ kind)."""
+    return _reply(message, _agent_file(context))
 
 
 @client_app.train("teacher")

@@ -4,6 +4,9 @@
 Flower ``Grid`` inside a ``ServerApp`` (:mod:`fedvote.flower.app`), so PATE-FL and
 Private-kNN-FL run unchanged. Messages, one round each:
 
+* ``train.register`` — first, before anything is trained: each agent answers with its id,
+  record count, its file's fingerprint and input features; a node of another federation or
+  split, or a duplicate, is refused here (:class:`RegistrationRefused`).
 * ``train.teacher`` — every agent trains its teacher on its private data (Algorithm 1,
   line 2); the reply is its agent id and record count (public metadata).
 * ``train.knn`` — the server ships φ (a ``torch.export`` program, never pickled code);
@@ -45,7 +48,7 @@ from flwr.serverapp import Grid
 from torch import nn
 
 from fedvote.errors import ConfigError
-from fedvote.flower.protocol import KNN_MESSAGE, RECORD, TEACHER_MESSAGE
+from fedvote.flower.protocol import KNN_MESSAGE, RECORD, REGISTER_MESSAGE, TEACHER_MESSAGE
 from fedvote.flower.secagg import DEFAULT_CLIP_SIGMAS, SecAggSettings, secagg_privacy, secagg_settings
 from fedvote.models.features import FeatureExtractor, fit_feature_extractor
 from fedvote.models.training import TrainingConfig
@@ -53,6 +56,13 @@ from fedvote.progress import NO_PROGRESS, Progress
 from fedvote.results import PrivacyReport
 from fedvote.transport.base import Transport, VoteSum
 from fedvote.transport.capabilities import KnnVotes, TeacherVotes
+
+
+class RegistrationRefused(ConfigError):
+    """A node was refused when it registered (another federation's or split's file, a duplicate).
+
+    Raised before anything is trained, released or charged; the ServerApp reports it in one line.
+    """
 
 
 @dataclass
@@ -215,8 +225,9 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
     def train_teachers(self, config: TrainingConfig, progress: Progress = NO_PROGRESS) -> None:
         """Every agent trains its teacher on its node; agents that do not answer drop out."""
         content = ConfigRecord({"training": json.dumps(asdict(config))})
+        self._ensure_registered()
         with progress.step("training teachers (on the agents' nodes)", total=self.num_agents) as bar:
-            replies = self._broadcast(TEACHER_MESSAGE, content, first=True)
+            replies = self._broadcast(TEACHER_MESSAGE, content, first=False)
             bar.advance(len(replies))
         self._register(replies)
         self._report(f"teachers trained on {len(self._agents.agent_of)} of {self.num_agents} agents")
@@ -235,7 +246,8 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
                 "k-fraction": float(k_fraction),
             }
         )
-        replies = self._broadcast(KNN_MESSAGE, content, first=True)
+        self._ensure_registered()
+        replies = self._broadcast(KNN_MESSAGE, content, first=False)
         self._register(replies)
         ks = np.array(
             [_int(reply.content.config_records[RECORD]["k"]) for reply in replies.values()], dtype=np.int64
@@ -338,7 +350,21 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
 
     # --- Plumbing ----------------------------------------------------------------------
 
-    def _broadcast(self, message_type: str, content: ConfigRecord, *, first: bool) -> dict[int, Message]:
+    def _ensure_registered(self) -> None:
+        """Once, before the first message that trains anything: every node says which agent it runs.
+
+        Every check of :meth:`_register` (federation, input features, duplicates, ids) is made
+        on these replies, so a node of another split is refused before any agent trains. The
+        round carries only public metadata and is not counted as a communication round.
+        """
+        if self._agents.agent_of:
+            return
+        replies = self._broadcast(REGISTER_MESSAGE, ConfigRecord({}), first=True, count=False)
+        self._register(replies)
+
+    def _broadcast(
+        self, message_type: str, content: ConfigRecord, *, first: bool, count: bool = True
+    ) -> dict[int, Message]:
         """Send ``content`` to every live agent (every node on the first round); good replies."""
         if first and not self._agents.agent_of:
             nodes = self._wait_for_nodes()
@@ -350,7 +376,8 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         ]
         self._grid.missing.clear()
         replies = self._grid.send_and_receive(messages, timeout=self._train_timeout)
-        self.communication.count()  # one round; its callers count what it carried
+        if count:
+            self.communication.count()  # one round; its callers count what it carried
         good = {reply.metadata.src_node_id: reply for reply in replies if not reply.has_error()}
         for reply in replies:
             if reply.has_error():
@@ -382,22 +409,22 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
             answer = reply.content.config_records[RECORD]
             agent_id = _int(answer["agent-id"])
             if self._fingerprint and answer["fingerprint"] != self._fingerprint:
-                raise ConfigError(
+                raise RegistrationRefused(
                     "data",
                     f"agent {agent_id}'s data file belongs to federation {answer['fingerprint']!s}, "
                     f"not {self._fingerprint}",
                 )
             theirs = str(answer.get("input-features", "none"))  # an agent of older fedvote: none
             if theirs != self._input_features:
-                raise ConfigError(
+                raise RegistrationRefused(
                     "data",
                     f"agent {agent_id}'s data file sees its records through input features {theirs!r}, "
                     f"the server's through {self._input_features!r}: give every node the files of one split",
                 )
             if agent_id in agent_of.values():
-                raise ConfigError("data", f"two nodes run agent {agent_id}")
+                raise RegistrationRefused("data", f"two nodes run agent {agent_id}")
             if not 0 <= agent_id < self._num_agents:
-                raise ConfigError("data", f"agent id {agent_id} outside 0..{self._num_agents - 1}")
+                raise RegistrationRefused("data", f"agent id {agent_id} outside 0..{self._num_agents - 1}")
             agent_of[node] = agent_id
             self._agents.records[agent_id] = _int(answer["records"])
         for node, agent_id in self._agents.agent_of.items():
