@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 AGENT_FILE = "agent-{agent_id}.npz"
 SERVER_FILE = "server.npz"
 CONFIG_FILE = "run.json"
-_AGENT_NAME = re.compile(r"agent-[0-9]+\.npz")
+_SPLIT_FILE = re.compile(r"agent-[0-9]+\.npz|server\.npz|run\.json")  # what a split writes
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,11 +135,7 @@ def check_split(config: RunConfig, out_dir: str | Path) -> None:
         )
     out = Path(out_dir)
     if out.is_dir():
-        earlier = sorted(
-            path.name
-            for path in out.iterdir()
-            if path.name in (SERVER_FILE, CONFIG_FILE) or _AGENT_NAME.fullmatch(path.name)
-        )
+        earlier = sorted(path.name for path in out.iterdir() if _SPLIT_FILE.fullmatch(path.name))
         if earlier:
             raise ConfigError(
                 "out",
