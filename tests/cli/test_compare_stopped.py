@@ -126,7 +126,8 @@ def test_a_compare_whose_stdout_is_full_saves_its_result_and_logs_progress(tmp_p
     lines = log.read_text().splitlines()
     assert done.returncode == 1, lines
     progress = [line for line in lines if line.startswith("fedvote compare [")]
-    assert all(re.fullmatch(r"fedvote compare \[\d+:\d\d\] .+: (started.*|done in \d+:\d\d)", x) for x in progress)
+    assert all(re.fullmatch(r"fedvote compare \[\d+:\d\d\] .+: (started.*|\d+/\d+, ETA \d+:\d\d|done in \d+:\d\d)", x)
+               for x in progress)  # fmt: skip
     for phase in ("training teachers", "training the student", "evaluating and accounting"):
         assert any(phase in x for x in progress), progress
     (error,) = [line for line in lines if line not in progress]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -305,3 +307,26 @@ def test_by_default_the_student_never_flips_and_never_asks_the_pool(monkeypatch)
     monkeypatch.setattr("fedvote.models.semi_supervised.mirror_closed_pool", lambda pool: pytest.fail("asked"))
     assert ConsistencySettings().flip is False
     assert ConsistencySettings().resolved(np.zeros((4, 1, 16, 16), dtype=np.float32)).flip is False
+
+
+@pytest.mark.parametrize("method", ["fixmatch", "vat"])
+def test_each_training_pass_shows_a_tick_a_step(method: str) -> None:
+    """The student's passes report their steps (an ETA on slow students), one progress step each."""
+    import io
+
+    from fedvote.progress import LineProgress
+
+    images, labels = _tiny_images(40, seed=3)
+    stream = io.StringIO()
+    config = TrainingConfig(model="cnn", epochs=3, batch_size=8)  # 3 passes of ⌈40 / 8⌉ = 5 steps
+    train_student(
+        images[:8], labels[:8], num_classes=2, config=config, seed=0, unlabeled=images[8:],
+        semi_supervised=method, progress=LineProgress("run", stream, interval_s=0.0),
+    )  # fmt: skip
+    lines = stream.getvalue().splitlines()
+    started = re.fullmatch(rf"run \[[0-9:]+\] training the student \({method}\): started \((\d+) parts\)", lines[0])
+    assert started is not None, lines
+    steps = int(started.group(1))  # VAT: 3 passes of ⌈40 / 8⌉ = 5 steps; FixMatch's first student a share
+    assert steps == 15 if method == "vat" else 1 < steps < 15, lines
+    assert any(f"training the student ({method}): {steps - 1}/{steps}, ETA " in line for line in lines), lines
+    assert any(f"training the student ({method}): done in " in line for line in lines), lines

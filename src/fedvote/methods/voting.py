@@ -248,19 +248,17 @@ def student_from_labels(
     """
     pool_size = server.public_features.shape[0]
     unlabeled = np.setdiff1d(np.arange(pool_size), query_indices)
-    with progress.step("training the student", total=1) as bar:
-        student = train_student(
-            server.public_features[query_indices],
-            labels,
-            num_classes=server.num_classes,
-            config=config,
-            seed=seed,
-            unlabeled=server.public_features[unlabeled],
-            self_training_rounds=self_training_rounds,
-            semi_supervised=semi_supervised,
-        )
-        bar.advance()
-    return student
+    return train_student(
+        server.public_features[query_indices],
+        labels,
+        num_classes=server.num_classes,
+        config=config,
+        seed=seed,
+        unlabeled=server.public_features[unlabeled],
+        self_training_rounds=self_training_rounds,
+        semi_supervised=semi_supervised,
+        progress=progress,  # a tick a step for FixMatch and VAT
+    )
 
 
 def label_in_batches(

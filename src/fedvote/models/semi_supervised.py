@@ -36,6 +36,7 @@ from fedvote.models.augment import is_image_batch, mirror_closed_pool, strong_au
 from fedvote.models.config import SEMI_SUPERVISED_METHODS
 from fedvote.models.precision import resolve_precision, training_arithmetic
 from fedvote.models.training import TrainingConfig
+from fedvote.progress import NO_PROGRESS, Progress
 
 
 @dataclass(frozen=True)
@@ -242,13 +243,16 @@ def train_consistency(
     settings: ConsistencySettings = ConsistencySettings(),
     step_fraction: float = 1.0,
     device: torch.device | str = "cpu",
+    progress: Progress = NO_PROGRESS,
+    description: str = "training the student",
 ) -> nn.Module:
     """Train ``model`` by FixMatch or VAT on labelled (L, *shape) and unlabelled (U, *shape) points.
 
     ``config.epochs`` counts passes of B-sized steps over the pool (⌈(L + U) / B⌉ steps each),
     up to ``settings.max_steps`` steps in all, of which ``step_fraction`` are run (at least one;
     the step size decays over those); returns the weights' moving average, in eval mode, on
-    ``device``. Each step's forward runs at ``config.precision`` (:mod:`fedvote.models.precision`);
+    ``device``; ``progress`` shows ``description`` with one tick a step (an ETA on slow students).
+    Each step's forward runs at ``config.precision`` (:mod:`fedvote.models.precision`);
     the weights, the optimiser and the average stay float32. On a GPU (``device``) only the
     arithmetic moves: every random draw (batches, augmentations, VAT's probe) is made on the CPU
     from ``generator``, as on the CPU.
@@ -288,42 +292,43 @@ def train_consistency(
     labeled_batches = _EndlessBatches(x_labeled.shape[0], batch, generator)
     unlabeled_batches = _EndlessBatches(x_unlabeled.shape[0], unlabeled_batch, generator)
     model.train()
-    for step in range(total_steps):
-        rows = labeled_batches.next().to(device)
-        inputs = weak_augment(x_labeled[rows], generator, flip=flip) if images else x_labeled[rows]
-        pool = x_unlabeled[unlabeled_batches.next().to(device)]  # (μB, *shape)
-        with training_arithmetic(arithmetic, device.type):
-            if method == "fixmatch":
-                supervised, unsupervised = fixmatch_losses(
-                    model,
-                    inputs,
-                    y_labeled[rows],
-                    pool,
-                    threshold=settings.threshold,
-                    weak=lambda x: weak_augment(x, generator, flip=flip),
-                    strong=lambda x: strong_augment(x, generator, flip=flip),
-                )
-            else:
-                if images:
-                    pool = weak_augment(pool, generator, flip=flip)
-                logits = model(torch.cat([inputs, pool])).float()  # (B + μB, C)
-                supervised = functional.cross_entropy(logits[: rows.shape[0]], y_labeled[rows])
-                pool_logits = logits[rows.shape[0] :]
-                r_adv = _vat_perturbation(model, pool, pool_logits, radius, generator)
-                target = functional.softmax(pool_logits.detach(), dim=1)
-                unsupervised = functional.kl_div(
-                    functional.log_softmax(model(pool + r_adv).float(), dim=1), target, reduction="batchmean"
-                )
-        optimizer.zero_grad(set_to_none=True)
-        (supervised + settings.unlabeled_weight * unsupervised).backward()
-        optimizer.step()
-        schedule.step()
-        with torch.no_grad():
-            # Warm-up (as TensorFlow's ExponentialMovingAverage with num_updates): early
-            # steps do not drag the average back towards the random initial weights.
-            decay = min(settings.ema_decay, (1 + step) / (10 + step))
-            torch._foreach_lerp_(kept, live, 1.0 - decay)
-            for statistic, live_statistic in zip(kept_statistics, live_statistics, strict=True):
-                statistic.copy_(live_statistic)  # batch-norm statistics: the live ones
+    with progress.step(description, total=total_steps) as bar:
+        for step in range(total_steps):
+            rows = labeled_batches.next().to(device)
+            inputs = weak_augment(x_labeled[rows], generator, flip=flip) if images else x_labeled[rows]
+            pool = x_unlabeled[unlabeled_batches.next().to(device)]  # (μB, *shape)
+            with training_arithmetic(arithmetic, device.type):
+                if method == "fixmatch":
+                    supervised, unsupervised = fixmatch_losses(
+                        model,
+                        inputs,
+                        y_labeled[rows],
+                        pool,
+                        threshold=settings.threshold,
+                        weak=lambda x: weak_augment(x, generator, flip=flip),
+                        strong=lambda x: strong_augment(x, generator, flip=flip),
+                    )
+                else:
+                    if images:
+                        pool = weak_augment(pool, generator, flip=flip)
+                    logits = model(torch.cat([inputs, pool])).float()  # (B + μB, C)
+                    supervised = functional.cross_entropy(logits[: rows.shape[0]], y_labeled[rows])
+                    pool_logits = logits[rows.shape[0] :]
+                    r_adv = _vat_perturbation(model, pool, pool_logits, radius, generator)
+                    target = functional.softmax(pool_logits.detach(), dim=1)
+                    perturbed = functional.log_softmax(model(pool + r_adv).float(), dim=1)
+                    unsupervised = functional.kl_div(perturbed, target, reduction="batchmean")
+            optimizer.zero_grad(set_to_none=True)
+            (supervised + settings.unlabeled_weight * unsupervised).backward()
+            optimizer.step()
+            schedule.step()
+            with torch.no_grad():
+                # Warm-up (as TensorFlow's ExponentialMovingAverage with num_updates): early
+                # steps do not drag the average back towards the random initial weights.
+                decay = min(settings.ema_decay, (1 + step) / (10 + step))
+                torch._foreach_lerp_(kept, live, 1.0 - decay)
+                for statistic, live_statistic in zip(kept_statistics, live_statistics, strict=True):
+                    statistic.copy_(live_statistic)  # batch-norm statistics: the live ones
+            bar.advance()
     average.eval()
     return average

@@ -30,6 +30,7 @@ from fedvote.models.semi_supervised import (
 )
 from fedvote.models.training import TrainingConfig, fit_classifier
 from fedvote.models.zoo import CNN_WIDTHS, build_model
+from fedvote.progress import NO_PROGRESS, Progress
 
 # FixMatch's strong views (rotation, shear, cutout) keep a 28x28 digit's identity, not an
 # 8x8 one's: on digits (8x8) VAT scored 0.92 against FixMatch's 0.84, on MNIST FixMatch
@@ -59,6 +60,7 @@ def train_student(
     confidence: float = 0.9,
     consistency: ConsistencySettings | None = None,
     device: torch.device | str = "auto",
+    progress: Progress = NO_PROGRESS,
 ) -> nn.Module:
     """A fresh ``config.model`` trained on (features, pseudo_labels) and the unlabelled pool; on the CPU.
 
@@ -80,6 +82,9 @@ def train_student(
         Where FixMatch and VAT train: ``"auto"`` is CUDA when PyTorch sees a GPU that
         multiplies in the resolved precision, else the CPU. Every random draw stays on the
         CPU generator; the other students train on the CPU; the student is returned on the CPU.
+    progress : Progress
+        Shows each training pass (FixMatch's or VAT's a tick a step; a plain or self-training fit
+        as one step each).
 
     """
     generator = torch.Generator().manual_seed(seed)
@@ -99,8 +104,9 @@ def train_student(
         student = train_consistency(
             fresh(), features, pseudo_labels, unlabeled, config, generator, method=method, settings=settings,
             step_fraction=settings.relabeller_step_fraction if rounds else 1.0, device=where,
+            progress=progress, description=f"training the student ({method})",
         )  # fmt: skip
-        for _ in range(rounds):
+        for round_number in range(rounds):
             pool = relabel_pool(
                 student,
                 features,
@@ -113,10 +119,13 @@ def train_student(
                 break
             student = train_consistency(
                 fresh(settings.relabel_cnn_widths), pool.features, pool.labels, pool.unlabeled, config,
-                generator, method=method, settings=settings, device=where,
+                generator, method=method, settings=settings, device=where, progress=progress,
+                description=f"training the student ({method}, self-training round {round_number + 1})",
             )  # fmt: skip
         return student.cpu()
-    student = fit_classifier(fresh(), features, pseudo_labels, config, generator)
+    with progress.step("training the student", total=1) as bar:
+        student = fit_classifier(fresh(), features, pseudo_labels, config, generator)
+        bar.advance()
     if method != "self-training" or no_pool:
         return student
     assert unlabeled is not None
@@ -127,11 +136,13 @@ def train_student(
         keep = (best >= confidence).numpy()
         if not keep.any():
             break
-        student = fit_classifier(
-            fresh(),
-            np.concatenate([features, unlabeled[keep]]),
-            np.concatenate([pseudo_labels, guessed.numpy()[keep].astype(np.int64)]),
-            config,
-            generator,
-        )
+        with progress.step("training the student (self-training round)", total=1) as bar:
+            student = fit_classifier(
+                fresh(),
+                np.concatenate([features, unlabeled[keep]]),
+                np.concatenate([pseudo_labels, guessed.numpy()[keep].astype(np.int64)]),
+                config,
+                generator,
+            )
+            bar.advance()
     return student
