@@ -31,7 +31,7 @@ from fedvote.cli.options import MethodHelp, flag_for, refuse_empty_out, reject_f
 from fedvote.cli.report import plot, report
 from fedvote.cli.run_options import run_config_options
 from fedvote.cli.sweep import sweep
-from fedvote.config import RunConfig, is_recorded, load_run_config
+from fedvote.config import RunConfig, load_run_config
 from fedvote.data.federation import dataset_names
 from fedvote.errors import ConfigError, VoteRejected
 from fedvote.methods.registry import check_options
@@ -48,7 +48,7 @@ from fedvote.results import (
     write_or_fallback,
     write_result,
 )
-from fedvote.settings.ledger_path import probe_ledger, refuse_missing_recorded_ledger, with_absolute_ledger
+from fedvote.settings.ledger_path import with_checked_ledger
 
 # `--threads` beyond this is a typo (torch's pool would try to start them all).
 MAX_THREADS = 1024
@@ -329,14 +329,7 @@ def _config_from_file(context: click.Context, path: str, allowed: frozenset[str]
     (a result.json written before paths were recorded absolute holds the path as typed).
     """
     reject_flags_besides(context, allowed | {"config_file"})
-    config = load_run_config(path, one_run=True)
-    data = json.loads(Path(path).read_text())  # read and checked by load_run_config just now
-    recorded = data.get("config", data)
-    if isinstance(recorded, dict) and is_recorded(recorded):
-        refuse_missing_recorded_ledger(config.privacy.ledger, path)
-    config = with_absolute_ledger(config)
-    probe_ledger(config.privacy.ledger)
-    return config
+    return with_checked_ledger(load_run_config(path, one_run=True), path)
 
 
 def diagnostic_lines(diagnostics: dict[str, Any]) -> list[str]:

@@ -26,6 +26,7 @@ from fedvote.errors import ConfigError
 from fedvote.methods.registry import METHOD_NAMES, option_names
 from fedvote.models.config import DEFAULT_EPOCHS, TrainingConfig
 from fedvote.results import check_writable, fallback_message, write_or_fallback
+from fedvote.settings.ledger_path import probe_ledger, with_absolute_ledger, with_checked_ledger
 
 if TYPE_CHECKING:
     from fedvote.compare import Comparison
@@ -98,7 +99,8 @@ def compare(
             context,
             {"config_file", "methods", "epsilon", "delta", "ledger", "budget_epsilon", "out", "as_json"},
         )
-        config = with_ledger(load_run_config(config_file), ledger, budget_epsilon)
+        loaded = with_ledger(load_run_config(config_file), ledger, budget_epsilon)
+        config = with_checked_ledger(loaded, config_file, typed_ledger=ledger is not None)
     else:
         # The methods' own options typed (the gradient settings --rounds, …, a voting method's),
         # each handed to the rows whose method takes it (fedvote.compare); one that no compared
@@ -126,6 +128,8 @@ def compare(
             queries=queries,
             seed=seed,
         )
+        config = with_absolute_ledger(config)  # what compare.json records: the file charged
+        probe_ledger(config.privacy.ledger)  # before anything is loaded
     if out is not None:
         check_writable(out)  # before any row is trained or charged
     # lazy: imports torch; the refusals above answer without it (and fedvote --help under 1 s)

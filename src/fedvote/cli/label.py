@@ -18,6 +18,7 @@ import click
 from fedvote.cli.options import reject_flags_besides
 from fedvote.cli.run_options import run_config_options
 from fedvote.config import RunConfig, load_run_config
+from fedvote.settings.ledger_path import with_checked_ledger
 
 # The exit status of a session that stopped before its last query because the next answer
 # would have exceeded the privacy budget (the answers given are printed and charged).
@@ -145,13 +146,14 @@ def _config_from_file(context: click.Context, path: str, flags: RunConfig) -> Ru
         if context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
     }
     if not typed:
-        return config
+        return with_checked_ledger(config, path)
     changes = {name: getattr(flags.privacy, name) for name in typed}
     if "sigma" in typed and "epsilon" not in typed:
         changes["epsilon"] = None
     if "epsilon" in typed and "sigma" not in typed:
         changes["sigma"] = None
-    return dataclasses.replace(config, privacy=dataclasses.replace(config.privacy, **changes))
+    changed = dataclasses.replace(config, privacy=dataclasses.replace(config.privacy, **changes))
+    return with_checked_ledger(changed, path, typed_ledger="ledger" in typed)
 
 
 def _show(value: float | None) -> str:

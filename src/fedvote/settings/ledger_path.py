@@ -12,6 +12,7 @@ only when a ledger is given.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -63,6 +64,25 @@ def refuse_missing_recorded_ledger(recorded: str | None, source: str) -> None:
             "directory the run was recorded in), or rerun from a config whose privacy.ledger names "
             "where the ledger is now",
         )
+
+
+def with_checked_ledger(config: RunConfig, path: str, *, typed_ledger: bool = False) -> RunConfig:
+    """``config``, read from the file ``path``, with its ledger made absolute and probed; a missing recorded one refused.
+
+    A *recorded* config (:func:`~fedvote.config.is_recorded`: a result.json's) whose ledger does
+    not exist is refused (:func:`refuse_missing_recorded_ledger`) unless the ledger was typed
+    on the command line (``typed_ledger``: the user names where the spend goes). Every command
+    that reruns a config file (run, compare, label) goes through here before anything is loaded.
+    """
+    from fedvote.config import is_recorded
+
+    data = json.loads(Path(path).read_text())  # already read and checked by load_run_config
+    recorded = data.get("config", data) if isinstance(data, dict) else None
+    if not typed_ledger and isinstance(recorded, dict) and is_recorded(recorded):
+        refuse_missing_recorded_ledger(config.privacy.ledger, path)
+    config = with_absolute_ledger(config)
+    probe_ledger(config.privacy.ledger)
+    return config
 
 
 def probe_ledger(path: str | None) -> None:
