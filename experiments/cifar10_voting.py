@@ -175,7 +175,9 @@ def section(record: dict[str, Any]) -> str:
         "see the mirror-symmetric, square-rooted patch features (1,600; docs/defaults.md), earlier runs "
         "Coates–Ng's as published (3,200). In runs at fedvote e5c727f or later the linear student's "
         "class shares on the pool are matched to CIFAR-10's documented uniform prior (post-processing, "
-        "no ε; docs/defaults.md); PATE-FL's runs before it (453107d): 0.542 / 0.535 / 0.518, mean 0.531.",
+        "no ε; docs/defaults.md); the runs before it: PATE-FL (453107d) 0.542 / 0.535 / 0.518, mean "
+        "0.531; Private-kNN-FL (50f0475) 0.363 / 0.394 / 0.381, mean 0.379; majority vote (50f0475) "
+        "0.628 / 0.623 / 0.611, mean 0.621.",
         "",
         "| method | test accuracy per seed | mean ± std | pseudo-label accuracy | ε agent | ε instance "
         "| wall s (max) | CPU s (max) | load |",
