@@ -67,7 +67,7 @@ def refuse_missing_recorded_ledger(recorded: str | None, source: str) -> None:
 
 
 def with_checked_ledger(config: RunConfig, path: str, *, typed_ledger: bool = False) -> RunConfig:
-    """``config``, read from the file ``path``, with its ledger made absolute and probed; a missing recorded one refused.
+    """``config`` (read from ``path``) with its ledger absolute and probed; a missing recorded ledger refused.
 
     A *recorded* config (:func:`~fedvote.config.is_recorded`: a result.json's) whose ledger does
     not exist is refused (:func:`refuse_missing_recorded_ledger`) unless the ledger was typed
