@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
 from fedvote import compare as comparison
 from fedvote import runner
+from fedvote.labelling import session
 
 TINY = ["--agents", "3", "--queries", "5", "--epochs", "1", "--noise-seed", "1", "--sigma", "5",
         "--accountant", "exact"]  # fmt: skip
@@ -24,30 +24,19 @@ TINY = ["--agents", "3", "--queries", "5", "--epochs", "1", "--noise-seed", "1",
 COMPARE_TINY = ["--agents", "3", "--queries", "5", "--epochs", "1", "--noise-seed", "1"]
 
 
-def old_result(tmp_path: Path, invoke, monkeypatch) -> Path:
-    """A result.json holding a relative ledger path, as fedvote wrote them before paths were absolute."""
-    monkeypatch.chdir(tmp_path)
-    code, _, err = invoke(["run", *TINY, "--teacher-model", "logistic", "--student-model", "logistic",
-                           "--ledger", "rel.db", "--out", "rr"])  # fmt: skip
-    assert code == 0, err
-    path = tmp_path / "rr" / "result.json"
-    data = json.loads(path.read_text())
-    data["config"]["privacy"]["ledger"] = "rel.db"
-    path.write_text(json.dumps(data))
-    return path
-
-
 def nothing_loaded(monkeypatch) -> list[object]:
     """From now on, every federation built is recorded: a refusal must come before the data is loaded."""
     loaded: list[object] = []
-    monkeypatch.setattr(runner, "make_federation", lambda *a, **k: loaded.append(a))
-    monkeypatch.setattr(comparison, "make_federation", lambda *a, **k: loaded.append(a))
+    for module in (runner, comparison, session):  # each binds make_federation when it is imported
+        monkeypatch.setattr(module, "make_federation", lambda *a, **k: loaded.append(a))
     return loaded
 
 
 @pytest.mark.parametrize("command", [["compare", "--methods", "pate-fl"], ["label", "--queries", "QUERIES"]])
-def test_a_recorded_config_whose_ledger_is_missing_is_refused(command, tmp_path, invoke, monkeypatch):
-    recorded = old_result(tmp_path, invoke, monkeypatch)
+def test_a_recorded_config_whose_ledger_is_missing_is_refused(
+    command, tmp_path, invoke, monkeypatch, relative_ledger_result
+):
+    recorded = relative_ledger_result([*TINY, "--teacher-model", "logistic", "--student-model", "logistic"])
     (tmp_path / "queries.npy").write_bytes(b"")  # label's --queries must exist; it is read after the check
     command = [str(tmp_path / "queries.npy") if part == "QUERIES" else part for part in command]
     loaded = nothing_loaded(monkeypatch)

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import fedvote.results as results
-import fedvote.runner as runner
 from fedvote.config import FederationConfig, RunConfig
 from fedvote.privacy.ledger import PersistentLedger
 from fedvote.runner import federation_content_key, make_federation
@@ -37,20 +36,6 @@ def charges(ledger: Path) -> list[dict]:
     key = federation_content_key(make_federation(TINY_CONFIG))
     with PersistentLedger(ledger, federation=key) as opened:
         return opened.history()
-
-
-@pytest.fixture
-def no_run(monkeypatch):
-    """Fail the test if the runner is called: a refusal must come before anything is trained."""
-    calls = []
-    real = runner.run
-
-    def spy(*args, **kwargs):
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(runner, "run", spy)
-    return calls
 
 
 def _can_write(directory: Path) -> bool:

@@ -42,20 +42,6 @@ def one_error_line(err: str) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def no_run(monkeypatch):
-    """Records every call of the runner: a refusal must come before anything is loaded or trained."""
-    calls = []
-    real = runner.run
-
-    def spy(*args, **kwargs):
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(runner, "run", spy)
-    return calls
-
-
 def ledger_charges(ledger: Path, invoke) -> int:
     code, out, err = invoke(["ledger", "show", ledger, "--json"])
     assert code == 0, err
@@ -96,20 +82,10 @@ def test_fedvote_run_keywords_and_every_flag_path_record_the_ledger_absolute(tmp
     assert os.listdir(tmp_path) == []  # probed, nothing left behind
 
 
-def old_result(tmp_path: Path, invoke, monkeypatch) -> Path:
-    """A result.json as fedvote wrote it before ledger paths were absolute: ``"ledger": "rel.db"``."""
-    monkeypatch.chdir(tmp_path)
-    code, _, err = invoke(["run", *TINY, "--ledger", "rel.db", "--budget-epsilon", "50", "--out", "rr"])
-    assert code == 0, err
-    path = tmp_path / "rr" / "result.json"
-    data = json.loads(path.read_text())
-    data["config"]["privacy"]["ledger"] = "rel.db"
-    path.write_text(json.dumps(data))
-    return path
-
-
-def test_a_recorded_config_whose_ledger_is_missing_is_refused(tmp_path, invoke, monkeypatch, no_run):
-    recorded = old_result(tmp_path, invoke, monkeypatch)
+def test_a_recorded_config_whose_ledger_is_missing_is_refused(
+    tmp_path, invoke, monkeypatch, no_run, relative_ledger_result
+):
+    recorded = relative_ledger_result([*TINY, "--budget-epsilon", "50"])
     no_run.clear()
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "sub")
@@ -148,7 +124,6 @@ def test_a_hand_written_config_may_start_a_new_ledger(tmp_path, invoke, monkeypa
 # --- 2: a result stdout cannot take is saved, one line, exit 1 --------------------------------------
 
 
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "summary"])
 def test_a_result_stdout_cannot_take_is_saved_beside_the_ledger(tmp_path, as_json):
     ledger = tmp_path / "full.db"
