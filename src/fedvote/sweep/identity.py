@@ -45,10 +45,43 @@ def check_same_sweep(out: Path, plan: dict[str, Any], identity: dict[str, Any]) 
         raise ConfigError("resume", f"{out} holds a sweep with seeds {there}, not {given}{tail}")
     if plan.get("configs") != identity["configs"]:
         fields = sorted(set(_differences(plan.get("configs"), identity["configs"])))
+        relative = _relative_ledger(plan.get("configs"))
+        if relative is not None:
+            raise ConfigError("resume", _relative_ledger_refusal(out, relative, fields))
         differ = ", ".join(fields) or "the config"
         raise ConfigError(
             "resume", f"{out} holds a sweep with other settings (they differ in {differ}){tail}"
         )
+
+
+def _relative_ledger(configs: Any) -> str | None:
+    """The relative ledger path recorded in a sweep's ``configs`` (one started before e8d909d), if any."""
+    if not isinstance(configs, list):
+        return None
+    for config in configs:
+        privacy = config.get("privacy") if isinstance(config, dict) else None
+        ledger = privacy.get("ledger") if isinstance(privacy, dict) else None
+        if isinstance(ledger, str) and ledger and not Path(ledger).is_absolute():
+            return ledger
+    return None
+
+
+def _relative_ledger_refusal(out: Path, ledger: str, fields: Sequence[str]) -> str:
+    """Why a sweep that recorded a relative ``--ledger`` is not resumed, and what to do instead.
+
+    Such a sweep was started before ledger paths were recorded absolute. Its ledger is not
+    resolved here: from another directory the same relative path names another file, and
+    the resumed points would be charged to a second ledger, splitting the federation's budget.
+    """
+    others = [name for name in fields if name != "privacy.ledger"]
+    also = f"; its settings also differ in {', '.join(others)}" if others else ""
+    return (
+        f"{out} holds a sweep that recorded a relative ledger path ({ledger!r}; sweeps started before "
+        "fedvote recorded ledger paths absolute did), which is ambiguous (it names another file from "
+        f"another directory) and is no longer accepted{also}; start the sweep again (--overwrite, or "
+        "another --out; the charges already made stay in the ledger) with the same flags from the "
+        "directory it was started in, or with an absolute --ledger naming the file its charges went to"
+    )
 
 
 def _grid_text(grid: Any) -> str:
