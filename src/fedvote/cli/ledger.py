@@ -16,13 +16,38 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
+from fedvote.errors import ConfigError
 from fedvote.privacy.config import ACCOUNTANTS, LEVELS
 
 _PATH = click.argument("path", type=click.Path(dir_okay=False))
+# How the commands' help shows the positional path (click's own refusals name it so).
+_PATH_HINT = "'PATH'"
+# The advice the ledger store gives about --ledger, and what these commands, which only read
+# (or budget) an existing ledger, advise instead.
+_RUN_ADVICE = "give a new file name or an existing fedvote ledger"
+_PATH_ADVICE = "give the path of a fedvote ledger"
+
+
+@contextmanager
+def _naming_path() -> Iterator[None]:
+    """Refusals of the ledger file, which the store names ``ledger`` (``--ledger``), name PATH.
+
+    ``fedvote ledger show/verify/set-budget`` take the file as their positional PATH and have
+    no ``--ledger``; the refusal stays one line, exit status 2.
+    """
+    try:
+        yield
+    except ConfigError as error:
+        if error.argument != "ledger":
+            raise
+        detail = error.detail.replace(_RUN_ADVICE, _PATH_ADVICE)
+        raise click.BadParameter(detail, param_hint=_PATH_HINT) from error
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,7 +63,8 @@ def show(path: str, as_json: bool, every_charge: bool) -> None:
     """Per federation: the budget, ε spent at each level, the federations sharing its records, its runs."""
     from fedvote.privacy.ledger_audit import ledger_report
 
-    report = ledger_report(path)
+    with _naming_path():
+        report = ledger_report(path)
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
@@ -97,12 +123,13 @@ def verify(path: str) -> None:
     from fedvote.privacy.ledger_audit import federations_in, integrity_report, verify_ledger
     from fedvote.privacy.ledger_store import LedgerDamaged
 
-    try:
-        problems = verify_ledger(path)
-    except LedgerDamaged:
-        for line in integrity_report(path):  # what still reads, before the one-line refusal
-            click.echo(line)
-        raise
+    with _naming_path():
+        try:
+            problems = verify_ledger(path)
+        except LedgerDamaged:
+            for line in integrity_report(path):  # what still reads, before the one-line refusal
+                click.echo(line)
+            raise
     for problem in problems:
         click.echo(f"violation: {problem}")
     if problems:
@@ -143,7 +170,8 @@ def set_budget(
     from fedvote.privacy.ledger_audit import set_budget as append_budgets
 
     levels = LEVELS if level == "both" else (level,)
-    budgets = append_budgets(path, federation, epsilon, levels, delta=delta, accountant=accountant)
+    with _naming_path():
+        budgets = append_budgets(path, federation, epsilon, levels, delta=delta, accountant=accountant)
     for name, budget in budgets.items():
         click.echo(
             f"federation {federation}: {name}-level budget ε = {budget.epsilon:g} "
