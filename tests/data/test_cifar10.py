@@ -161,9 +161,10 @@ def test_missing_file_names_it_and_where_to_get_it(tmp_path):
         ("short_offsets", "offsets for 30 labels"),
         ("falling_offsets", "offsets must rise from 0"),
         ("bad_label", "expected 0..9"),
-        ("bad_jpeg", "image 3 does not decode"),
-        ("png", "image 0 does not decode (a PNG image, not a JPEG)"),
-        ("wrong_size", "image 0 does not decode (16x16, expected 32x32)"),
+        ("bad_jpeg", "the image at index 3 (of 30) does not decode (not an image Pillow can identify); "),
+        ("png", "the image at index 0 (of 30) does not decode (a PNG image, not a JPEG)"),
+        ("wrong_size", "the image at index 0 (of 30) does not decode (16x16, expected 32x32)"),
+        ("truncated_jpeg", "the image at index 29 (of 30) does not decode ("),
         ("pixels_2d", "jpeg must be 1-D uint8 bytes"),
         ("classes", "classes must be 10 names"),
     ],
@@ -197,12 +198,18 @@ def test_a_corrupt_file_is_one_line_naming_it(data_dir, damage, expected):
         jpeg = np.frombuffer(first + b"".join(blobs[1:]), dtype=np.uint8)
         moved = np.concatenate([[0], len(first) + offsets[1:] - offsets[1]]).astype(np.int64)
         write_archive(path, pixels, labels, jpeg=jpeg, offsets=moved)
+    elif damage == "truncated_jpeg":  # the last image's bytes cut short: Pillow reads past its end
+        cut = offsets.copy()
+        cut[-1] = offsets[-2] + (offsets[-1] - offsets[-2]) // 2
+        jpeg = np.frombuffer(b"".join(blobs), dtype=np.uint8)[: cut[-1]]
+        write_archive(path, pixels, labels, jpeg=jpeg, offsets=cut)
     elif damage == "pixels_2d":
         write_archive(path, pixels, labels, jpeg=pixels.reshape(30, -1))
     elif damage == "classes":
         write_archive(path, pixels, labels, classes=np.array(["a", "b"]))
     message = _refusal(data_dir)
     assert message.startswith(f"{path}: ") and expected in message
+    assert " object at 0x" not in message  # no repr of the in-memory buffer Pillow was given
 
 
 def test_data_list_and_the_command_line(data_dir, capsys):
@@ -225,6 +232,22 @@ def test_a_corrupt_file_exits_2_with_one_line(data_dir, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 2 and len(err) == 1
     assert err[0].startswith("fedvote: error: --data-dir: ") and "test-jpeg.npz: not a readable" in err[0]
+
+
+def test_a_damaged_jpeg_on_the_command_line_names_the_file_and_the_index(data_dir, capsys):
+    path = data_dir / "cifar10" / "test-jpeg.npz"
+    pixels, labels = _images(12, 1)
+    blobs = [_jpeg(p) for p in pixels]
+    offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])]).astype(np.int64)
+    jpeg = np.frombuffer(b"".join(blobs), dtype=np.uint8).copy()
+    jpeg[offsets[7] : offsets[7] + 40] = 0  # the JPEG header of image 7
+    write_archive(path, pixels, labels, jpeg=jpeg)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--dataset", "cifar10", "--data-dir", str(data_dir), "--agents", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and len(err) == 1
+    assert err[0].startswith(f"fedvote: error: --data-dir: {path}: the image at index 7 (of 12) does not decode")
+    assert "BytesIO" not in err[0] and " object at 0x" not in err[0]
 
 
 # --------------------------------------------------------------------------- full files

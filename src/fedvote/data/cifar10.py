@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import secrets
 import sys
 import time
@@ -193,11 +194,26 @@ def _decode_all(path: Path, jpeg: np.ndarray, offsets: np.ndarray) -> np.ndarray
                     raise ValueError(f"{rgb.size[0]}x{rgb.size[1]}, expected {SIDE}x{SIDE}")
                 pixels[i] = np.asarray(rgb)
         except Exception as error:  # noqa: BLE001 - Pillow raises many types for a damaged image
-            raise file_error(path, f"image {i} does not decode ({one_line(str(error))})", WHERE) from error
+            problem = f"the image at index {i} (of {count}) does not decode ({_decode_problem(error)})"
+            raise file_error(path, problem, WHERE) from error
     if announce:
         seconds = time.perf_counter() - started
         print(f"cifar10: decoded {count} images in {seconds:.1f} s", file=sys.stderr, flush=True)
     return np.ascontiguousarray(pixels.transpose(0, 3, 1, 2))  # (n, H, W, RGB) -> (n, RGB, H, W)
+
+
+# A Python object's default repr (``<_io.BytesIO object at 0x7f...>``), which Pillow puts in its
+# messages about the in-memory file it was given: it names nothing the user can find.
+_OBJECT_REPR = re.compile(r"\s*<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def _decode_problem(error: Exception) -> str:
+    """Why one image did not decode, on one line and without the repr of the buffer it was read from."""
+    from PIL import UnidentifiedImageError
+
+    if isinstance(error, UnidentifiedImageError):
+        return "not an image Pillow can identify"
+    return one_line(_OBJECT_REPR.sub("", str(error))) or type(error).__name__
 
 
 def _read_cache(path: Path) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]] | None:
