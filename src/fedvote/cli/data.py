@@ -19,7 +19,7 @@ from pathlib import Path
 
 import click
 
-from fedvote.cli.options import refuse_empty_out
+from fedvote.cli.options import check_data_dir, refuse_empty_out
 from fedvote.data.datasets import (
     DATA_ENV,
     DatasetStatus,
@@ -42,9 +42,10 @@ def data() -> None:
 @data.command("list")
 @click.option(
     "--data-dir",
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     envvar=DATA_ENV,
     default=None,
+    callback=check_data_dir,
     help=f"Directory holding mnist/, fashion-mnist/, cifar10/ and usps/ (default: ${DATA_ENV}).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 import click
 
-from fedvote.data.datasets import available_datasets
+from fedvote.data.datasets import DATA_ENV, available_datasets
 from fedvote.data.framing import FRAMINGS
 from fedvote.data.partition import PARTITION_SCHEMES
 from fedvote.errors import ConfigError
@@ -32,10 +33,13 @@ _FLAG_NAMES = {
 def flag_for(argument: str) -> str:
     """The CLI flag for a config argument name (``min_responders`` -> ``--min-responders``).
 
-    A method option's flag is the one its field declares (``lambda_`` -> ``--lambda``).
+    A method option's flag is the one its field declares (``lambda_`` -> ``--lambda``). A name in
+    capitals (``FEDVOTE_DATA``, an environment variable the value came from) is shown as it is.
     """
     if argument in _FLAG_NAMES:
         return _FLAG_NAMES[argument]
+    if argument.isupper():  # an environment variable (FEDVOTE_DATA) or a positional argument (PATH)
+        return argument
     return _OPTION_FLAGS.get(argument, "--" + argument.replace("_", "-"))
 
 
@@ -63,6 +67,31 @@ def refuse_empty_out(context: click.Context, parameter: click.Parameter, value: 
     return value
 
 
+def check_data_dir(context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
+    """``--data-dir``'s callback: refuse a path that is a file, naming where the value came from.
+
+    ``--data-dir`` defaults to ``$FEDVOTE_DATA``; a refusal of a value the environment gave
+    names ``FEDVOTE_DATA`` (the user set no flag), one of a typed value ``--data-dir``. A
+    :class:`~fedvote.errors.ConfigError`: one line, exit status 2, before anything is loaded.
+    A path that does not exist yet passes, as before (the datasets are then missing, by name).
+    """
+    if value is None or not value.strip():
+        return value
+    path = Path(value).expanduser()
+    if not path.exists() or path.is_dir():
+        return value
+    assert parameter.name is not None
+    if context.get_parameter_source(parameter.name) == click.core.ParameterSource.ENVIRONMENT:
+        raise ConfigError(
+            DATA_ENV,
+            f"{value} is a file, not a directory; set {DATA_ENV} to the directory holding the "
+            "datasets (or unset it), or give --data-dir DIR",
+        )
+    raise ConfigError(
+        "data_dir", f"{value} is a file, not a directory; give the directory holding the datasets"
+    )
+
+
 _FEDERATION_OPTIONS = (
     click.option("--dataset", default="digits", show_default=True,
                  help=f"The agents' data: {', '.join(available_datasets())}, npz:PATH or csv:PATH; "
@@ -86,8 +115,8 @@ _FEDERATION_OPTIONS = (
                       "result.json records the kind used (input_features_used)."),
     click.option("--label-column", default="label", show_default=True,
                  help="Label column of a csv: dataset."),
-    click.option("--data-dir", envvar="FEDVOTE_DATA", type=click.Path(file_okay=False), default=None,
-                 help="Where file-based datasets live [env: FEDVOTE_DATA]."),
+    click.option("--data-dir", envvar=DATA_ENV, type=click.Path(), default=None, callback=check_data_dir,
+                 help=f"Where file-based datasets live [env: {DATA_ENV}]."),
     click.option("--agents", "--clients", "agents", type=int, default=50, show_default=True,
                  help="Number of agents (clients) N."),
     click.option("--partition", type=click.Choice(PARTITION_SCHEMES), default="iid", show_default=True),

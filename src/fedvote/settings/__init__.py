@@ -124,6 +124,9 @@ def build_config(method: str = "pate-fl", **settings: Any) -> RunConfig:
             values[setting.name] = _checked(setting.name, given, setting.kind, setting.choices)
     if federation_values["data_dir"] is None:
         federation_values["data_dir"] = os.environ.get(DATA_ENV) or None
+        _refuse_a_file(DATA_ENV, federation_values["data_dir"])
+    else:
+        _refuse_a_file("data_dir", federation_values["data_dir"])
     specs = method_option_specs()
     # Every flag is a keyword of the same name, also where a field is named otherwise
     # (--knn-bound: knn_bound or bound; --normalize-features: normalize_features or normalize).
@@ -144,6 +147,24 @@ def build_config(method: str = "pate-fl", **settings: Any) -> RunConfig:
         raise ConfigError("method", f"must name a method, got {method!r}")
     (config,) = configs_from_settings([method], federation_config(federation_values), run_values, options)
     return config
+
+
+def _refuse_a_file(argument: str, data_dir: str | None) -> None:
+    """Refuse a data directory that is a file, naming ``argument``: ``data_dir``, or ``FEDVOTE_DATA``.
+
+    ``FEDVOTE_DATA`` when the value came from the environment; as ``--data-dir``'s check does
+    (``fedvote.cli.options.check_data_dir``).
+    """
+    if not data_dir or not os.path.exists(os.path.expanduser(data_dir)):
+        return
+    if os.path.isdir(os.path.expanduser(data_dir)):
+        return
+    fix = (
+        f"set {DATA_ENV} to the directory holding the datasets (or unset it), or give data_dir"
+        if argument == DATA_ENV
+        else "give the directory holding the datasets"
+    )
+    raise ConfigError(argument, f"{data_dir} is a file, not a directory; {fix}")
 
 
 def federation_config(values: Mapping[str, Any]) -> FederationConfig:

@@ -1,0 +1,94 @@
+"""A data directory that is a file is refused naming where the value came from.
+
+``--data-dir`` defaults to ``$FEDVOTE_DATA``: a file given by the environment is refused
+naming ``FEDVOTE_DATA`` (the user typed no ``--data-dir``), a typed one naming
+``--data-dir``. One line, exit 2, nothing run. :func:`fedvote.settings.build_config` (the
+Python API) refuses the same, naming ``FEDVOTE_DATA`` or ``data_dir``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fedvote.cli.options import flag_for
+from fedvote.errors import ConfigError
+from fedvote.settings import build_config
+
+
+@pytest.fixture
+def a_file(tmp_path):
+    path = tmp_path / "datasets.txt"
+    path.write_text("not a directory\n")
+    return path
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run"],
+        ["run", "--dataset", "mnist"],
+        ["compare", "--methods", "pate-fl,majority-vote"],
+        ["sweep", "--grid", "epsilon=1", "--out", "never"],
+        ["data", "list"],
+    ],
+)
+def test_fedvote_data_naming_a_file_is_refused_naming_fedvote_data(a_file, monkeypatch, invoke, no_run, command,
+                                                                    tmp_path):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FEDVOTE_DATA", str(a_file))
+    code, out, err = invoke(command)
+    assert code == 2 and out == "" and no_run == []
+    assert _one_line(err) == (
+        f"fedvote: error: FEDVOTE_DATA: {a_file} is a file, not a directory; set FEDVOTE_DATA to the "
+        "directory holding the datasets (or unset it), or give --data-dir DIR"
+    )
+    assert "--data-dir:" not in err and not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("command", [["run"], ["compare", "--methods", "pate-fl"], ["data", "list"]])
+def test_data_dir_naming_a_file_is_refused_naming_the_flag(a_file, monkeypatch, invoke, no_run, command):
+    monkeypatch.delenv("FEDVOTE_DATA", raising=False)
+    code, out, err = invoke([*command, "--data-dir", a_file])
+    assert code == 2 and out == "" and no_run == []
+    assert _one_line(err) == (
+        f"fedvote: error: --data-dir: {a_file} is a file, not a directory; give the directory holding the datasets"
+    )
+
+
+def test_a_typed_data_dir_wins_over_fedvote_data(a_file, tmp_path, monkeypatch, invoke, no_run):
+    monkeypatch.setenv("FEDVOTE_DATA", str(a_file))
+    code, _, err = invoke(["run", "--data-dir", tmp_path, "--agents", "0"])
+    assert code == 2 and _one_line(err) == "fedvote: error: --agents: must be at least 1, got 0"
+    monkeypatch.setenv("FEDVOTE_DATA", str(tmp_path))
+    code, _, err = invoke(["run", "--data-dir", a_file])
+    assert code == 2 and _one_line(err).startswith("fedvote: error: --data-dir: ")
+
+
+def test_a_missing_directory_still_passes_the_flag(tmp_path, monkeypatch, invoke):
+    monkeypatch.setenv("FEDVOTE_DATA", str(tmp_path / "not-yet"))
+    code, out, err = invoke(["data", "list", "--json"])
+    assert code == 0, err
+    assert str(tmp_path / "not-yet") in out
+
+
+def test_build_config_names_fedvote_data_or_data_dir(a_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDVOTE_DATA", str(a_file))
+    with pytest.raises(ConfigError) as error:
+        build_config()
+    assert error.value.argument == "FEDVOTE_DATA" and "is a file, not a directory" in error.value.detail
+    assert build_config(data_dir=tmp_path).federation.data_dir == str(tmp_path)  # the keyword wins
+    monkeypatch.delenv("FEDVOTE_DATA")
+    with pytest.raises(ConfigError) as error:
+        build_config(data_dir=a_file)
+    assert error.value.argument == "data_dir"
+
+
+def test_an_argument_in_capitals_is_printed_as_it_is():
+    assert flag_for("FEDVOTE_DATA") == "FEDVOTE_DATA"
+    assert flag_for("data_dir") == "--data-dir"
