@@ -228,7 +228,7 @@ def agent(
     from fedvote.flower.agent_budget import AgentBudget, default_ledger_path
     from fedvote.flower.files import load_agent_file
 
-    file = load_agent_file(data_file)
+    file = load_agent_file(data_file, map_records=_as_dealt)  # its id, N, fingerprint: φ comes later
     if file.agent_id != agent_id:
         raise ConfigError("id", f"{data_file} holds agent {file.agent_id}, not agent {agent_id}")
     tls = _client_tls(insecure, root_certificates)
@@ -245,18 +245,40 @@ def agent(
     port = runtime_port if runtime_port is not None else free_port()
     data = str(Path(data_file).resolve())
     ledger_config = " ".join(f"{key}={_toml(value)}" for key, value in budget.node_config().items())
-    command = [
-        _flower_executable("flower-supernode"),
-        *tls,
-        "--superlink", superlink,
-        "--port", str(port),
-        "--node-config", f"agent-id={agent_id} data={json.dumps(data)} {ledger_config}",
-    ]
+    executable = _flower_executable("flower-supernode")
     with _flower_home(workdir, "fedvote-agent-") as home:
+        cache = home / "mapped-records"  # φ(records), mapped once here, read by every message's process
+        _map_records_once(data_file, cache, file)
+        node = f"agent-id={agent_id} data={json.dumps(data)} records-cache={json.dumps(str(cache))}"
+        command = [
+            executable,
+            *tls,
+            "--superlink", superlink,
+            "--port", str(port),
+            "--node-config", f"{node} {ledger_config}",
+        ]
         click.echo(f"fedvote: agent {agent_id} ({len(file.data)} records) joins {superlink}", err=True)
         limit = "no budget" if budget_epsilon is None else f"budget {budget_epsilon:g}"
         click.echo(f"fedvote: agent {agent_id}'s ledger {budget.path}: ε {spent:.4g}, {limit}", err=True)
         sys.exit(_run_foreground(command, home))
+
+
+def _as_dealt(input_map: Any, features: Any) -> Any:
+    """``load_agent_file``'s mapping for a look at the file's metadata: the records as dealt."""
+    return features
+
+
+def _map_records_once(data_file: str, cache: Path, file: Any) -> None:
+    """Map the agent's records through its file's φ now, into ``cache``: each message reads them there.
+
+    ``file`` is the agent file read as dealt (its id, record count and input features).
+    """
+    from fedvote.flower.agent_cache import cached_agent_file
+
+    if file.input_features != "none":
+        click.echo(f"fedvote: agent {file.agent_id} maps its {len(file.data)} records through the "
+                   f"{file.input_features} features once (kept on this node for every message)", err=True)
+        cached_agent_file(data_file, cache)
 
 
 # --- superlink -------------------------------------------------------------------------------

@@ -243,14 +243,30 @@ def _write_npz(path: Path, **arrays: Any) -> Path:
     return write_atomic(path, buffer.getvalue())
 
 
-def load_agent_file(path: str | Path) -> AgentFile:
-    """Read ``agent-<i>.npz``; one clear error if it is missing or not an agent file."""
+def map_agent_records(input_map: InputMap, features: np.ndarray) -> np.ndarray:
+    """An agent's raw records (n, *shape) seen through its file's φ: (n, d) float32.
+
+    The fitted map and the one rebuilt from a file's arrays are the same arithmetic on the same
+    float32 buffers and give equal outputs; what makes the mapping slow in a ClientApp is the
+    process's threads (:mod:`fedvote.flower.app` sets fedvote's host policy before torch loads).
+    """
+    return input_map.apply(np.ascontiguousarray(features, dtype=np.float32))
+
+
+def load_agent_file(
+    path: str | Path, *, map_records: Callable[[InputMap, np.ndarray], np.ndarray] | None = None
+) -> AgentFile:
+    """Read ``agent-<i>.npz``; one clear error if it is missing or not an agent file.
+
+    ``map_records`` maps the raw records through the file's φ (default :func:`map_agent_records`;
+    :func:`fedvote.flower.agent_cache.cached_agent_file` passes one that maps a content once).
+    """
     with _open(path, "agent") as archive:
         noise_seed = str(archive["noise_seed"])
         input_map = InputMap.from_arrays(archive)
         features = np.asarray(archive["features"], dtype=np.float32)
         if input_map is not None:  # the agent sees its own records through the shipped φ
-            features = input_map.apply(features)
+            features = (map_records or map_agent_records)(input_map, features)
         return AgentFile(
             agent_id=int(archive["agent_id"]),
             num_agents=int(archive["num_agents"]),
