@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from flwr.app import Context, RecordDict
+from flwr.app import ConfigRecord, Context, RecordDict
 
 import fedvote.flower.transport as transport_module
 from fedvote.flower.transport import FlowerTransport, _SecAggPlus
@@ -126,3 +126,97 @@ def test_the_serverapp_reports_a_registration_refusal_in_one_line(monkeypatch, c
     out = capsys.readouterr().out.strip()
     assert out == ("fedvote: error: data: agent 2's data file belongs to federation x, not y; "
                    "nothing was trained, released or charged")
+
+
+# --- expected run failures: one line naming the cause and what to do, never a traceback ------------
+
+
+class _EmptyGrid:
+    """No node ever connects; a message gets no reply."""
+
+    def get_node_ids(self):
+        return []
+
+    def send_and_receive(self, messages, *, timeout=None):
+        return []
+
+
+def _context(**run_config):
+    return Context(1, 0, {}, RecordDict(), {"config": "c.json", "server-data": "s.npz", "out": "out", **run_config})
+
+
+def test_too_few_agents_connecting_is_a_typed_failure_before_anything_trains():
+    from fedvote.flower.transport import RunFailed
+
+    transport = FlowerTransport(_EmptyGrid(), _context(), num_agents=3, num_classes=2, connect_timeout=0.01)
+    with pytest.raises(RunFailed) as failure:
+        transport._ensure_registered()
+    assert failure.value.kind == "connect" and not failure.value.trained
+    assert str(failure.value) == "only 0 of 3 agents connected within 0.01 s"
+
+
+def test_no_agent_answering_is_a_typed_failure(monkeypatch):
+    from fedvote.flower.transport import RunFailed
+
+    monkeypatch.setattr(transport_module, "Message", _Message)
+    transport = FlowerTransport(_EmptyGrid(), _context(), num_agents=3, num_classes=2, train_timeout=5.0)
+    transport._agents.agent_of = {11: 0, 12: 1, 13: 2}  # registered, then silent
+    with pytest.raises(RunFailed) as failure:
+        transport._broadcast("train.teacher", ConfigRecord({}), first=False)
+    assert failure.value.kind == "silent" and failure.value.trained
+    assert str(failure.value) == "no agent answered the train.teacher message within 5 s"
+
+
+@pytest.mark.parametrize(
+    ("simulation", "remedy"),
+    [(False, "fedvote deploy server --connect-timeout"), (True, "--cpus-per-agent")],
+)
+def test_the_serverapp_reports_a_run_failure_in_one_line_with_what_to_do(monkeypatch, capsys, simulation, remedy):
+    import fedvote.flower.app as app_module
+    from fedvote.flower.transport import RunFailed
+
+    def failed(settings, grid, context):
+        raise RunFailed("connect", "only 0 of 3 agents connected within 600 s", trained=False)
+
+    monkeypatch.setattr(app_module, "run_on_flower", failed)
+    app_module._serve(None, _context(**({"agent-data": "fed/agent-{partition-id}.npz"} if simulation else {})))
+    out = capsys.readouterr().out
+    assert len(out.strip().splitlines()) == 1 and "Traceback" not in out
+    assert out.startswith("fedvote: error: only 0 of 3 agents connected within 600 s: ")
+    assert remedy in out and out.strip().endswith("nothing was trained, released or charged")
+
+
+def test_a_bug_in_the_serverapp_keeps_its_traceback(monkeypatch):
+    import fedvote.flower.app as app_module
+
+    def bug(settings, grid, context):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(app_module, "run_on_flower", bug)
+    with pytest.raises(RuntimeError, match="a bug"):
+        app_module._serve(None, _context())
+
+
+@pytest.mark.parametrize("released", [False, True])
+def test_a_run_whose_every_vote_round_was_refused_is_a_typed_failure(monkeypatch, capsys, released):
+    import fedvote.flower.app as app_module
+    import fedvote.runner as runner_module
+    from fedvote.flower.transport import RoundRecord, RunFailed
+
+    def no_batch(method, server, transport, ledger):
+        raise RuntimeError("no query batch reached the minimum number of responders")
+
+    monkeypatch.setattr(runner_module, "execute", no_batch)
+    transport = type("Transport", (), {})()
+    transport.rounds = [RoundRecord(1, "pate", 50, 3, 2, released), RoundRecord(2, "pate", 50, 2, 2, False)]
+    method = type("Method", (), {"min_responders": 3})()
+    if released:  # a round went through: not this failure, the error stays as it was
+        with pytest.raises(RuntimeError, match="no query batch") as error:
+            app_module._executed(method, None, transport, None)
+        assert not isinstance(error.value, RunFailed)
+        return
+    with pytest.raises(RunFailed) as failure:
+        app_module._executed(method, None, transport, None)
+    assert str(failure.value) == "no vote round was released: all 2 had fewer than t = 3 agents' votes (the last 2)"
+    line = app_module.failure_line(failure.value, simulation=False)
+    assert "--round-timeout" in line and "privacy.min_responders" in line

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from fedvote.agents.agent import Agent
     from fedvote.flower.agent_budget import AgentBudget
     from fedvote.flower.files import AgentFile
+    from fedvote.flower.transport import FlowerTransport, RunFailed
     from fedvote.results import RunResult
 
 
@@ -182,7 +183,7 @@ server_app = ServerApp()
 
 @server_app.main()
 def _serve(grid: Grid, context: Context) -> None:
-    from fedvote.flower.transport import RegistrationRefused
+    from fedvote.flower.transport import RegistrationRefused, RunFailed
     from fedvote.results import fallback_message, write_or_fallback, write_result
 
     settings = ServerSettings.from_run_config(dict(context.run_config))
@@ -190,6 +191,9 @@ def _serve(grid: Grid, context: Context) -> None:
         result = run_on_flower(settings, grid, context)
     except RegistrationRefused as refusal:  # before anything was trained, released or charged
         _say(f"error: {refusal}; nothing was trained, released or charged")
+        return
+    except RunFailed as ended:  # an expected end without a result: one line, no traceback
+        _say(f"error: {failure_line(ended, simulation=bool(context.run_config.get('agent-data')))}")
         return
     # The releases are charged: a result that cannot go to --out goes beside the ledger or to /tmp.
     ledger = result.config.get("privacy", {}).get("ledger")
@@ -202,6 +206,38 @@ def _serve(grid: Grid, context: Context) -> None:
 
 def _say(line: str) -> None:
     print(f"fedvote: {line}", flush=True)
+
+
+# What to do about each RunFailed kind, on a deployment (fedvote deploy server, or flwr run by hand).
+_REMEDIES = {
+    "connect": "start every agent (fedvote deploy agent --id I --data agent-I.npz --superlink HOST:PORT), "
+    "check that each one's --superlink reaches this SuperLink with the server's TLS setting, or give them "
+    "longer (fedvote deploy server --connect-timeout)",
+    "silent": "see the agents' terminals for why; on a slow machine give them longer "
+    "(fedvote deploy server --train-timeout)",
+    "unreleased": "keep the agents running for the whole run, give a slow machine longer "
+    "(fedvote deploy server --round-timeout), or lower privacy.min_responders (t) in the run's config",
+}
+# The same under Flower's simulation engine (fedvote deploy simulate), whose agents are virtual.
+_SIMULATION_REMEDIES = {
+    "connect": "the simulation engine did not start every virtual agent: see the SuperLink's log "
+    "(Ray may lack the CPUs: lower fedvote deploy simulate --cpus-per-agent)",
+    "silent": "see the SuperLink's log for the agents' errors",
+    "unreleased": "see the SuperLink's log for the agents' errors, or lower privacy.min_responders (t) "
+    "in the split's run.json",
+}
+
+
+def failure_line(failure: RunFailed, *, simulation: bool) -> str:
+    """One line for a run that failed as deployments can: the cause, what to do, what was spent."""
+    remedy = (_SIMULATION_REMEDIES if simulation else _REMEDIES)[failure.kind]
+    if failure.kind == "unreleased":
+        spent = "nothing was released or charged to the server's ledger (the agents' own ledgers keep theirs)"
+    elif failure.trained:
+        spent = "nothing was released or charged"
+    else:
+        spent = "nothing was trained, released or charged"
+    return f"{failure.cause}: {remedy}; {spent}"
 
 
 def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> RunResult:
@@ -219,7 +255,7 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
     from fedvote.flower.files import deployed_config, load_server_file, planned_method
     from fedvote.flower.transport import FlowerTransport
     from fedvote.privacy.run_ledger import federation_fingerprint, ledger_details, open_ledger
-    from fedvote.runner import execute, measure
+    from fedvote.runner import measure
 
     started = time.perf_counter()
     config = deployed_config(load_run_config(settings.config), secure_noise=settings.secure_noise)
@@ -252,7 +288,7 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
     # the agents' records, as dealt: their key and their hashes (the budget binds by record)
     with open_ledger(config, content_key=files.ledger_key, record_hashes=files.record_hashes) as ledger:
         mark = time.perf_counter()
-        outcome = execute(method, server, transport, ledger)
+        outcome = _executed(method, server, transport, ledger)
         timings["method_s"] = time.perf_counter() - mark
         details = ledger_details(ledger)
     result = measure(
@@ -273,6 +309,29 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
         f"dropped agents {transport.dropped_agents or 'none'}"
     )
     return result
+
+
+def _executed(method: Any, server: Any, transport: FlowerTransport, ledger: Any) -> Any:
+    """:func:`fedvote.runner.execute`; a run whose every vote round was refused ends as :class:`RunFailed`.
+
+    Told apart by the transport's rounds (all of them refused for fewer than t responders), not
+    by the method's message; any other error propagates with its traceback.
+    """
+    from fedvote.flower.transport import RunFailed
+    from fedvote.runner import execute
+
+    try:
+        return execute(method, server, transport, ledger)
+    except RuntimeError as error:
+        rounds = transport.rounds
+        if isinstance(error, RunFailed) or not rounds or any(entry.released for entry in rounds):
+            raise
+        t = method.min_responders
+        cause = (
+            f"no vote round was released: all {len(rounds)} had fewer than t = {t} agents' votes "
+            f"(the last {rounds[-1].responders})"
+        )
+        raise RunFailed("unreleased", cause, trained=True) from error
 
 
 # --- ClientApp ---------------------------------------------------------------------------

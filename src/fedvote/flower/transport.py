@@ -65,6 +65,23 @@ class RegistrationRefused(ConfigError):
     """
 
 
+class RunFailed(RuntimeError):
+    """A deployed run that ended without a result the way a deployment can, not by a bug.
+
+    ``kind`` says which: ``"connect"`` (fewer than N agents connected in time), ``"silent"`` (no
+    agent answered a message), ``"unreleased"`` (no vote round reached t). The message states the
+    cause; the ServerApp adds what to do, which depends on how the run was started, and prints
+    both in one line (:func:`fedvote.flower.app.failure_line`). ``trained``: whether agents may
+    have trained (or embedded) anything before it.
+    """
+
+    def __init__(self, kind: str, cause: str, *, trained: bool) -> None:
+        super().__init__(cause)
+        self.kind = kind
+        self.cause = cause
+        self.trained = trained
+
+
 @dataclass
 class RoundRecord:
     """One vote round as the server saw it: who was asked, who answered, what was released."""
@@ -386,7 +403,12 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
         if self._agents.agent_of:
             self._drop(self._grid.missing)
         if not good:
-            raise RuntimeError(f"no agent answered the {message_type} message")
+            cause = (
+                f"every agent answered the {message_type} message with an error (the lines above say which)"
+                if replies
+                else f"no agent answered the {message_type} message within {self._train_timeout:g} s"
+            )
+            raise RunFailed("silent", cause, trained=message_type != REGISTER_MESSAGE)
         return good
 
     def _wait_for_nodes(self) -> list[int]:
@@ -396,10 +418,8 @@ class FlowerTransport(Transport, TeacherVotes, KnnVotes):
             if len(nodes) >= self._num_agents:
                 return nodes
             if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"only {len(nodes)} of {self._num_agents} agents connected within "
-                    f"{self._connect_timeout:g} s"
-                )
+                connected = f"only {len(nodes)} of {self._num_agents} agents connected"
+                raise RunFailed("connect", f"{connected} within {self._connect_timeout:g} s", trained=False)
             time.sleep(0.5)
 
     def _register(self, replies: dict[int, Message]) -> None:
