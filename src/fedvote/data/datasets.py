@@ -494,11 +494,11 @@ def has_official_test_split(name: str) -> bool:
     return name in _SOURCES and "test" in _SOURCES[name].splits
 
 
-def check_dataset_name(name: str) -> None:
-    """Refuse, by name, a dataset that is neither registered nor an ``npz:``/``csv:`` spec."""
+def check_dataset_name(name: str, argument: str = "dataset") -> None:
+    """Refuse, naming ``argument`` (``dataset`` or ``target``), a dataset neither registered nor a spec."""
     if not is_dataset_name(name):
         raise ConfigError(
-            "dataset",
+            argument,
             f"unknown dataset {name!r}; choose from {', '.join(available_datasets())}, npz:PATH or csv:PATH",
         )
 

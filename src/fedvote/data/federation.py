@@ -177,8 +177,10 @@ def dataset_names(
     check_distinct_datasets(names, target_name, data_dir)
     if target_name is None and len(names) > 1:
         raise ConfigError("target", "several source datasets need a --target domain")
-    for name in names + ([target_name] if target_name is not None else []):
+    for name in names:
         check_dataset_name(name)
+    if target_name is not None:
+        check_dataset_name(target_name, "target")
     return names, target_name
 
 

@@ -13,10 +13,11 @@ concern; the command line (:mod:`fedvote.cli.run_options`) and :func:`fedvote.ru
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import numbers
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from fedvote.config import FederationConfig, PrivacyConfig, RunConfig
@@ -221,6 +222,16 @@ def _config_of(
     method: str, federation: FederationConfig, f: Mapping[str, Any], options: dict[str, Any]
 ) -> RunConfig:
     """The RunConfig the settings ``f`` describe for ``method``."""
+    with _named_as({"model": "teacher_model"}):
+        teacher = TrainingConfig(model=f["teacher_model"], epochs=f["epochs"])
+    student_epochs = "student_epochs" if f["student_epochs"] is not None else "epochs"
+    with _named_as({"model": "student_model", "epochs": student_epochs, "precision": "student_precision"}):
+        student = TrainingConfig(
+            model=f["student_model"],
+            epochs=next(e for e in (f["student_epochs"], f["epochs"], DEFAULT_EPOCHS) if e is not None),
+            augment_shift=f["augment_shift"],
+            precision=f["student_precision"],
+        )
     return RunConfig(
         method=method,
         federation=federation,
@@ -237,13 +248,8 @@ def _config_of(
             secure_sum=f["secure_sum"],
             secure_noise=f["secure_noise"],
         ),
-        teacher=TrainingConfig(model=f["teacher_model"], epochs=f["epochs"]),
-        student=TrainingConfig(
-            model=f["student_model"],
-            epochs=next(e for e in (f["student_epochs"], f["epochs"], DEFAULT_EPOCHS) if e is not None),
-            augment_shift=f["augment_shift"],
-            precision=f["student_precision"],
-        ),
+        teacher=teacher,
+        student=student,
         queries=f["queries"],
         query_selection=f["query_selection"],
         self_training_rounds=f["self_training_rounds"],
@@ -251,6 +257,21 @@ def _config_of(
         seed=f["seed"],
         options=options,
     )
+
+
+@contextlib.contextmanager
+def _named_as(settings: Mapping[str, str]) -> Iterator[None]:
+    """A refusal of a :class:`TrainingConfig` field names the setting (the flag) that gave its value.
+
+    ``TrainingConfig`` names its own fields (``epochs``, ``model``); the student's epochs came
+    from ``--student-epochs`` when it was given, its model from ``--student-model``.
+    """
+    try:
+        yield
+    except ConfigError as error:
+        if error.argument not in settings:
+            raise
+        raise ConfigError(settings[error.argument], error.detail) from error
 
 
 def _checked(name: str, value: Any, kind: type, choices: Sequence[str] | None) -> Any:
