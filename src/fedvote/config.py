@@ -8,12 +8,14 @@ before anything is loaded or trained).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import numbers
 import types
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -289,7 +291,8 @@ class RunConfig:
         gradient ``model`` is ``gradient_model``). An option both there and in ``options``
         is refused. A value of the wrong JSON type, a section that is not an object and an
         unknown field are refused naming the field (``federation.agents must be an integer,
-        got "ten"``), as the ``config`` argument.
+        got "ten"``), as the ``config`` argument; so is a value a section refuses
+        (``teacher.learning_rate: must be > 0, got -1``), by its key, not by a flag's name.
 
         Those rules are for *recorded* configs (:func:`is_recorded`). A config written by hand
         with only the keys to change takes today's defaults for every key it leaves out, in
@@ -320,15 +323,49 @@ class RunConfig:
             if name in data and name != "federation":
                 _check_types(section_type, _section(data[name], name), f"{name}.")
         _check_types(cls, data, "")
-        partition = PartitionSpec(**partition_values)
-        return cls(
-            federation=FederationConfig(partition=partition, **federation),
-            privacy=PrivacyConfig(**data.pop("privacy", {})),
-            teacher=TrainingConfig(**data.pop("teacher", {})),
-            student=TrainingConfig(**data.pop("student", {})),
-            options={**legacy, **options},
-            **data,
-        )
+        with _keyed("federation.partition.", _PARTITION_KEYS):
+            partition = PartitionSpec(**partition_values)
+        with _keyed("federation."):
+            federation_config = FederationConfig(partition=partition, **federation)
+        with _keyed("privacy."):
+            privacy = PrivacyConfig(**data.pop("privacy", {}))
+        with _keyed("teacher."):
+            teacher = TrainingConfig(**data.pop("teacher", {}))
+        with _keyed("student."):
+            student = TrainingConfig(**data.pop("student", {}))
+        with _keyed("", _RUN_KEYS):
+            return cls(
+                federation=federation_config,
+                privacy=privacy,
+                teacher=teacher,
+                student=student,
+                options={**legacy, **options},
+                **data,
+            )
+
+
+# The arguments a section's refusals name that are not its keys: the flags' names (the
+# settings of fedvote.settings) where they differ from the config's.
+_PARTITION_KEYS = {"partition": "scheme", "dirichlet_alpha": "alpha"}
+_RUN_KEYS = {"student_epochs": "student.epochs"}
+
+
+@contextlib.contextmanager
+def _keyed(prefix: str, keys: dict[str, str] | None = None) -> Iterator[None]:
+    """A refusal raised in a section of a config being read names its key (``teacher.learning_rate``).
+
+    The value came from the config, not from a flag: :meth:`RunConfig.from_dict` refuses it as
+    the ``config`` argument, ``<key>: <detail>`` (``teacher.learning_rate: must be > 0, got -1``),
+    as it refuses a value of the wrong type. A refusal already naming ``config`` passes as it is.
+    """
+    try:
+        yield
+    except ConfigError as error:
+        if error.argument == "config":
+            raise
+        key = (keys or {}).get(error.argument, error.argument)
+        key = key if "." in key else prefix + key
+        raise ConfigError("config", f"{key}: {error.detail}") from error
 
 
 # What every config fedvote has recorded holds (RunConfig.to_dict, since its first version), at

@@ -44,7 +44,7 @@ def test_a_recorded_config_whose_ledger_is_missing_is_refused(
     monkeypatch.chdir(tmp_path / "sub")
     code, stdout, err = invoke([*command, "--config", recorded])
     assert code == 2 and stdout == "", err
-    assert err.startswith(f"fedvote: error: --ledger: the ledger recorded in {recorded}, rel.db "), err
+    assert err.startswith(f"fedvote: error: --config: {recorded}: privacy.ledger: the ledger recorded, rel.db "), err
     assert "is missing" in err and loaded == [] and os.listdir(tmp_path / "sub") == []
 
 

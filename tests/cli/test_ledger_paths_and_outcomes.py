@@ -92,7 +92,7 @@ def test_a_recorded_config_whose_ledger_is_missing_is_refused(
     code, stdout, err = invoke(["run", "--config", recorded])
     assert code == 2 and stdout == ""
     line = one_error_line(err)
-    assert line.startswith(f"fedvote: error: --ledger: the ledger recorded in {recorded}, rel.db ")
+    assert line.startswith(f"fedvote: error: --config: {recorded}: privacy.ledger: the ledger recorded, rel.db ")
     assert str(tmp_path / "sub" / "rel.db") in line and "is missing" in line and "split" in line
     assert no_run == [] and os.listdir(tmp_path / "sub") == []  # nothing trained, nothing created
     # Where it was recorded, the relative path names the ledger: the rerun charges it.

@@ -50,7 +50,8 @@ def refuse_missing_recorded_ledger(recorded: str | None, source: str) -> None:
 
     Running it would open a new, empty ledger with the recorded budget and charge there: the
     federation's spend would be split across two files and its budget bypassed. Nothing is
-    created or run. A config written by hand may still start a new ledger.
+    created or run. A config written by hand may still start a new ledger. Refused as the
+    ``config`` argument, naming ``source`` and its key ``privacy.ledger``: the path came from the file.
     """
     if recorded is None:
         return
@@ -58,11 +59,11 @@ def refuse_missing_recorded_ledger(recorded: str | None, source: str) -> None:
     if where is not None and not os.path.lexists(where):
         shown = recorded if recorded == where else f"{recorded} (here {where})"
         raise ConfigError(
-            "ledger",
-            f"the ledger recorded in {source}, {shown}, is missing: rerunning would start a new ledger and "
-            "split the federation's spend, so nothing was run; put the ledger back there (or run from the "
-            "directory the run was recorded in), or rerun from a config whose privacy.ledger names "
-            "where the ledger is now",
+            "config",
+            f"{source}: privacy.ledger: the ledger recorded, {shown}, is missing: rerunning would start a "
+            "new ledger and split the federation's spend, so nothing was run; put the ledger back there (or "
+            "run from the directory the run was recorded in), or rerun from a config whose privacy.ledger "
+            "names where the ledger is now",
         )
 
 
@@ -73,6 +74,9 @@ def with_checked_ledger(config: RunConfig, path: str, *, typed_ledger: bool = Fa
     not exist is refused (:func:`refuse_missing_recorded_ledger`) unless the ledger was typed
     on the command line (``typed_ledger``: the user names where the spend goes). Every command
     that reruns a config file (run, compare, label) goes through here before anything is loaded.
+    A value the file gave is refused as the ``config`` argument, naming ``path`` and its key
+    (``privacy.ledger``, ``options.rounds``, ``federation.target``): its method options
+    (:func:`check_options`) and dataset names (:func:`check_dataset_names`) are checked here too.
     """
     from fedvote.config import is_recorded
 
@@ -80,9 +84,54 @@ def with_checked_ledger(config: RunConfig, path: str, *, typed_ledger: bool = Fa
     recorded = data.get("config", data) if isinstance(data, dict) else None
     if not typed_ledger and isinstance(recorded, dict) and is_recorded(recorded):
         refuse_missing_recorded_ledger(config.privacy.ledger, path)
-    config = with_absolute_ledger(config)
-    probe_ledger(config.privacy.ledger)
+    check_options(config, path)  # the file's method options, named by their keys, before anything is loaded
+    check_dataset_names(config, path)
+    try:
+        config = with_absolute_ledger(config)
+        probe_ledger(config.privacy.ledger)
+    except ConfigError as error:
+        if typed_ledger or error.argument != "ledger":
+            raise
+        raise ConfigError("config", f"{path}: privacy.ledger: {error.detail}") from error
     return config
+
+
+def check_dataset_names(config: RunConfig, path: str | Path) -> None:
+    """Refuse a config file's unknown dataset names by their keys (``federation.target``) and the file.
+
+    As :func:`fedvote.data.federation.dataset_names` refuses them (a source named twice, a target
+    among the sources, an unknown name), but as the ``config`` argument: the names came from
+    the file, not from ``--dataset``/``--target``.
+    """
+    from fedvote.data.federation import dataset_names
+
+    federation = config.federation
+    try:
+        dataset_names(federation.dataset, federation.target, federation.data_dir)
+    except ConfigError as error:
+        if error.argument not in ("dataset", "target"):
+            raise
+        raise ConfigError("config", f"{path}: federation.{error.argument}: {error.detail}") from error
+
+
+def check_options(config: RunConfig, path: str | Path | None = None) -> None:
+    """Refuse a config file's bad method options naming their keys (``options.learning_rate``) and the file.
+
+    :func:`fedvote.methods.registry.check_options` names the option as a flag would
+    (``learning_rate``, printed ``--learning-rate``); a value read from a file is refused as
+    the ``config`` argument: ``PATH: options.learning_rate: must be > 0, got -1``. Light: the
+    registry imports no method.
+    """
+    from fedvote.methods.registry import check_options as check_method_options
+
+    try:
+        check_method_options(config)
+    except ConfigError as error:
+        if error.argument == "config":
+            raise
+        key = "method" if error.argument == "method" else f"options.{error.argument}"
+        where = f"{path}: " if path is not None else ""
+        raise ConfigError("config", f"{where}{key}: {error.detail}") from error
 
 
 def probe_ledger(path: str | None) -> None:
