@@ -276,3 +276,49 @@ def test_write_app_project_refuses_by_name_unless_told_to_overwrite_its_own(tmp_
     with pytest.raises(ConfigError):
         write_app_project("")
     assert write_app_project(tmp_path / "app", overwrite=True) == tmp_path / "app" / "pyproject.toml"
+
+
+# --- --superlink: an address Flower would retry in vain is refused before it starts ----------------
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("nohost", "'nohost' is no HOST:PORT"),
+        ("nohost.invalid:9093", "host 'nohost.invalid' of nohost.invalid:9093 does not resolve"),
+        ("127.0.0.1:70000", "port 70000 of 127.0.0.1:70000 is no TCP port"),
+        ("127.0.0.1:", "'127.0.0.1:' is no HOST:PORT"),
+    ],
+)
+def test_deploy_agent_refuses_a_superlink_that_cannot_be_reached_in_one_line(fed, invoke, monkeypatch,
+                                                                              address, why):
+    import fedvote.cli.deploy as deploy_module
+
+    monkeypatch.setattr(deploy_module, "_flower_executable", lambda name: pytest.fail("Flower was started"))
+    code, _, err = invoke(["deploy", "agent", "--id", "0", "--data", fed / "agent-0.npz", "--insecure",
+                           "--superlink", address])
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"fedvote: error: --superlink: {why}")
+
+
+def test_deploy_server_refuses_an_unresolvable_superlink_before_flower_starts(fed, tmp_path, invoke, monkeypatch):
+    import fedvote.cli.deploy as deploy_module
+
+    monkeypatch.setattr(deploy_module, "_run_foreground", lambda command, home: pytest.fail("Flower was started"))
+    args = _server_args(fed, tmp_path / "out")
+    args[args.index("--superlink") + 1] = "nohost.invalid:9093"
+    code, _, err = invoke(args)
+    assert code == 2 and err.startswith("fedvote: error: --superlink: host 'nohost.invalid'")
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "localhost:9093", "[::1]:9093"])
+def test_a_resolvable_superlink_that_is_not_up_yet_is_left_to_flowers_retries(fed, invoke, monkeypatch, address,
+                                                                              tmp_path):
+    import fedvote.cli.deploy as deploy_module
+
+    started = []
+    monkeypatch.setattr(deploy_module, "_flower_executable", lambda name: name)
+    monkeypatch.setattr(deploy_module, "_run_foreground", lambda command, home: started.append(command) or 0)
+    code, _, _ = invoke(["deploy", "agent", "--id", "0", "--data", fed / "agent-0.npz", "--insecure",
+                         "--superlink", address, "--ledger", tmp_path / "ledger.sqlite"])
+    assert code == 0 and started and address in started[0]

@@ -180,6 +180,39 @@ def _client_tls(insecure: bool, root_certificates: str | None) -> list[str]:
     return ["--root-certificates", str(Path(root_certificates).resolve())]
 
 
+# --- the SuperLink's address ---------------------------------------------------------------------
+
+
+def check_superlink(address: str) -> None:
+    """Refuse (naming ``--superlink``) an address Flower's client would retry for about 45 s in vain.
+
+    ``address`` must be HOST:PORT (``[v6]:PORT`` for an IPv6 address), the port 1 to 65535 and the
+    host a name that resolves. A host that resolves but does not answer yet is accepted: the
+    SuperLink may start later, and Flower retries until it does. A temporary failure of name
+    resolution (``EAI_AGAIN``) is left to Flower's retries too.
+    """
+    host, colon, port = address.strip().rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not colon or not host or not port.isdigit():
+        example = f"127.0.0.1:{DEFAULT_SUPERLINK_PORT}"
+        raise ConfigError("superlink", f"{address!r} is no HOST:PORT (e.g. {example})")
+    if not 1 <= int(port) <= 65535:
+        raise ConfigError("superlink", f"port {port} of {address} is no TCP port (1 to 65535)")
+    try:
+        socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except socket.gaierror as error:
+        if error.errno == socket.EAI_AGAIN:
+            return
+        reason = error.strerror or str(error)
+        raise ConfigError(
+            "superlink", f"host {host!r} of {address} does not resolve ({reason}); give the SuperLink's "
+            "host name or IP address"
+        ) from None
+    except UnicodeError:  # a label over 63 characters, or not IDNA
+        raise ConfigError("superlink", f"host {host!r} of {address} is no valid host name") from None
+
+
 # --- agent -----------------------------------------------------------------------------------
 
 
@@ -232,6 +265,7 @@ def agent(
     if file.agent_id != agent_id:
         raise ConfigError("id", f"{data_file} holds agent {file.agent_id}, not agent {agent_id}")
     tls = _client_tls(insecure, root_certificates)
+    check_superlink(superlink)  # an unresolvable host: one line now, not Flower's retries for 45 s
     budget = AgentBudget(
         path=Path(ledger_file or default_ledger_path(data_file)).resolve(),
         agent_id=agent_id,
@@ -394,6 +428,7 @@ def server(
         ca_file = ssl_ca_certfile
     else:
         tls = _client_tls(insecure, root_certificates)
+        check_superlink(superlink_address)
         address, ca_file = superlink_address, root_certificates
     connection: dict[str, Any] = {"address": address}
     if insecure:
