@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -322,3 +323,68 @@ def test_a_resolvable_superlink_that_is_not_up_yet_is_left_to_flowers_retries(fe
     code, _, _ = invoke(["deploy", "agent", "--id", "0", "--data", fed / "agent-0.npz", "--insecure",
                          "--superlink", address, "--ledger", tmp_path / "ledger.sqlite"])
     assert code == 0 and started and address in started[0]
+
+
+# --- temporary Flower homes are removed on every way out but a failure naming the log in it -------
+
+
+@pytest.fixture
+def homes(tmp_path, monkeypatch):
+    """The temporary Flower homes the deploy commands create, all under tmp_path/tmp."""
+    import tempfile
+
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return lambda: sorted(path.name for path in root.iterdir())
+
+
+@pytest.mark.parametrize("failure", [OSError("exec format error"), KeyboardInterrupt(), SystemExit(143)])
+def test_an_agent_that_fails_removes_its_temporary_flower_home(fed, invoke, monkeypatch, homes, failure,
+                                                               tmp_path):
+    import fedvote.cli.deploy as deploy_module
+
+    def supernode(command, home):
+        assert home.is_dir() and home.name.startswith("fedvote-agent-")
+        raise failure
+
+    monkeypatch.setattr(deploy_module, "_flower_executable", lambda name: name)
+    monkeypatch.setattr(deploy_module, "_run_foreground", supernode)
+    with pytest.raises((OSError, KeyboardInterrupt, SystemExit)):
+        from fedvote.cli import main
+
+        main(["deploy", "agent", "--id", "0", "--data", str(fed / "agent-0.npz"), "--insecure",
+              "--ledger", str(tmp_path / "ledger.sqlite")])
+    assert homes() == []
+
+
+def test_a_server_failure_that_names_no_log_removes_the_home_and_one_that_does_keeps_it(
+    fed, tmp_path, invoke, monkeypatch, homes
+):
+    import fedvote.cli.deploy as deploy_module
+
+    def broken(home, connection, overrides):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(deploy_module, "_write_flwr_files", broken)
+    with pytest.raises(OSError):
+        from fedvote.cli import main
+
+        main([str(arg) for arg in _server_args(fed, tmp_path / "out")])
+    assert homes() == []
+    monkeypatch.setattr(deploy_module, "_write_flwr_files", lambda home, connection, overrides: home)
+    monkeypatch.setattr(deploy_module, "_run_foreground", lambda command, home: 1)  # no result written
+    code, _, err = invoke(_server_args(fed, tmp_path / "out"))  # --superlink: no log of ours to keep
+    assert code == 1 and homes() == []
+
+    @contextlib.contextmanager
+    def superlink(command, home):
+        (home / "superlink.log").write_text("the SuperLink's log")
+        yield None
+
+    monkeypatch.setattr(deploy_module, "_background", superlink)
+    monkeypatch.setattr(deploy_module, "_wait_for_port", lambda *args, **kwargs: None)
+    local = [arg for arg in _server_args(fed, tmp_path / "out") if arg not in ("--superlink", "127.0.0.1:1")]
+    code, _, err = invoke(local)
+    (kept,) = homes()
+    assert code == 1 and f"{kept}/superlink.log" in err  # the message names the log in the kept folder

@@ -458,9 +458,8 @@ def server(
                 if superlink_address is None
                 else f"see flwr run's output above and the log of the SuperLink at {superlink_address}"
             )
-            raise click.ClickException(
-                f"the run wrote no result (flwr run exited with {code}){_kept(earlier)}; {where}"
-            )
+            failed = f"the run wrote no result (flwr run exited with {code}){_kept(earlier)}; {where}"
+            raise LogKept(failed) if superlink_address is None else click.ClickException(failed)
     click.echo(deployment_summary(json.loads(result_file.read_text())))
     click.echo(f"wrote {result_file}", err=True)
 
@@ -620,7 +619,7 @@ def simulate(
                 home,
             )
         if not _replaced(result_file, earlier):  # inside the block: a failure keeps Flower's home and its log
-            raise click.ClickException(
+            raise LogKept(
                 f"the simulation wrote no result (flwr run exited with {code}){_kept(earlier)}; the "
                 f"SuperLink's log (with the ServerApp's output) is kept at {home / 'superlink.log'}"
             )
@@ -649,12 +648,18 @@ def _flower_executable(name: str) -> str:
     return found
 
 
+class LogKept(click.ClickException):
+    """A failed run whose message names Flower's log in its temporary home: that home is kept."""
+
+
 @contextmanager
 def _flower_home(workdir: str | None, prefix: str) -> Iterator[Path]:
     """FLWR_HOME for Flower's processes: ``workdir``, or a temporary directory removed after.
 
-    A temporary directory is kept when the block fails (an error, not an interrupt): the
-    error names the log in it, which must still be there to read.
+    The temporary directory is removed on every way out — success, an error, Ctrl-C, SIGTERM,
+    SIGHUP (:func:`_stop_on_signals`) — but one: a :class:`LogKept` failure, whose message
+    names the log in it, which must still be there to read. An agent's node keeps no log there
+    (its output is the terminal's), only its mapped records: it is always removed.
     """
     if workdir is not None:
         home = Path(workdir).resolve()
@@ -662,14 +667,14 @@ def _flower_home(workdir: str | None, prefix: str) -> Iterator[Path]:
         yield home
         return
     home = Path(tempfile.mkdtemp(prefix=prefix))
-    failed = False
+    keep = False
     try:
         yield home
-    except Exception:  # not an interrupt (KeyboardInterrupt, SystemExit): nothing to read then
-        failed = True
+    except LogKept:
+        keep = True
         raise
     finally:
-        if not failed:
+        if not keep:
             shutil.rmtree(home, ignore_errors=True)
 
 
@@ -714,7 +719,7 @@ def _background(
 
 @contextmanager
 def _stop_on_signals(process: subprocess.Popen[bytes]) -> Iterator[None]:
-    """While the block runs, SIGTERM (and SIGINT) stop ``process`` before this one exits."""
+    """While the block runs, SIGTERM, SIGINT and SIGHUP stop ``process`` before this one exits."""
 
     def handler(signum: int, frame: object) -> None:
         # Only signal here: waiting inside a handler that interrupted Popen.wait deadlocks.
@@ -722,7 +727,9 @@ def _stop_on_signals(process: subprocess.Popen[bytes]) -> Iterator[None]:
             process.terminate()
         raise SystemExit(128 + signum)
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # SIGHUP too (a closed terminal): ended by it unhandled, the temporary Flower home stayed
+    signals = [signal.SIGTERM, signal.SIGINT, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield
     finally:
@@ -751,15 +758,19 @@ def _wait_for_port(
     process: subprocess.Popen[bytes] | None = None,
     log: Path | None = None,
 ) -> None:
-    """Wait until ``host:port`` accepts connections; fail early if ``process`` exits."""
+    """Wait until ``host:port`` accepts connections; fail early if ``process`` exits.
+
+    Either failure names ``log`` (kept: :class:`LogKept`) when there is one.
+    """
+    kept = f" (its log is kept at {log})" if log is not None else ""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             tail = log.read_text(errors="replace")[-3000:] if log is not None and log.is_file() else ""
-            raise click.ClickException(f"the SuperLink exited with status {process.returncode}:\n{tail}")
+            raise LogKept(f"the SuperLink exited with status {process.returncode}{kept}:\n{tail}")
         try:
             with socket.create_connection((host, port), timeout=1.0):
                 return
         except OSError:
             time.sleep(0.3)
-    raise click.ClickException(f"the SuperLink did not start listening on {host}:{port} within {timeout:g} s")
+    raise LogKept(f"the SuperLink did not start listening on {host}:{port} within {timeout:g} s{kept}")
