@@ -229,7 +229,7 @@ def test_split_refuses_a_method_flower_does_not_run_and_writes_nothing(tmp_path,
     config.write_text(json.dumps({"method": "dp-fedavg", "federation": {"dataset": "digits", "agents": 3}}))
     code, _, err = invoke(["deploy", "split", "--config", config, "--out", tmp_path / "fed"])
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert err.startswith("fedvote: error: --method: the config's method is dp-fedavg; Flower runs ")
+    assert err.startswith("fedvote: error: --config: the config's method is dp-fedavg; Flower runs ")
     assert all(name in err for name in flower_methods())
     assert not (tmp_path / "fed").exists()
 
@@ -388,3 +388,61 @@ def test_a_server_failure_that_names_no_log_removes_the_home_and_one_that_does_k
     code, _, err = invoke(local)
     (kept,) = homes()
     assert code == 1 and f"{kept}/superlink.log" in err  # the message names the log in the kept folder
+
+
+# --- every refusal names a flag the command has, or the file and key the user can change ------------
+
+
+def test_split_names_the_configs_key_not_a_flag_it_lacks(tmp_path, invoke):
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"federation": {"dataset": "digits", "agents": 5000}}))
+    code, _, err = invoke(["deploy", "split", "--config", config, "--out", tmp_path / "fed"])
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"fedvote: error: --config: {config}: federation.agents: 5000 agents ")
+    assert "--agents" not in err
+
+
+def test_split_names_the_configs_data_dir_not_a_flag_it_lacks(tmp_path, invoke, monkeypatch):
+    monkeypatch.delenv("FEDVOTE_DATA", raising=False)
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"federation": {"dataset": "fashion-mnist", "agents": 3,
+                                                 "data_dir": str(tmp_path / "nothing")}}))
+    code, _, err = invoke(["deploy", "split", "--config", config, "--out", tmp_path / "fed"])
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"fedvote: error: --config: {config}: federation.data_dir: ")
+    assert "--data-dir" not in err
+
+
+def test_server_names_its_data_and_config_not_flags_it_lacks(fed, tmp_path, invoke):
+    other = tmp_path / "run.json"  # another federation's config: the server file does not match it
+    other.write_text(json.dumps({"federation": {"dataset": "digits", "agents": 4}, "queries": 20}))
+    code, _, err = invoke(["deploy", "server", "--config", other, "--data", fed / "server.npz",
+                           "--out", tmp_path / "out", "--insecure"])
+    assert code == 2 and err.startswith("fedvote: error: --data: the server file and the config are of two splits")
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({"federation": {"dataset": "digits", "agents": 3}, "queries": 20,
+                                  "options": {"release": "labels"}}))
+    code, _, err = invoke(["deploy", "server", "--config", labels, "--data", fed / "server.npz",
+                           "--out", tmp_path / "out", "--insecure", "--no-secure-noise"])
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("fedvote: error: --config: options.release: ") and "--release" not in err
+
+
+def test_simulate_names_its_data_dir(tmp_path, invoke, monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "ray", types.ModuleType("ray"))  # installed or not: not reached
+    (tmp_path / "fed").mkdir()
+    code, _, err = invoke(["deploy", "simulate", "--data-dir", tmp_path / "fed", "--out", tmp_path / "out"])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith("fedvote: error: --data-dir: ")
+
+
+def test_a_missing_flower_names_what_to_install_not_a_flag(fed, invoke, monkeypatch, tmp_path):
+    import fedvote.cli.deploy as deploy_module
+
+    monkeypatch.setattr(deploy_module.shutil, "which", lambda name: None)
+    monkeypatch.setattr(deploy_module.sys, "executable", str(tmp_path / "python"))
+    code, _, err = invoke(["deploy", "agent", "--id", "0", "--data", fed / "agent-0.npz", "--insecure",
+                           "--ledger", tmp_path / "ledger.sqlite"])
+    assert code == 2 and err.strip() == f"fedvote: error: {deploy_module.FLOWER_MISSING}"

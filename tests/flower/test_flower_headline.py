@@ -255,7 +255,7 @@ def test_label_release_is_refused_before_flower_trains_anything(tmp_path, monkey
     monkeypatch.setattr(flower_module, "FlowerTransport", lambda *a, **k: pytest.fail("built the transport"))
     with pytest.raises(ConfigError) as error:
         run_on_flower(server_settings(tmp_path, 20.0), _Untouchable(), _Untouchable())
-    assert error.value.argument == "release"
+    assert error.value.argument == "config" and error.value.detail.startswith("options.release: ")
     assert not ledger.exists()
 
 

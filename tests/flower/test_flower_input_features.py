@@ -89,7 +89,7 @@ def test_a_server_file_split_for_other_input_features_is_refused_before_planning
     server = load_server_file(tmp_path / "server.npz")
     with pytest.raises(ConfigError, match="split the data again") as error:
         planned_method(_config("patch"), server, clip_sigmas=8.0)
-    assert error.value.argument == "server_data" and "\n" not in str(error.value)
+    assert error.value.argument == "data" and "\n" not in str(error.value)  # deploy server --data
 
 
 def test_an_agent_file_with_a_damaged_map_is_refused_in_one_line(tmp_path):
@@ -101,7 +101,7 @@ def test_an_agent_file_with_a_damaged_map_is_refused_in_one_line(tmp_path):
     np.savez(path, **arrays)
     with pytest.raises(ConfigError, match="does not fit") as error:
         load_agent_file(path)
-    assert error.value.argument == "input_map" and "\n" not in str(error.value)
+    assert error.value.argument == "data" and "\n" not in str(error.value)  # deploy agent --data
 
 
 def _hello(agent_id: int, fingerprint: str, input_features: str | None) -> SimpleNamespace:

@@ -33,9 +33,10 @@ from typing import Any
 
 import click
 
-from fedvote.cli.options import refuse_empty_out
+from fedvote.cli.options import flag_for, refuse_empty_out
 from fedvote.config import RunConfig, load_run_config
 from fedvote.errors import ConfigError
+from fedvote.flower.address import check_superlink
 from fedvote.results import check_writable
 
 FLOWER_MISSING = 'Flower is not installed; install it with: pip install "fedvote[deploy]"'
@@ -80,6 +81,37 @@ def _not_negative(context: click.Context, parameter: click.Parameter, value: int
     return value
 
 
+class _Missing(click.ClickException):
+    """A part of the installation is missing (Flower, Ray): one line naming what to install, exit 2."""
+
+    exit_code = 2
+
+
+@contextmanager
+def _settings_named(config_file: str | Path, renamed: dict[str, str] | None = None) -> Iterator[None]:
+    """Refusals of the run's settings inside the block, named by what this command lets the user change.
+
+    A deploy command reads the run from a config file, not from flags: a refusal naming a setting
+    that is no flag of this command (``agents`` would print ``--agents``) names ``--config``, the
+    file and the setting's key in it (``federation.agents``). ``renamed`` maps arguments to
+    another of the command's flags (simulate: ``config`` and ``data`` are files in ``--data-dir``).
+    """
+    from fedvote.flower.files import config_key
+
+    try:
+        yield
+    except ConfigError as error:
+        context = click.get_current_context(silent=True)
+        flags = {flag for parameter in (context.command.params if context else []) for flag in parameter.opts}
+        if renamed and error.argument in renamed:
+            raise ConfigError(renamed[error.argument], error.detail) from None
+        if flag_for(error.argument) in flags or error.argument == "config":
+            raise
+        # data/files.py's advice for fedvote run names its --data-dir flag: here it is the config's key
+        detail = error.detail.replace("--data-dir DIR", "federation.data_dir")
+        raise ConfigError("config", f"{config_file}: {config_key(error.argument)}: {detail}") from None
+
+
 @click.group()
 def deploy() -> None:
     """Run PATE-FL / Private-kNN-FL on Flower: each agent on its own node, sums by SecAgg+."""
@@ -98,11 +130,13 @@ def split(config_file: str, out_dir: str) -> None:
     from fedvote.flower.files import check_split, write_deployment_files
     from fedvote.progress import RichProgress
 
-    config = load_run_config(config_file)
-    check_split(config, out_dir)  # a method Flower does not run, an earlier split in --out: one line
-    check_writable(out_dir)  # before the federation is built
-    progress = RichProgress(log_lines=True, prefix="fedvote deploy split")
-    for path in write_deployment_files(config, out_dir, progress):
+    with _settings_named(config_file):
+        config = load_run_config(config_file)
+        check_split(config, out_dir)  # a method Flower does not run, an earlier split in --out: one line
+        check_writable(out_dir)  # before the federation is built
+        progress = RichProgress(log_lines=True, prefix="fedvote deploy split")
+        written = write_deployment_files(config, out_dir, progress)
+    for path in written:
         click.echo(f"wrote {path}")
 
 
@@ -178,39 +212,6 @@ def _client_tls(insecure: bool, root_certificates: str | None) -> list[str]:
     if root_certificates is None:
         raise ConfigError("root_certificates", "TLS needs --root-certificates CA.pem (or --insecure)")
     return ["--root-certificates", str(Path(root_certificates).resolve())]
-
-
-# --- the SuperLink's address ---------------------------------------------------------------------
-
-
-def check_superlink(address: str) -> None:
-    """Refuse (naming ``--superlink``) an address Flower's client would retry for about 45 s in vain.
-
-    ``address`` must be HOST:PORT (``[v6]:PORT`` for an IPv6 address), the port 1 to 65535 and the
-    host a name that resolves. A host that resolves but does not answer yet is accepted: the
-    SuperLink may start later, and Flower retries until it does. A temporary failure of name
-    resolution (``EAI_AGAIN``) is left to Flower's retries too.
-    """
-    host, colon, port = address.strip().rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not colon or not host or not port.isdigit():
-        example = f"127.0.0.1:{DEFAULT_SUPERLINK_PORT}"
-        raise ConfigError("superlink", f"{address!r} is no HOST:PORT (e.g. {example})")
-    if not 1 <= int(port) <= 65535:
-        raise ConfigError("superlink", f"port {port} of {address} is no TCP port (1 to 65535)")
-    try:
-        socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
-    except socket.gaierror as error:
-        if error.errno == socket.EAI_AGAIN:
-            return
-        reason = error.strerror or str(error)
-        raise ConfigError(
-            "superlink", f"host {host!r} of {address} does not resolve ({reason}); give the SuperLink's "
-            "host name or IP address"
-        ) from None
-    except UnicodeError:  # a label over 63 characters, or not IDNA
-        raise ConfigError("superlink", f"host {host!r} of {address} is no valid host name") from None
 
 
 # --- agent -----------------------------------------------------------------------------------
@@ -408,7 +409,8 @@ def server(
     """Run the config on the agents' nodes: start a SuperLink (or use one), submit, wait, report."""
     # Refuse a bad config, method or clipping range before anything starts.
     check_writable(out_dir)  # before Flower starts: the agents' releases are charged
-    check_plan(load_run_config(config_file), server_file, clip_sigmas, query_batch_size, secure_noise)
+    with _settings_named(config_file):
+        check_plan(load_run_config(config_file), server_file, clip_sigmas, query_batch_size, secure_noise)
     overrides = {
         "config": str(Path(config_file).resolve()),
         "server-data": str(Path(server_file).resolve()),
@@ -588,10 +590,11 @@ def simulate(
         import ray  # noqa: F401
     except ImportError as error:
         message = 'Flower\'s simulation engine needs Ray: pip install "fedvote[simulation]"'
-        raise ConfigError("simulation", message) from error
+        raise _Missing(message) from error
     data = Path(data_dir).resolve()
-    config = load_run_config(data / "run.json")
-    check_plan(config, str(data / "server.npz"), clip_sigmas, 0, secure_noise)
+    with _settings_named(data / "run.json", renamed={"config": "data_dir", "data": "data_dir"}):
+        config = load_run_config(data / "run.json")
+        check_plan(config, str(data / "server.npz"), clip_sigmas, 0, secure_noise)
     overrides = {
         "config": str(data / "run.json"),
         "server-data": str(data / "server.npz"),
@@ -644,7 +647,7 @@ def _flower_executable(name: str) -> str:
         return str(beside)
     found = shutil.which(name)
     if found is None:
-        raise ConfigError("flower", FLOWER_MISSING)
+        raise _Missing(FLOWER_MISSING)
     return found
 
 

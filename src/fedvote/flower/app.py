@@ -262,7 +262,7 @@ def run_on_flower(settings: ServerSettings, grid: Grid, context: Context) -> Run
     files = load_server_file(settings.server_data)
     fingerprint = federation_fingerprint(config)
     if files.fingerprint != fingerprint:
-        raise ConfigError("server_data", f"{settings.server_data} is another federation's (see its config)")
+        raise ConfigError("server-data", f"{settings.server_data} is another federation's than config's")
     server = files.server
     num_agents = config.federation.agents
     method = planned_method(

@@ -130,7 +130,7 @@ def check_split(config: RunConfig, out_dir: str | Path) -> None:
 
     if config.method not in METHODS or not METHODS[config.method].flower_support:
         raise ConfigError(
-            "method",
+            "config",
             f"the config's method is {config.method}; Flower runs {' or '.join(flower_methods())}",
         )
     out = Path(out_dir)
@@ -263,7 +263,10 @@ def load_agent_file(
     """
     with _open(path, "agent") as archive:
         noise_seed = str(archive["noise_seed"])
-        input_map = InputMap.from_arrays(archive)
+        try:
+            input_map = InputMap.from_arrays(archive)
+        except ConfigError as error:  # the file is what the user can change (deploy agent --data)
+            raise ConfigError("data", f"{path}: its input map {error.detail}") from None
         features = np.asarray(archive["features"], dtype=np.float32)
         if input_map is not None:  # the agent sees its own records through the shipped φ
             features = (map_records or map_agent_records)(input_map, features)
@@ -329,21 +332,23 @@ def planned_method(
         message = f"must be >= 0 (0: the method's default), got {query_batch_size}"
         raise ConfigError("query_batch_size", message)
     if files.fingerprint != federation_fingerprint(config):
-        raise ConfigError("server_data", "the server file is another federation's (see its config)")
+        raise ConfigError("data", "the server file and the config are of two splits: give one split's")
     wanted = input_features_kind(config)
     if files.input_features != wanted:
         raise ConfigError(
-            "server_data",
+            "data",
             f"the server file's pool is seen through input features {files.input_features!r} but the "
             f"config runs on {wanted!r}: split the data again with this config",
         )
     planned = plan(config, files.public_metadata(config.federation.agents))
     if not planned.flower_support:
-        raise ConfigError("method", f"Flower runs {' or '.join(flower_methods())}, not {config.method}")
+        message = f"the config's method is {config.method}; Flower runs {' or '.join(flower_methods())}"
+        raise ConfigError("config", message)
     if LabelRelease in planned.requirements():
         raise ConfigError(
-            "release",
-            "Flower releases the SecAgg+ vote sums; label release (Confident-GNMax) runs in process only",
+            "config",
+            "options.release: Flower releases the SecAgg+ vote sums; label release (Confident-GNMax) runs "
+            "in process only: drop the release option (or make it sums)",
         )
     if query_batch_size > 0:  # queries per SecAgg+ round: a deployment setting (a voting method's field)
         planned = dataclasses.replace(cast(Any, planned), query_batch_size=query_batch_size)
@@ -392,6 +397,21 @@ def deployed_config(config: RunConfig, *, secure_noise: bool) -> RunConfig:
     deployed = dataclasses.replace(config, privacy=privacy)
     check_secure_noise(deployed)
     return deployed
+
+
+def config_key(argument: str) -> str:
+    """Where the setting a refusal names (``agents``) lives in a run config: ``federation.agents``.
+
+    ``fedvote deploy`` commands read their run from a config file, not from flags: a refusal of a
+    setting names the config and this key. An argument that is no config field comes back as it is.
+    """
+    from fedvote.config import FederationConfig, PrivacyConfig
+
+    name = {"num_agents": "agents"}.get(argument, argument)
+    for section, fields in (("federation", FederationConfig), ("privacy", PrivacyConfig)):
+        if name in {field.name for field in dataclasses.fields(fields)}:
+            return f"{section}.{name}"
+    return name
 
 
 def flower_methods() -> list[str]:
