@@ -44,3 +44,17 @@ def test_build_config_names_the_student_settings():
     with pytest.raises(ConfigError) as error:
         build_config(epochs=0)
     assert error.value.argument == "epochs"
+
+
+def test_an_image_size_for_vectors_names_image_size(tmp_path, invoke, no_run):
+    """``--image-size`` on a dataset of vectors was refused as ``--resize-to``, a flag no command has."""
+    import numpy as np
+
+    path = tmp_path / "vectors.npz"
+    rng = np.random.default_rng(0)
+    np.savez(path, x=rng.normal(size=(200, 5)).astype(np.float32), y=rng.integers(0, 3, 200))
+    code, out, err = invoke(["run", "--dataset", f"npz:{path}", "--image-size", "8", "--agents", "2"])
+    assert code == 2 and out == ""
+    line = _one_line(err)
+    assert line == f"fedvote: error: --image-size: npz:{path} holds vectors of shape (5,), not images"
+    assert "--resize-to" not in line

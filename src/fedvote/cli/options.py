@@ -27,6 +27,7 @@ _FLAG_NAMES = {
     "normalize": "--normalize-features",
     "with_report": "--report",
     "as_json": "--json",
+    "resize_to": "--image-size",  # the data layer's resampling: asked for on the command line by --image-size
 }
 
 
