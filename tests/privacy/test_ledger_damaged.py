@@ -28,10 +28,11 @@ def damaged(tmp_path):
     return path
 
 
-def one_damage_line(err: str, path) -> str:
+def one_damage_line(err: str, path, named: str = "--ledger") -> str:
+    """The one refusal line; ``named`` is what it names: run's --ledger, or the ledger commands' PATH."""
     assert "Traceback" not in err and "DatabaseError" not in err
     (line,) = err.strip().splitlines()
-    assert line.startswith(f"fedvote: error: --ledger: {path} is damaged"), line
+    assert line.startswith(f"fedvote: error: {named}: {path} is damaged"), line
     return line
 
 
@@ -39,7 +40,7 @@ def test_ledger_show_on_a_damaged_ledger_is_one_line_exit_2(damaged, invoke):
     before = damaged.read_bytes()
     code, out, err = invoke(["ledger", "show", damaged])
     assert code == 2 and out == ""
-    one_damage_line(err, damaged)
+    one_damage_line(err, damaged, "Invalid value for 'PATH'")
     assert damaged.read_bytes() == before  # left as it was
 
 
@@ -47,7 +48,7 @@ def test_ledger_verify_on_a_damaged_ledger_says_what_still_reads(damaged, invoke
     before = damaged.read_bytes()
     code, out, err = invoke(["ledger", "verify", damaged])
     assert code == 2
-    line = one_damage_line(err, damaged)
+    line = one_damage_line(err, damaged, "Invalid value for 'PATH'")
     assert "ledger verify" in line  # where to look next
     lines = out.splitlines()
     assert lines[0].startswith("SQLite integrity_check: ") and lines[0] != "SQLite integrity_check: ok"

@@ -35,10 +35,14 @@ CREATE TABLE budgets (
 """
 
 
-def one_error_line(err: str) -> str:
+RUN_PREFIX = "fedvote: error: --ledger: "
+LEDGER_COMMAND_PREFIX = "fedvote: error: Invalid value for 'PATH': "  # `fedvote ledger ... PATH`
+
+
+def one_error_line(err: str, prefix: str = RUN_PREFIX) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith("fedvote: error: --ledger: ") and "Traceback" not in err
+    assert lines[0].startswith(prefix) and "Traceback" not in err, lines[0]
     return lines[0]
 
 
@@ -85,7 +89,8 @@ def test_someone_elses_sqlite_database_is_refused_and_left_byte_identical(notes_
     for command in (["ledger", "show", notes_db], ["ledger", "verify", notes_db],
                     ["ledger", "set-budget", notes_db, "--federation", "f", "--epsilon", "1"]):
         code, out, err = invoke(command)
-        assert code == 2 and out == "" and "is an SQLite database but not a fedvote ledger" in one_error_line(err)
+        line = one_error_line(err, LEDGER_COMMAND_PREFIX)
+        assert code == 2 and out == "" and "is an SQLite database but not a fedvote ledger" in line
         assert notes_db.read_bytes() == before
     with pytest.raises(ConfigError, match="not a fedvote ledger"):
         PersistentLedger(notes_db, federation="f")
@@ -105,7 +110,7 @@ def test_a_text_file_as_ledger_is_refused_in_one_line(tmp_path, invoke):
     )
     for command in (["ledger", "show", notes], ["ledger", "verify", notes]):
         code, _, err = invoke(command)
-        assert code == 2 and "not an SQLite database" in one_error_line(err)
+        assert code == 2 and "not an SQLite database" in one_error_line(err, LEDGER_COMMAND_PREFIX)
     assert notes.read_bytes() == before
 
 
@@ -124,7 +129,7 @@ def test_a_ledger_of_a_newer_format_is_refused_with_its_version_named(tmp_path, 
         f"newer than this fedvote reads (version {LEDGER_FORMAT_VERSION}); upgrade fedvote to use it"
     )
     code, _, err = invoke(["ledger", "show", path])
-    assert code == 2 and f"format version {LEDGER_FORMAT_VERSION + 1}" in one_error_line(err)
+    assert code == 2 and f"format version {LEDGER_FORMAT_VERSION + 1}" in one_error_line(err, LEDGER_COMMAND_PREFIX)
     assert path.read_bytes() == before
 
 
