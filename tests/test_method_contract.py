@@ -214,7 +214,8 @@ def _refused(config: dict[str, Any]) -> ConfigError:
 
 @pytest.mark.parametrize("method", METHOD_NAMES)
 def test_a_negative_sigma_is_refused_by_name(method: str):
-    assert _refused({"method": method, "privacy": {"sigma": -1.0}}).argument == "sigma"
+    error = _refused({"method": method, "privacy": {"sigma": -1.0}})
+    assert error.argument == "config" and error.detail.startswith("privacy.sigma: ")  # the config's key
 
 
 @pytest.mark.parametrize("method", METHOD_NAMES)

@@ -92,3 +92,15 @@ def test_build_config_names_fedvote_data_or_data_dir(a_file, tmp_path, monkeypat
 def test_an_argument_in_capitals_is_printed_as_it_is():
     assert flag_for("FEDVOTE_DATA") == "FEDVOTE_DATA"
     assert flag_for("data_dir") == "--data-dir"
+
+
+def test_a_data_dir_name_too_long_for_the_system_is_one_line(tmp_path, monkeypatch, invoke, no_run):
+    # Found by tests/test_fuzz_boundaries.py: Path.exists() raised OSError (ENAMETOOLONG), a traceback.
+    monkeypatch.delenv("FEDVOTE_DATA", raising=False)
+    long_name = tmp_path / ("n" * 300)
+    code, out, err = invoke(["run", "--data-dir", long_name])
+    assert code == 2 and out == "" and no_run == []
+    assert _one_line(err) == (
+        f"fedvote: error: --data-dir: {long_name} cannot be read as a directory (File name too long); "
+        "give the directory holding the datasets"
+    )

@@ -34,7 +34,8 @@ RECORDS = 240  # digits records in the agents' file: small enough for a refused-
 TINY = ["--agents", "4", "--epochs", "1", "--teacher-model", "logistic", "--noise-seed", "1",
         "--sigma", "5", "--accountant", "exact"]
 REFUSAL = re.compile(
-    r"fedvote: error: --target: the public pool and test set hold ([\d,]+) of the agents' records "
+    r"fedvote: error: (?:--target|--config: \S+: federation\.target): "  # deploy split names the config's key
+    r"the public pool and test set hold ([\d,]+) of the agents' records "
     r"\(by content: ([\d,]+) in the public pool, ([\d,]+) in the test set\); "
 )
 

@@ -79,18 +79,20 @@ def check_data_dir(context: click.Context, parameter: click.Parameter, value: st
     if value is None or not value.strip():
         return value
     path = Path(value).expanduser()
-    if not path.exists() or path.is_dir():
-        return value
+    try:
+        if not path.exists() or path.is_dir():
+            return value
+        problem = f"{value} is a file, not a directory"
+    except OSError as error:  # a name too long, a loop of links: no directory can be read there
+        problem = f"{value} cannot be read as a directory ({error.strerror or error})"
     assert parameter.name is not None
     if context.get_parameter_source(parameter.name) == click.core.ParameterSource.ENVIRONMENT:
         raise ConfigError(
             DATA_ENV,
-            f"{value} is a file, not a directory; set {DATA_ENV} to the directory holding the "
-            "datasets (or unset it), or give --data-dir DIR",
+            f"{problem}; set {DATA_ENV} to the directory holding the datasets (or unset it), "
+            "or give --data-dir DIR",
         )
-    raise ConfigError(
-        "data_dir", f"{value} is a file, not a directory; give the directory holding the datasets"
-    )
+    raise ConfigError("data_dir", f"{problem}; give the directory holding the datasets")
 
 
 _FEDERATION_OPTIONS = (
