@@ -180,7 +180,12 @@ def _built_federation(config: RunConfig) -> Federation:
             seed=config.seed,
         )
     sources = [load_splits(name, fed.data_dir, label_column=fed.label_column).train for name in names]
-    target = load_splits(target_name, fed.data_dir, label_column=fed.label_column)
+    try:
+        target = load_splits(target_name, fed.data_dir, label_column=fed.label_column)
+    except ConfigError as error:  # the loaders name --dataset; this file was given as --target
+        if error.argument != "dataset":
+            raise
+        raise type(error)("target", error.detail) from error
     return build_domain_federation(
         sources,
         target.train,

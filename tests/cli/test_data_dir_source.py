@@ -104,3 +104,23 @@ def test_a_data_dir_name_too_long_for_the_system_is_one_line(tmp_path, monkeypat
         f"fedvote: error: --data-dir: {long_name} cannot be read as a directory (File name too long); "
         "give the directory holding the datasets"
     )
+
+
+def test_a_dataset_missing_from_fedvote_data_names_fedvote_data(tmp_path, monkeypatch, invoke, no_run):
+    # The directory the environment gave lacks MNIST: the refusal names the variable, not a flag not typed.
+    monkeypatch.setenv("FEDVOTE_DATA", str(tmp_path))
+    code, _, err = invoke(["run", "--dataset", "mnist", "--agents", "3"])
+    assert code == 2 and _one_line(err.splitlines()[-1]).startswith(
+        f"fedvote: error: FEDVOTE_DATA: mnist: train-images-idx3-ubyte.gz not found in {tmp_path}/mnist"
+    )
+    code, _, err = invoke(["run", "--dataset", "mnist", "--agents", "3", "--data-dir", tmp_path])
+    assert code == 2 and err.splitlines()[-1].startswith("fedvote: error: --data-dir: mnist: ")
+
+
+def test_a_bad_target_file_is_named_as_the_target(tmp_path, invoke, no_run):
+    bad = tmp_path / "bad.npz"
+    bad.write_text("not an archive\n")
+    code, _, err = invoke(["run", "--dataset", "digits", "--target", f"npz:{bad}", "--agents", "3"])
+    assert code == 2 and err.splitlines()[-1].startswith(f"fedvote: error: --target: {bad}: not a readable .npz")
+    code, _, err = invoke(["run", "--dataset", "digits", "--target", f"npz:{tmp_path / 'gone.npz'}", "--agents", "3"])
+    assert code == 2 and err.splitlines()[-1].startswith("fedvote: error: --target: npz file ")

@@ -27,7 +27,7 @@ from fedvote.cli.data import data
 from fedvote.cli.deploy import deploy
 from fedvote.cli.label import label
 from fedvote.cli.ledger import ledger
-from fedvote.cli.options import MethodHelp, flag_for, refuse_empty_out, reject_flags_besides
+from fedvote.cli.options import DATA_ENV, MethodHelp, flag_for, refuse_empty_out, reject_flags_besides
 from fedvote.cli.report import plot, report
 from fedvote.cli.run_options import run_config_options
 from fedvote.cli.sweep import sweep
@@ -486,7 +486,7 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as error:
         detail = _escape_line_breaks(error.detail)
         _echo_charge(error)
-        click.echo(f"fedvote: error: {flag_for(error.argument)}: {detail}", err=True)
+        click.echo(f"fedvote: error: {_named(error.argument, argv)}: {detail}", err=True)
         sys.exit(2)
     except VoteRejected as error:  # a malformed vote at an agent's boundary; never summed
         _echo_charge(error)
@@ -500,6 +500,20 @@ def main(argv: list[str] | None = None) -> None:
         line = f"fedvote: error: the run failed after releases were charged: {_failure(error)}; {charged}"
         click.echo(line, err=True)
         sys.exit(1)
+
+
+def _named(argument: str, argv: list[str] | None) -> str:
+    """How a refusal names ``argument``: its flag, or ``FEDVOTE_DATA`` for a data directory not typed.
+
+    ``--data-dir`` defaults to ``$FEDVOTE_DATA``; a refusal of the directory (a dataset's files
+    missing from it) then names the variable the user set, not a flag they did not type.
+    """
+    typed = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
+    if argument == "data_dir" and os.environ.get(DATA_ENV) and not any(
+        arg == "--data-dir" or arg.startswith("--data-dir=") for arg in typed
+    ):
+        return DATA_ENV
+    return flag_for(argument)
 
 
 def _charge_note(error: BaseException) -> str | None:
