@@ -234,6 +234,18 @@ def test_split_refuses_a_method_flower_does_not_run_and_writes_nothing(tmp_path,
     assert not (tmp_path / "fed").exists()
 
 
+def test_split_refuses_a_single_agent_federation_flower_cannot_run_and_writes_nothing(tmp_path, invoke):
+    # Found by the QA pass: a 1-agent split was written, and its server refused it only when it started.
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"federation": {"dataset": "digits", "agents": 1}}))
+    code, _, err = invoke(["deploy", "split", "--config", config, "--out", tmp_path / "fed"])
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(
+        f"fedvote: error: --config: {config}: federation.agents: a Flower federation needs at least 2 agents, got 1"
+    )
+    assert not (tmp_path / "fed").exists()
+
+
 def test_split_refuses_an_out_holding_an_earlier_split_and_leaves_it_as_it_was(fed, tmp_path, invoke):
     import shutil
 

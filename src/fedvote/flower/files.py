@@ -120,7 +120,8 @@ class ServerFile:
 def check_split(config: RunConfig, out_dir: str | Path) -> None:
     """Refuse, before the federation is built, a split that could not be deployed or would mix.
 
-    The config's method must be one Flower runs (:func:`flower_methods`), and ``out_dir`` must
+    The config's method must be one Flower runs (:func:`flower_methods`), with at least 2 agents
+    (:class:`~fedvote.flower.transport.FlowerTransport` needs them), and ``out_dir`` must
     hold no files of an earlier split (``agent-<i>.npz``, ``server.npz``, ``run.json``): a
     3-agent split over a 5-agent one would leave ``agent-3.npz`` and ``agent-4.npz`` of
     another federation, which start like any other. Nothing is removed: those files may sit
@@ -133,6 +134,9 @@ def check_split(config: RunConfig, out_dir: str | Path) -> None:
             "config",
             f"the config's method is {config.method}; Flower runs {' or '.join(flower_methods())}",
         )
+    if config.federation.agents < 2:  # the transport refuses it when the server starts: refuse it here
+        agents = config.federation.agents
+        raise ConfigError("agents", f"a Flower federation needs at least 2 agents, got {agents}")
     out = Path(out_dir)
     if out.is_dir():
         earlier = sorted(path.name for path in out.iterdir() if _SPLIT_FILE.fullmatch(path.name))
