@@ -76,7 +76,7 @@ def test_compare_and_label_config_name_the_file_and_the_key(tmp_path, invoke, no
     path = _config_file(tmp_path, values)
     queries = tmp_path / "queries.npy"
     queries.write_bytes(b"")
-    for command in (["compare", "--methods", "pate-fl"], ["label", "--queries", queries]):
+    for command in (["compare", "--methods", "pate-fl,dp-fedavg"], ["label", "--queries", queries]):
         code, out, err = invoke([*command, "--config", path])
         assert code == 2 and out == "" and no_run == []
         assert _one_line(err).startswith(f"fedvote: error: --config: {path}: {key}: "), (command, err)
@@ -106,3 +106,20 @@ def test_from_dict_names_the_key():
     with pytest.raises(ConfigError) as error:
         RunConfig.from_dict({"federation": {}, "teacher": {"learning_rate": -1}})
     assert (error.value.argument, error.value.detail) == ("config", "teacher.learning_rate: must be > 0, got -1")
+
+
+def test_compare_checks_a_configs_options_against_the_compared_methods(tmp_path):
+    # `fedvote compare --config` hands each row the options its method takes (fedvote.compare); the
+    # file's own method (pate-fl) does not take the recorded gradient settings, the compared ones do.
+    from fedvote.config import RunConfig
+    from fedvote.settings.ledger_path import with_checked_ledger
+
+    path = tmp_path / "config.json"
+    config = RunConfig(method="pate-fl", options={"rounds": 8})
+    path.write_text(json.dumps(config.to_dict()))
+    assert with_checked_ledger(config, str(path), methods=["fedavg", "dp-fedavg"]).options == {"rounds": 8}
+    with pytest.raises(ConfigError, match=r"options\.rounds: is not an option of method 'pate-fl'"):
+        with_checked_ledger(config, str(path))  # run --config: the file's own method
+    bad = RunConfig(method="pate-fl", options={"rounds": 0})
+    with pytest.raises(ConfigError, match=r"options\.rounds: "):
+        with_checked_ledger(bad, str(path), methods=["fedavg", "pate-fl"])

@@ -100,7 +100,7 @@ def compare(
             {"config_file", "methods", "epsilon", "delta", "ledger", "budget_epsilon", "out", "as_json"},
         )
         loaded = with_ledger(load_run_config(config_file), ledger, budget_epsilon)
-        config = with_checked_ledger(loaded, config_file, typed_ledger=ledger is not None)
+        config = with_checked_ledger(loaded, config_file, typed_ledger=ledger is not None, methods=names)
     else:
         # The methods' own options typed (the gradient settings --rounds, …, a voting method's),
         # each handed to the rows whose method takes it (fedvote.compare); one that no compared

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from fedvote.config import RunConfig
@@ -67,7 +68,9 @@ def refuse_missing_recorded_ledger(recorded: str | None, source: str) -> None:
         )
 
 
-def with_checked_ledger(config: RunConfig, path: str, *, typed_ledger: bool = False) -> RunConfig:
+def with_checked_ledger(
+    config: RunConfig, path: str, *, typed_ledger: bool = False, methods: Sequence[str] | None = None
+) -> RunConfig:
     """``config`` (read from ``path``) with its ledger absolute and probed; a missing recorded ledger refused.
 
     A *recorded* config (:func:`~fedvote.config.is_recorded`: a result.json's) whose ledger does
@@ -76,7 +79,8 @@ def with_checked_ledger(config: RunConfig, path: str, *, typed_ledger: bool = Fa
     that reruns a config file (run, compare, label) goes through here before anything is loaded.
     A value the file gave is refused as the ``config`` argument, naming ``path`` and its key
     (``privacy.ledger``, ``options.rounds``, ``federation.target``): its method options
-    (:func:`check_options`) and dataset names (:func:`check_dataset_names`) are checked here too.
+    (:func:`check_options`) and dataset names (:func:`check_dataset_names`) are checked here too;
+    for ``fedvote compare``'s ``methods``, each method's options as its row takes them.
     """
     from fedvote.config import is_recorded
 
@@ -84,7 +88,7 @@ def with_checked_ledger(config: RunConfig, path: str, *, typed_ledger: bool = Fa
     recorded = data.get("config", data) if isinstance(data, dict) else None
     if not typed_ledger and isinstance(recorded, dict) and is_recorded(recorded):
         refuse_missing_recorded_ledger(config.privacy.ledger, path)
-    check_options(config, path)  # the file's method options, named by their keys, before anything is loaded
+    check_options(config, path, methods)  # the file's method options, by their keys, before anything loads
     check_dataset_names(config, path)
     try:
         config = with_absolute_ledger(config)
@@ -114,18 +118,30 @@ def check_dataset_names(config: RunConfig, path: str | Path) -> None:
         raise ConfigError("config", f"{path}: federation.{error.argument}: {error.detail}") from error
 
 
-def check_options(config: RunConfig, path: str | Path | None = None) -> None:
+def check_options(
+    config: RunConfig, path: str | Path | None = None, methods: Sequence[str] | None = None
+) -> None:
     """Refuse a config file's bad method options naming their keys (``options.learning_rate``) and the file.
 
     :func:`fedvote.methods.registry.check_options` names the option as a flag would
     (``learning_rate``, printed ``--learning-rate``); a value read from a file is refused as
     the ``config`` argument: ``PATH: options.learning_rate: must be > 0, got -1``. Light: the
-    registry imports no method.
+    registry imports no method. With ``methods`` (``fedvote compare``), each of them is checked
+    with the options its row takes, as :func:`fedvote.compare` hands each row those (a recorded
+    config holds every gradient setting; the rows take what applies to them).
     """
     from fedvote.methods.registry import check_options as check_method_options
+    from fedvote.methods.registry import option_names
 
+    rows = [config] if methods is None else [
+        dataclasses.replace(
+            config, method=name, options={k: v for k, v in config.options.items() if k in option_names(name)}
+        )
+        for name in methods
+    ]
     try:
-        check_method_options(config)
+        for row in rows:
+            check_method_options(row)
     except ConfigError as error:
         if error.argument == "config":
             raise
