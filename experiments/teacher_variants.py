@@ -37,6 +37,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from projected_votes import FEDERATIONS  # noqa: E402  (the two Bars' federations, as that script measures them)
 from run import machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 from fedvote.models.ensemble import fit_ensemble  # noqa: E402
@@ -49,14 +50,6 @@ SEED = 0
 DRAWS = 3
 TRAINING = ((1e-4, 40), (1e-3, 40), (1e-2, 40), (1e-4, 10))  # (weight decay, epochs); the first: defaults
 ABSTAIN_BELOW = (0.7, 0.9)
-FEDERATIONS: dict[str, dict[str, Any]] = {
-    "CIFAR-10 (JPEG copy), the Bar's command": {
-        "dataset": "cifar10", "agents": 100, "partition": "dirichlet", "dirichlet_alpha": 0.5, "epsilon": 4.0,
-    },
-    "Fashion-MNIST, the Bar's command": {
-        "dataset": "fashion-mnist", "agents": 100, "partition": "classes", "classes_per_agent": 6, "epsilon": 4.3,
-    },
-}  # fmt: skip
 
 
 def balanced_logits(logits: np.ndarray, counts: np.ndarray, smoothing: float = 1.0) -> np.ndarray:
