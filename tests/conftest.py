@@ -1,9 +1,10 @@
 import importlib.util
+import io
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import numpy as np
 import pytest
@@ -77,6 +78,66 @@ def load_experiment() -> Callable[[str], ModuleType]:
 def full_data_dir() -> Path:
     """$FEDVOTE_DATA, for tests marked ``full_data`` (deselected when it is unset: tests/data/conftest.py)."""
     return Path(os.environ["FEDVOTE_DATA"])
+
+
+def _smooth_rgb_images(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """n smooth RGB images (n, 32, 32, 3) uint8 (JPEG keeps them close) and labels cycling 0..9."""
+    rng = np.random.default_rng(seed)
+    ramp = np.linspace(0, 1, 32)
+    base = rng.uniform(40, 200, size=(n, 1, 1, 3))
+    slope = rng.uniform(-40, 40, size=(n, 1, 1, 3))
+    pixels = base + slope * ramp[None, :, None, None] + 0 * ramp[None, None, :, None]
+    return np.clip(pixels, 0, 255).astype(np.uint8), (np.arange(n) % 10).astype(np.uint8)
+
+
+def _jpeg(image: np.ndarray, quality: int = 95) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="JPEG", quality=quality)
+    return buffer.getvalue()
+
+
+def _write_cifar10_archive(path: Path, pixels: np.ndarray, labels: np.ndarray, **override: object) -> None:
+    """An archive in the shared datasets README's layout: JPEG bytes end to end, offsets, labels, classes.
+
+    ``override`` replaces (or, given None, drops) any of the four arrays: how tests damage one.
+    """
+    from fedvote.data import cifar10
+
+    blobs = [_jpeg(p) for p in pixels]
+    offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])]).astype(np.int64)
+    arrays: dict[str, object] = {
+        "jpeg": np.frombuffer(b"".join(blobs), dtype=np.uint8),
+        "offsets": offsets,
+        "labels": labels,
+        "classes": np.array(cifar10.CLASSES),
+    }
+    arrays.update(override)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **{key: value for key, value in arrays.items() if value is not None})
+
+
+@pytest.fixture(scope="session")
+def cifar10_archive() -> SimpleNamespace:
+    """Generated CIFAR-10 (JPEG copy) files: ``images(n, seed)``, ``jpeg(image)``, ``write(path, pixels, labels)``."""
+    return SimpleNamespace(images=_smooth_rgb_images, jpeg=_jpeg, write=_write_cifar10_archive)
+
+
+@pytest.fixture(scope="session")
+def tiny_cifar10_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory holding a generated CIFAR-10 of 100 training and 200 test images (never the real files).
+
+    The default split makes 60 of the test images the public pool: enough for weighted PATE's
+    40-point validation set in the contract suite.
+    """
+    from fedvote.data import cifar10
+
+    root = tmp_path_factory.mktemp("tiny-cifar10")
+    for split, count, seed in (("train", 100, 0), ("test", 200, 1)):
+        pixels, labels = _smooth_rgb_images(count, seed)
+        _write_cifar10_archive(root / "cifar10" / cifar10.SPLIT_FILES[split], pixels, labels)
+    return root
 
 
 @pytest.fixture(scope="session")

@@ -2,9 +2,13 @@
 
 In the spirit of dp-accounting's ``PrivacyAccountantTest`` and scikit-learn's
 ``test_common``: every method in :data:`fedvote.methods.METHODS` — a method registered
-later is picked up automatically, with the voting defaults below — runs a tiny federation
-(digits, 10 agents, a few epochs, rounds and queries) in process
-(:class:`~fedvote.transport.local.LocalTransport`, through :func:`fedvote.runner.run`) and
+later is picked up automatically, with the voting defaults below — runs two tiny federations
+in process (:class:`~fedvote.transport.local.LocalTransport`, through :func:`fedvote.runner.run`):
+digits (10 agents, a few epochs, rounds and queries), and (marked slow: fitting and applying
+the patch features takes seconds a run) a generated CIFAR-10 of 100 training images under the
+dataset's own name, so that each method takes the path its CIFAR-10 and
+Fashion-MNIST defaults take (patch features fitted on the pool, a voting method's dense vote
+sums read by the regression student, a noised gradient method's logistic head). Each
 must
 
 * produce the result schema: ``RunResult.to_dict()`` has the documented keys (README,
@@ -18,7 +22,7 @@ must
   invalid choice of its own options (a :class:`~fedvote.errors.ConfigError` whose
   ``argument`` names it).
 
-Each method's two runs are shared by the tests (module-scoped fixture).
+Each method's two runs on each federation are shared by the tests (module-scoped fixture).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -85,15 +90,31 @@ SMALL: dict[str, dict[str, Any]] = {
 }
 
 
+FEDERATIONS = ("digits", "photos")
+
+
 def small_config(
-    method: str, *, privacy: dict[str, Any] | None = None, options: dict[str, Any] | None = None
+    method: str,
+    *,
+    privacy: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
+    photos: Path | None = None,
 ) -> RunConfig:
-    """``method``'s small config, with ``privacy`` and ``options`` entries added."""
+    """``method``'s small config, with ``privacy`` and ``options`` entries added.
+
+    ``photos``: a data directory holding a (generated) CIFAR-10; the run then names it, so
+    ``auto`` picks what the photo datasets' defaults pick, and a voting method queries the
+    whole pool (the number of queries is left to the planner, as on the CIFAR-10 command).
+    """
     settings = copy.deepcopy(SMALL.get(method, VOTING))
     settings["privacy"] = {"noise_seed": NOISE_SEED, **settings.get("privacy", {}), **(privacy or {})}
     if options:
         settings["options"] = {**settings.get("options", {}), **options}
-    return RunConfig.from_dict({**copy.deepcopy(BASE), "method": method, **settings})
+    base = copy.deepcopy(BASE)
+    if photos is not None:
+        base["federation"] = {**base["federation"], "dataset": "cifar10", "data_dir": str(photos)}
+        settings.pop("queries", None)
+    return RunConfig.from_dict({**base, "method": method, **settings})
 
 
 @dataclass(frozen=True)
@@ -108,13 +129,25 @@ class Runs:
     promised: dict[str, float]  # ε per level of method.planned_events()
 
 
-@pytest.fixture(scope="module", params=METHOD_NAMES)
-def runs(request: pytest.FixtureRequest) -> Runs:
-    config = small_config(request.param)
-    ledger = PrivacyLedger()  # the first run charges this one: we read its charges back
-    first = run(config, ledger=ledger)
-    second = run(config)
-    planned = planned_release(config, make_federation(config))  # the run's own plan, σ and all
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param((method, federation), marks=[pytest.mark.slow] if federation == "photos" else [])
+        for method in METHOD_NAMES
+        for federation in FEDERATIONS
+    ],
+    ids=lambda param: "-".join(param),
+)
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    method, federation = request.param
+    photos = request.getfixturevalue("tiny_cifar10_dir") if federation == "photos" else None
+    config = small_config(method, photos=photos)
+    with pytest.MonkeyPatch.context() as patch:  # decoded images cached in this session's tmp
+        patch.setenv("FEDVOTE_CACHE", str(tmp_path_factory.getbasetemp() / "extractor-cache"))
+        ledger = PrivacyLedger()  # the first run charges this one: we read its charges back
+        first = run(config, ledger=ledger)
+        second = run(config)
+        planned = planned_release(config, make_federation(config))  # the run's own plan, σ and all
     delta, accountant = config.privacy.delta, config.privacy.accountant
     return Runs(
         config=config,
@@ -147,6 +180,8 @@ def test_result_has_the_documented_schema(runs: Runs):
     assert RESULT_KEYS <= set(data), RESULT_KEYS - set(data)
     assert data["method"] == runs.config.method and data["agents"] == 10 and data["seed"] == runs.config.seed
     assert data["input_features_used"] == input_features_kind(runs.config) in ("none", "patch")
+    if runs.config.federation.dataset == "cifar10" and METHODS[runs.config.method].auto_patch_datasets:
+        assert data["input_features_used"] == "patch"  # the photo path, as the federation meant
     assert 0.0 <= data["accuracy"] <= 1.0
     assert data["label_accuracy"] is None or 0.0 <= data["label_accuracy"] <= 1.0
     assert isinstance(data["queries"], int) and data["queries"] >= 0

@@ -25,44 +25,12 @@ def _own_dirs(monkeypatch, tmp_path):
     monkeypatch.setenv("FEDVOTE_CACHE", str(tmp_path / "cache"))
 
 
-def _images(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """n smooth RGB images (n, 32, 32, 3) uint8 (JPEG keeps them close) and labels cycling 0..9."""
-    rng = np.random.default_rng(seed)
-    ramp = np.linspace(0, 1, 32)
-    base = rng.uniform(40, 200, size=(n, 1, 1, 3))
-    slope = rng.uniform(-40, 40, size=(n, 1, 1, 3))
-    pixels = base + slope * ramp[None, :, None, None] + 0 * ramp[None, None, :, None]
-    return np.clip(pixels, 0, 255).astype(np.uint8), (np.arange(n) % 10).astype(np.uint8)
-
-
-def _jpeg(image: np.ndarray, quality: int = 95) -> bytes:
-    buffer = io.BytesIO()
-    Image.fromarray(image).save(buffer, format="JPEG", quality=quality)
-    return buffer.getvalue()
-
-
-def write_archive(path, pixels: np.ndarray, labels: np.ndarray, **override) -> None:
-    """An archive in the shared README's layout: jpeg bytes end to end, offsets, labels, classes."""
-    blobs = [_jpeg(p) for p in pixels]
-    offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])]).astype(np.int64)
-    arrays = {
-        "jpeg": np.frombuffer(b"".join(blobs), dtype=np.uint8),
-        "offsets": offsets,
-        "labels": labels,
-        "classes": np.array(cifar10.CLASSES),
-    }
-    arrays.update(override)
-    arrays = {k: v for k, v in arrays.items() if v is not None}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, **arrays)
-
-
 @pytest.fixture()
-def data_dir(tmp_path):
+def data_dir(tmp_path, cifar10_archive):
     root = tmp_path / "data"
     for split, n, seed in (("train", 30, 0), ("test", 12, 1)):
-        pixels, labels = _images(n, seed)
-        write_archive(root / "cifar10" / cifar10.SPLIT_FILES[split], pixels, labels)
+        pixels, labels = cifar10_archive.images(n, seed)
+        cifar10_archive.write(root / "cifar10" / cifar10.SPLIT_FILES[split], pixels, labels)
     return root
 
 
@@ -70,7 +38,7 @@ def test_registered_with_an_official_test_split():
     assert "cifar10" in available_datasets() and has_official_test_split("cifar10")
 
 
-def test_decodes_to_rgb_chw_in_unit_interval(data_dir):
+def test_decodes_to_rgb_chw_in_unit_interval(data_dir, cifar10_archive):
     splits = load_splits("cifar10", data_dir)
     assert splits.test is not None
     train, test = splits.train, splits.test
@@ -80,7 +48,7 @@ def test_decodes_to_rgb_chw_in_unit_interval(data_dir):
     assert train.class_names == cifar10.CLASSES and train.labels[:12].tolist() == [*range(10), 0, 1]
     assert "CIFAR-10 (JPEG copy)" in train.description and train.split == "train" and test.split == "test"
     # Channels are R, G, B in that order and rows are the image's rows: compare with the source.
-    pixels, _ = _images(30, 0)
+    pixels, _ = cifar10_archive.images(30, 0)
     assert np.abs(train.features[:, :, :, :] * 255 - pixels.transpose(0, 3, 1, 2)).mean() < 3.0
 
 
@@ -94,7 +62,7 @@ def test_found_directly_in_the_data_dir_and_through_the_environment(data_dir, mo
     assert len(load_splits("cifar10").train) == 30
 
 
-def test_the_decoded_arrays_are_cached_by_content(data_dir, tmp_path, monkeypatch):
+def test_the_decoded_arrays_are_cached_by_content(data_dir, tmp_path, monkeypatch, cifar10_archive):
     first = load_splits("cifar10", data_dir).train
     cached = sorted((tmp_path / "cache" / "cifar10").glob("*.npz"))
     assert len(cached) == 2  # one per split, named by the source's SHA-256
@@ -107,8 +75,8 @@ def test_the_decoded_arrays_are_cached_by_content(data_dir, tmp_path, monkeypatc
     again = load_splits("cifar10", data_dir).train
     assert np.array_equal(first.features, again.features) and np.array_equal(first.labels, again.labels)
     # A changed source file is another key: decoded again.
-    pixels, labels = _images(30, 7)
-    write_archive(data_dir / "cifar10" / "train-jpeg.npz", pixels, labels)
+    pixels, labels = cifar10_archive.images(30, 7)
+    cifar10_archive.write(data_dir / "cifar10" / "train-jpeg.npz", pixels, labels)
     with pytest.raises(AssertionError, match="decoded again"):
         load_splits("cifar10", data_dir)
 
@@ -169,25 +137,25 @@ def test_missing_file_names_it_and_where_to_get_it(tmp_path):
         ("classes", "classes must be 10 names"),
     ],
 )
-def test_a_corrupt_file_is_one_line_naming_it(data_dir, damage, expected):
+def test_a_corrupt_file_is_one_line_naming_it(data_dir, damage, expected, cifar10_archive):
     path = data_dir / "cifar10" / "train-jpeg.npz"
-    pixels, labels = _images(30, 0)
-    blobs = [_jpeg(p) for p in pixels]
+    pixels, labels = cifar10_archive.images(30, 0)
+    blobs = [cifar10_archive.jpeg(p) for p in pixels]
     offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])]).astype(np.int64)
     if callable(damage):
         damage(path)
     elif damage == "no_offsets":
-        write_archive(path, pixels, labels, offsets=None)
+        cifar10_archive.write(path, pixels, labels, offsets=None)
     elif damage == "short_offsets":
-        write_archive(path, pixels, labels, offsets=offsets[:-1])
+        cifar10_archive.write(path, pixels, labels, offsets=offsets[:-1])
     elif damage == "falling_offsets":
-        write_archive(path, pixels, labels, offsets=offsets[::-1].copy())
+        cifar10_archive.write(path, pixels, labels, offsets=offsets[::-1].copy())
     elif damage == "bad_label":
-        write_archive(path, pixels, np.full(30, 12, dtype=np.uint8))
+        cifar10_archive.write(path, pixels, np.full(30, 12, dtype=np.uint8))
     elif damage == "bad_jpeg":
         jpeg = np.frombuffer(b"".join(blobs), dtype=np.uint8).copy()
         jpeg[offsets[3] : offsets[3] + 40] = 0  # the JPEG header of image 3
-        write_archive(path, pixels, labels, jpeg=jpeg)
+        cifar10_archive.write(path, pixels, labels, jpeg=jpeg)
     elif damage in ("png", "wrong_size"):
         buffer = io.BytesIO()
         if damage == "png":
@@ -197,16 +165,16 @@ def test_a_corrupt_file_is_one_line_naming_it(data_dir, damage, expected):
         first = buffer.getvalue()
         jpeg = np.frombuffer(first + b"".join(blobs[1:]), dtype=np.uint8)
         moved = np.concatenate([[0], len(first) + offsets[1:] - offsets[1]]).astype(np.int64)
-        write_archive(path, pixels, labels, jpeg=jpeg, offsets=moved)
+        cifar10_archive.write(path, pixels, labels, jpeg=jpeg, offsets=moved)
     elif damage == "truncated_jpeg":  # the last image's bytes cut short: Pillow reads past its end
         cut = offsets.copy()
         cut[-1] = offsets[-2] + (offsets[-1] - offsets[-2]) // 2
         jpeg = np.frombuffer(b"".join(blobs), dtype=np.uint8)[: cut[-1]]
-        write_archive(path, pixels, labels, jpeg=jpeg, offsets=cut)
+        cifar10_archive.write(path, pixels, labels, jpeg=jpeg, offsets=cut)
     elif damage == "pixels_2d":
-        write_archive(path, pixels, labels, jpeg=pixels.reshape(30, -1))
+        cifar10_archive.write(path, pixels, labels, jpeg=pixels.reshape(30, -1))
     elif damage == "classes":
-        write_archive(path, pixels, labels, classes=np.array(["a", "b"]))
+        cifar10_archive.write(path, pixels, labels, classes=np.array(["a", "b"]))
     message = _refusal(data_dir)
     assert message.startswith(f"{path}: ") and expected in message
     assert " object at 0x" not in message  # no repr of the in-memory buffer Pillow was given
@@ -234,14 +202,14 @@ def test_a_corrupt_file_exits_2_with_one_line(data_dir, capsys):
     assert err[0].startswith("fedvote: error: --data-dir: ") and "test-jpeg.npz: not a readable" in err[0]
 
 
-def test_a_damaged_jpeg_on_the_command_line_names_the_file_and_the_index(data_dir, capsys):
+def test_a_damaged_jpeg_on_the_command_line_names_the_file_and_the_index(data_dir, capsys, cifar10_archive):
     path = data_dir / "cifar10" / "test-jpeg.npz"
-    pixels, labels = _images(12, 1)
-    blobs = [_jpeg(p) for p in pixels]
+    pixels, labels = cifar10_archive.images(12, 1)
+    blobs = [cifar10_archive.jpeg(p) for p in pixels]
     offsets = np.concatenate([[0], np.cumsum([len(b) for b in blobs])]).astype(np.int64)
     jpeg = np.frombuffer(b"".join(blobs), dtype=np.uint8).copy()
     jpeg[offsets[7] : offsets[7] + 40] = 0  # the JPEG header of image 7
-    write_archive(path, pixels, labels, jpeg=jpeg)
+    cifar10_archive.write(path, pixels, labels, jpeg=jpeg)
     with pytest.raises(SystemExit) as exit_info:
         main(["run", "--dataset", "cifar10", "--data-dir", str(data_dir), "--agents", "2"])
     err = capsys.readouterr().err.strip().splitlines()
