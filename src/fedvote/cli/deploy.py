@@ -678,7 +678,22 @@ def _flower_home(workdir: str | None, prefix: str) -> Iterator[Path]:
         raise
     finally:
         if not keep:
-            shutil.rmtree(home, ignore_errors=True)
+            with _signals_deferred():  # a stop signal now would leave the home half removed
+                shutil.rmtree(home, ignore_errors=True)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """SIGTERM, SIGINT and SIGHUP held back while the block runs, delivered after it (POSIX)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _environment(home: Path) -> dict[str, str]:
@@ -722,10 +737,23 @@ def _background(
 
 @contextmanager
 def _stop_on_signals(process: subprocess.Popen[bytes]) -> Iterator[None]:
-    """While the block runs, SIGTERM, SIGINT and SIGHUP stop ``process`` before this one exits."""
+    """While the block runs, SIGTERM, SIGINT and SIGHUP stop ``process`` before this one exits.
+
+    The first signal stops ``process`` (SIGTERM, a grace period, SIGKILL) and exits; a second
+    one while it stops (a double Ctrl-C, or ``timeout`` forwarding the SIGTERM that ``pkill``
+    also sent here) kills it at once and lets the exit finish: with the default handler back,
+    it used to end this process before the caller removed its temporary Flower home.
+    """
+    stopping = False
 
     def handler(signum: int, frame: object) -> None:
+        nonlocal stopping
         # Only signal here: waiting inside a handler that interrupted Popen.wait deadlocks.
+        if stopping:
+            if process.poll() is None:
+                process.kill()
+            return
+        stopping = True
         if process.poll() is None:
             process.terminate()
         raise SystemExit(128 + signum)
@@ -736,10 +764,13 @@ def _stop_on_signals(process: subprocess.Popen[bytes]) -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-        if process.poll() is None:
-            _stop(process)
+        stopping = True  # from here on a signal only hurries the child's stop
+        try:
+            if process.poll() is None:
+                _stop(process)
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
 
 
 def _stop(process: subprocess.Popen[bytes], grace: float = 10.0) -> None:
