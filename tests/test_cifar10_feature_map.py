@@ -45,7 +45,24 @@ def test_the_defaults_row_maps_the_federation_as_a_run_does(feature_map):
         np.testing.assert_array_equal(mine.labels, runners.labels)
 
 
-def test_the_rows_are_the_four_versions_and_the_last_is_the_default(feature_map):
+def test_the_rows_are_the_four_refinements_the_defaults_row_and_two_larger_maps(feature_map):
     options = [PatchSettings(**row[1]) for row in feature_map.VARIANTS]
-    assert {(o.mirror_symmetric, o.square_root) for o in options} == {(a, b) for a in (0, 1) for b in (0, 1)}
-    assert options[-1] == PatchSettings() and options[0].dim() == 2 * PatchSettings().dim()
+    refinements = options[: feature_map.DEFAULTS_ROW + 1]
+    assert {(o.mirror_symmetric, o.square_root) for o in refinements} == {(a, b) for a in (0, 1) for b in (0, 1)}
+    assert options[feature_map.DEFAULTS_ROW] == PatchSettings() and options[0].dim() == 2 * PatchSettings().dim()
+    larger = options[feature_map.DEFAULTS_ROW + 1 :]
+    assert [o.dim() for o in larger] == [2 * PatchSettings().dim(), 9 * PatchSettings().dim() // 4]
+    assert all(o.mirror_symmetric and o.square_root for o in larger)
+
+
+def test_the_section_compares_the_larger_maps_with_the_defaults_row(feature_map):
+    def row(what, dim, true_labels, clean, noisy, seconds):
+        return {"what": what, "dim": dim, "sigma": 45.0, "true_labels": true_labels, "clean": clean,
+                "noisy": noisy, "map_seconds": seconds}  # fmt: skip
+
+    rows = [row(f"refinement {i}", 1600, 0.6, 0.6, [0.5, 0.5], 100.0) for i in range(3)]
+    rows += [row("defaults", 1600, 0.64, 0.63, [0.54, 0.56], 50.0), row("wide", 3200, 0.66, 0.63, [0.55, 0.55], 100.0)]
+    record = {"date": "d", "machine": "m", "wall_seconds": 1.0, "draws": 2, "rows": rows}
+    text = feature_map.section(record)
+    assert "0.550 at agent ε 4 against the defaults' 0.550" in text  # the defaults row, not the last
+    assert "true labels 0.640 → up to 0.660" in text and "(+0.0 points)" in text

@@ -34,7 +34,7 @@ Two public refinements, on by default (``mirror_symmetric``, ``square_root``):
    J. Sánchez and T. Mensink, ECCV 2010), which tames the few codes that fire everywhere.
 
 Measured on issue 43's CIFAR-10 federation (``experiments/cifar10_feature_map.py``): PATE-FL's
-release read by its ridge student, 0.498 as published, 0.534 with both (seed 0, agent ε 4).
+release read by its ridge student, 0.493 as published, 0.536 with both (seed 0, agent ε 4).
 
 Steps 2–4 fold into one convolution: d = (conv(x, F) − m·ΣF) / s + b with F the centroids
 mapped back through the whitening, m and s each window's mean and deviation, b = −μ·F for the
