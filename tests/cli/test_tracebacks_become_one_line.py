@@ -97,7 +97,7 @@ def test_a_failed_deployment_names_a_log_that_is_still_there(deployment, tmp_pat
     monkeypatch.setattr(deploy, "_superlink_command", lambda host, port, tls: [sys.executable, "-c", script])
     monkeypatch.setattr(deploy, "_wait_for_port", lambda *args, **kwargs: time.sleep(1.0))
     monkeypatch.setattr(deploy, "_flower_executable", lambda name: name)
-    monkeypatch.setattr(deploy, "_run_foreground", lambda command, home: 1)  # flwr run failed
+    monkeypatch.setattr(deploy, "run_foreground", lambda command, home: 1)  # flwr run failed
     code, _, err = invoke(["deploy", "server", "--config", str(deployment / "run.json"),
                            "--data", str(deployment / "server.npz"), "--out", str(tmp_path / "out"),
                            "--insecure"])

@@ -159,7 +159,7 @@ def test_deploy_agent_maps_its_records_once_into_the_cache_every_message_reads(s
         return 0
 
     monkeypatch.setattr(deploy_module, "_flower_executable", lambda name: name)
-    monkeypatch.setattr(deploy_module, "_run_foreground", supernode)
+    monkeypatch.setattr(deploy_module, "run_foreground", supernode)
     code, _, err = invoke(["deploy", "agent", "--id", "0", "--data", out / "agent-0.npz", "--insecure",
                            "--ledger", out.parent / "agent-0.ledger.sqlite"])
     assert code == 0 and "maps its" in err

@@ -93,7 +93,7 @@ def test_a_failed_server_run_keeps_the_earlier_result(fed, tmp_path, invoke, mon
     out.mkdir()
     earlier = '{"earlier": "a charged result"}\n'
     (out / "result.json").write_text(earlier)
-    monkeypatch.setattr(deploy_module, "_run_foreground", lambda command, home: 1)  # flwr run fails
+    monkeypatch.setattr(deploy_module, "run_foreground", lambda command, home: 1)  # flwr run fails
     code, _, err = invoke(_server_args(fed, out))
     assert code == 1 and "wrote no result" in err and "earlier result.json in --out is kept" in err
     assert (out / "result.json").read_text() == earlier
@@ -115,7 +115,7 @@ def test_a_server_run_that_writes_a_result_replaces_the_earlier_one(fed, tmp_pat
         write_atomic(out / "result.json", json.dumps(new))
         return 0
 
-    monkeypatch.setattr(deploy_module, "_run_foreground", flwr_run)
+    monkeypatch.setattr(deploy_module, "run_foreground", flwr_run)
     code, stdout, _ = invoke(_server_args(fed, out))
     assert code == 0 and "fedvote pate-fl on Flower" in stdout
     assert json.loads((out / "result.json").read_text()) == new
@@ -317,7 +317,7 @@ def test_deploy_agent_refuses_a_superlink_that_cannot_be_reached_in_one_line(fed
 def test_deploy_server_refuses_an_unresolvable_superlink_before_flower_starts(fed, tmp_path, invoke, monkeypatch):
     import fedvote.cli.deploy as deploy_module
 
-    monkeypatch.setattr(deploy_module, "_run_foreground", lambda command, home: pytest.fail("Flower was started"))
+    monkeypatch.setattr(deploy_module, "run_foreground", lambda command, home: pytest.fail("Flower was started"))
     args = _server_args(fed, tmp_path / "out")
     args[args.index("--superlink") + 1] = "nohost.invalid:9093"
     code, _, err = invoke(args)
@@ -331,7 +331,7 @@ def test_a_resolvable_superlink_that_is_not_up_yet_is_left_to_flowers_retries(fe
 
     started = []
     monkeypatch.setattr(deploy_module, "_flower_executable", lambda name: name)
-    monkeypatch.setattr(deploy_module, "_run_foreground", lambda command, home: started.append(command) or 0)
+    monkeypatch.setattr(deploy_module, "run_foreground", lambda command, home: started.append(command) or 0)
     code, _, _ = invoke(["deploy", "agent", "--id", "0", "--data", fed / "agent-0.npz", "--insecure",
                          "--superlink", address, "--ledger", tmp_path / "ledger.sqlite"])
     assert code == 0 and started and address in started[0]
@@ -361,7 +361,7 @@ def test_an_agent_that_fails_removes_its_temporary_flower_home(fed, invoke, monk
         raise failure
 
     monkeypatch.setattr(deploy_module, "_flower_executable", lambda name: name)
-    monkeypatch.setattr(deploy_module, "_run_foreground", supernode)
+    monkeypatch.setattr(deploy_module, "run_foreground", supernode)
     with pytest.raises((OSError, KeyboardInterrupt, SystemExit)):
         from fedvote.cli import main
 
@@ -385,7 +385,7 @@ def test_a_server_failure_that_names_no_log_removes_the_home_and_one_that_does_k
         main([str(arg) for arg in _server_args(fed, tmp_path / "out")])
     assert homes() == []
     monkeypatch.setattr(deploy_module, "_write_flwr_files", lambda home, connection, overrides: home)
-    monkeypatch.setattr(deploy_module, "_run_foreground", lambda command, home: 1)  # no result written
+    monkeypatch.setattr(deploy_module, "run_foreground", lambda command, home: 1)  # no result written
     code, _, err = invoke(_server_args(fed, tmp_path / "out"))  # --superlink: no log of ours to keep
     assert code == 1 and homes() == []
 
@@ -394,7 +394,7 @@ def test_a_server_failure_that_names_no_log_removes_the_home_and_one_that_does_k
         (home / "superlink.log").write_text("the SuperLink's log")
         yield None
 
-    monkeypatch.setattr(deploy_module, "_background", superlink)
+    monkeypatch.setattr(deploy_module, "background", superlink)
     monkeypatch.setattr(deploy_module, "_wait_for_port", lambda *args, **kwargs: None)
     local = [arg for arg in _server_args(fed, tmp_path / "out") if arg not in ("--superlink", "127.0.0.1:1")]
     code, _, err = invoke(local)

@@ -160,7 +160,7 @@ def test_deploy_server_refuses_a_seeded_config_under_its_default_before_flower_s
 
     write_deployment_files(deployment_config(noise_seed=3), tmp_path)
     monkeypatch.setattr(deploy_cli, "_flower_executable", lambda name: pytest.fail(f"started {name}"))
-    monkeypatch.setattr(deploy_cli, "_background", lambda *a, **k: pytest.fail("started a SuperLink"))
+    monkeypatch.setattr(deploy_cli, "background", lambda *a, **k: pytest.fail("started a SuperLink"))
     with pytest.raises(SystemExit) as exit_info:
         main(["deploy", "server", "--config", str(tmp_path / "run.json"), "--data", str(tmp_path / "server.npz"),
               "--out", str(tmp_path / "out"), "--insecure"])

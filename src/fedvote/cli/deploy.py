@@ -18,21 +18,19 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 
+from fedvote.cli.flower_processes import LogKept, background, flower_home, run_foreground
 from fedvote.cli.options import flag_for, refuse_empty_out
 from fedvote.config import RunConfig, load_run_config
 from fedvote.errors import ConfigError
@@ -281,7 +279,7 @@ def agent(
     data = str(Path(data_file).resolve())
     ledger_config = " ".join(f"{key}={_toml(value)}" for key, value in budget.node_config().items())
     executable = _flower_executable("flower-supernode")
-    with _flower_home(workdir, "fedvote-agent-") as home:
+    with flower_home(workdir, "fedvote-agent-") as home:
         cache = home / "mapped-records"  # φ(records), mapped once here, read by every message's process
         _map_records_once(data_file, cache, file)
         node = f"agent-id={agent_id} data={json.dumps(data)} records-cache={json.dumps(str(cache))}"
@@ -295,7 +293,7 @@ def agent(
         click.echo(f"fedvote: agent {agent_id} ({len(file.data)} records) joins {superlink}", err=True)
         limit = "no budget" if budget_epsilon is None else f"budget {budget_epsilon:g}"
         click.echo(f"fedvote: agent {agent_id}'s ledger {budget.path}: ε {spent:.4g}, {limit}", err=True)
-        sys.exit(_run_foreground(command, home))
+        sys.exit(run_foreground(command, home))
 
 
 def _as_dealt(input_map: Any, features: Any) -> Any:
@@ -337,8 +335,8 @@ def superlink(
 ) -> None:
     """Start a Flower SuperLink that runs fedvote's ServerApp; serves until stopped (Ctrl-C)."""
     tls = _superlink_tls_flags(insecure, ssl_certfile, ssl_keyfile, ssl_ca_certfile)
-    with _flower_home(workdir, "fedvote-superlink-") as home:
-        sys.exit(_run_foreground(_superlink_command(host, port, tls), home))
+    with flower_home(workdir, "fedvote-superlink-") as home:
+        sys.exit(run_foreground(_superlink_command(host, port, tls), home))
 
 
 def _superlink_command(host: str, port: int, tls: list[str]) -> list[str]:
@@ -439,15 +437,15 @@ def server(
         connection["root-certificates"] = str(Path(str(ca_file)).resolve())
     result_file = Path(out_dir) / "result.json"
     earlier = _stamp(result_file)  # an earlier result stays until the new one replaces it
-    with _flower_home(workdir, "fedvote-server-") as home:
+    with flower_home(workdir, "fedvote-server-") as home:
         app_dir = _write_flwr_files(home, connection, overrides)
         command = _superlink_command(host, port, tls) if superlink_address is None else None
-        with _background(command, home) as link:
+        with background(command, home) as link:
             if superlink_address is None:
                 _wait_for_port(local, port, timeout=120.0, process=link, log=home / "superlink.log")
                 click.echo(f"fedvote: SuperLink on {host}:{port} (log: {home / 'superlink.log'})", err=True)
             click.echo(f"fedvote: submitting the run to {connection['address']}", err=True)
-            code = _run_foreground(
+            code = run_foreground(
                 [
                     _flower_executable("flwr"), "run", str(app_dir), CONNECTION,
                     "--run-config", str(home / "run-config.toml"), "--stream",
@@ -606,12 +604,12 @@ def simulate(
     result_file = Path(out_dir) / "result.json"
     earlier = _stamp(result_file)  # an earlier result stays until the new one replaces it
     port = free_port()
-    with _flower_home(workdir, "fedvote-simulation-") as home:
+    with flower_home(workdir, "fedvote-simulation-") as home:
         app_dir = _write_flwr_files(home, {"address": f"127.0.0.1:{port}", "insecure": True}, overrides)
         simulation_link = [*_superlink_command("127.0.0.1", port, ["--insecure"]), "--simulation"]
-        with _background(simulation_link, home) as link:  # a SuperLink of our own, in simulation mode
+        with background(simulation_link, home) as link:  # a SuperLink of our own, in simulation mode
             _wait_for_port("127.0.0.1", port, timeout=120.0, process=link, log=home / "superlink.log")
-            code = _run_foreground(
+            code = run_foreground(
                 [
                     _flower_executable("flwr"), "run", str(app_dir), CONNECTION,
                     "--run-config", str(home / "run-config.toml"),
@@ -649,140 +647,6 @@ def _flower_executable(name: str) -> str:
     if found is None:
         raise _Missing(FLOWER_MISSING)
     return found
-
-
-class LogKept(click.ClickException):
-    """A failed run whose message names Flower's log in its temporary home: that home is kept."""
-
-
-@contextmanager
-def _flower_home(workdir: str | None, prefix: str) -> Iterator[Path]:
-    """FLWR_HOME for Flower's processes: ``workdir``, or a temporary directory removed after.
-
-    The temporary directory is removed on every way out — success, an error, Ctrl-C, SIGTERM,
-    SIGHUP (:func:`_stop_on_signals`) — but one: a :class:`LogKept` failure, whose message
-    names the log in it, which must still be there to read. An agent's node keeps no log there
-    (its output is the terminal's), only its mapped records: it is always removed.
-    """
-    if workdir is not None:
-        home = Path(workdir).resolve()
-        home.mkdir(parents=True, exist_ok=True)
-        yield home
-        return
-    home = Path(tempfile.mkdtemp(prefix=prefix))
-    keep = False
-    try:
-        yield home
-    except LogKept:
-        keep = True
-        raise
-    finally:
-        if not keep:
-            with _signals_deferred():  # a stop signal now would leave the home half removed
-                shutil.rmtree(home, ignore_errors=True)
-
-
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """SIGTERM, SIGINT and SIGHUP held back while the block runs, delivered after it (POSIX)."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    held = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def _environment(home: Path) -> dict[str, str]:
-    """The environment for Flower's processes: FLWR_HOME, this environment's scripts first on PATH.
-
-    Flower starts its helpers (flower-superexec, flwr-serverapp, flwr-clientapp) by name.
-    """
-    scripts = str(Path(sys.executable).parent)
-    path = os.pathsep.join([scripts, os.environ.get("PATH", "")])
-    # Flower reports usage to telemetry.flower.ai and checks PyPI for updates unless told
-    # not to; a privacy tool keeps quiet unless the user set these variables.
-    quiet = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1"}
-    return {**quiet, **os.environ, "FLWR_HOME": str(home), "PYTHONUNBUFFERED": "1", "PATH": path}
-
-
-def _run_foreground(command: Sequence[str], home: Path) -> int:
-    """Run ``command`` to its end; on SIGTERM / Ctrl-C stop it first. Returns its exit status."""
-    process = subprocess.Popen(list(command), env=_environment(home))
-    with _stop_on_signals(process):
-        return process.wait()
-
-
-@contextmanager
-def _background(
-    command: Sequence[str] | None, home: Path, log_name: str = "superlink.log"
-) -> Iterator[subprocess.Popen[bytes] | None]:
-    """Run ``command`` (if any) beside the block, its output in ``home/log_name``; stop it after."""
-    if command is None:
-        yield None
-        return
-    with (home / log_name).open("ab") as log:
-        process = subprocess.Popen(
-            list(command), env=_environment(home), stdout=log, stderr=subprocess.STDOUT
-        )
-    with _stop_on_signals(process):
-        try:
-            yield process
-        finally:
-            _stop(process)
-
-
-@contextmanager
-def _stop_on_signals(process: subprocess.Popen[bytes]) -> Iterator[None]:
-    """While the block runs, SIGTERM, SIGINT and SIGHUP stop ``process`` before this one exits.
-
-    The first signal stops ``process`` (SIGTERM, a grace period, SIGKILL) and exits; a second
-    one while it stops (a double Ctrl-C, or ``timeout`` forwarding the SIGTERM that ``pkill``
-    also sent here) kills it at once and lets the exit finish: with the default handler back,
-    it used to end this process before the caller removed its temporary Flower home.
-    """
-    stopping = False
-
-    def handler(signum: int, frame: object) -> None:
-        nonlocal stopping
-        # Only signal here: waiting inside a handler that interrupted Popen.wait deadlocks.
-        if stopping:
-            if process.poll() is None:
-                process.kill()
-            return
-        stopping = True
-        if process.poll() is None:
-            process.terminate()
-        raise SystemExit(128 + signum)
-
-    # SIGHUP too (a closed terminal): ended by it unhandled, the temporary Flower home stayed
-    signals = [signal.SIGTERM, signal.SIGINT, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
-    previous = {sig: signal.signal(sig, handler) for sig in signals}
-    try:
-        yield
-    finally:
-        stopping = True  # from here on a signal only hurries the child's stop
-        try:
-            if process.poll() is None:
-                _stop(process)
-        finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
-
-
-def _stop(process: subprocess.Popen[bytes], grace: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL after ``grace`` seconds."""
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def _wait_for_port(

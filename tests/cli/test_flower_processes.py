@@ -1,4 +1,4 @@
-"""fedvote.cli.deploy: a second stop signal while the deploy command stops must not leave its Flower home.
+"""fedvote.cli.flower_processes: a second stop signal while a deploy command stops keeps no Flower home.
 
 Found by a CIFAR-10 deployment (4 agents under ``timeout``): ``pkill`` signalled both ``timeout``
 and the agent, ``timeout`` forwarded its SIGTERM, and the second signal arrived while the agent
@@ -27,7 +27,7 @@ SLOW_STOP = 1.5
 COMMAND = textwrap.dedent(
     f"""
     import sys, tempfile
-    import fedvote.cli.deploy as deploy
+    import fedvote.cli.flower_processes as processes
     tempfile.tempdir = sys.argv[1]
     child = [sys.executable, "-c", (
         "import signal, sys, time\\n"
@@ -35,9 +35,9 @@ COMMAND = textwrap.dedent(
         "print('child up', flush=True)\\n"
         "time.sleep(60)\\n"
     )]
-    with deploy._flower_home(None, "fedvote-agent-") as home:
+    with processes.flower_home(None, "fedvote-agent-") as home:
         (home / "mapped-records").mkdir()
-        deploy._run_foreground(child, home)
+        processes.run_foreground(child, home)
     """
 )
 
