@@ -73,9 +73,14 @@ def _round(method: str, agents: int) -> list[str]:
 def prepare(data_dir: Path) -> None:
     """Fill ``.device/``: the packages fedvote imports that the device image lacks, and the datasets."""
     site = DEVICE / "site"
+    if data_dir.resolve() == (DEVICE / "data").resolve():
+        raise SystemExit("device_figures: error: --data-dir: --prepare copies from the datasets, e.g. ../shared/datasets")
     site.mkdir(parents=True, exist_ok=True)
     for name in PACKAGES:
-        source = Path(__import__(name).__file__).parent
+        try:
+            source = Path(__import__(name).__file__).parent
+        except ImportError:
+            raise SystemExit(f"device_figures: error: {name} is not installed here: run --prepare with .venv/bin/python") from None
         shutil.copytree(source, site / name, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*_test.py", "__pycache__"))
     for name in DATASETS:
         if not (data_dir / name).is_dir():
@@ -159,6 +164,8 @@ def main(argv: list[str]) -> None:
     if args.prepare:
         prepare(args.data_dir)
         return
+    if not (DEVICE / "site").is_dir() or not args.data_dir.is_dir():
+        raise SystemExit(f"device_figures: error: {DEVICE} is not prepared here: run --prepare, then carry it")
     args.out.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                               "smoke": args.smoke, "steps": []}  # fmt: skip
