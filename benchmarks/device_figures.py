@@ -70,21 +70,27 @@ def _round(method: str, agents: int) -> list[str]:
             "--noise-seed", "0"]  # fmt: skip
 
 
+def _refused(message: str) -> SystemExit:
+    """Bad input: one line on stderr, exit status 2 (nothing written)."""
+    print(f"device_figures: error: {message}", file=sys.stderr)
+    return SystemExit(2)
+
+
 def prepare(data_dir: Path) -> None:
     """Fill ``.device/``: the packages fedvote imports that the device image lacks, and the datasets."""
     site = DEVICE / "site"
     if data_dir.resolve() == (DEVICE / "data").resolve():
-        raise SystemExit("device_figures: error: --data-dir: --prepare copies from the datasets, e.g. ../shared/datasets")
+        raise _refused("--data-dir: --prepare copies from the datasets, e.g. ../shared/datasets")
     site.mkdir(parents=True, exist_ok=True)
     for name in PACKAGES:
         try:
             source = Path(__import__(name).__file__).parent
         except ImportError:
-            raise SystemExit(f"device_figures: error: {name} is not installed here: run --prepare with .venv/bin/python") from None
+            raise _refused(f"{name} is not installed here: run --prepare with .venv/bin/python") from None
         shutil.copytree(source, site / name, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*_test.py", "__pycache__"))
     for name in DATASETS:
         if not (data_dir / name).is_dir():
-            raise SystemExit(f"device_figures: error: --data-dir: {data_dir / name} is not a directory")
+            raise _refused(f"--data-dir: {data_dir / name} is not a directory")
         shutil.copytree(data_dir / name, DEVICE / "data" / name, dirs_exist_ok=True)
     size = sum(path.stat().st_size for path in DEVICE.rglob("*") if path.is_file())
     print(f"prepared {DEVICE} ({size / 2**20:.1f} MiB): carry it with the device run", file=sys.stderr)
@@ -165,7 +171,7 @@ def main(argv: list[str]) -> None:
         prepare(args.data_dir)
         return
     if not (DEVICE / "site").is_dir() or not args.data_dir.is_dir():
-        raise SystemExit(f"device_figures: error: {DEVICE} is not prepared here: run --prepare, then carry it")
+        raise _refused(f"{DEVICE} is not prepared here: run --prepare, then carry it")
     args.out.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                               "smoke": args.smoke, "steps": []}  # fmt: skip
