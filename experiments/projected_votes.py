@@ -29,7 +29,6 @@ Usage (repository root)::
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -41,26 +40,13 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from bar_federations import fit_teachers, main_over_federations, noisy_reads, prepared  # noqa: E402
 
-from fedvote.models.ensemble import fit_ensemble  # noqa: E402
 from fedvote.models.vote_regression import fit_vote_regression  # noqa: E402
-from fedvote.runner import make_federation, plan, prepare_public  # noqa: E402
-from fedvote.settings import build_config  # noqa: E402
 
 NAME = "projected_votes"
-SEED = 0
-DRAWS = 3
 DIRECTIONS = (100, 200, 400)  # k
 CLIP_SHARES = (0.5, 0.8)  # c² as a share of the centred votes' largest squared norm Q(1 − 1/C)
-FEDERATIONS: dict[str, dict[str, Any]] = {
-    "CIFAR-10 (JPEG copy), the Bar's command": {
-        "dataset": "cifar10", "agents": 100, "partition": "dirichlet", "dirichlet_alpha": 0.5, "epsilon": 4.0,
-    },
-    "Fashion-MNIST, the Bar's command": {
-        "dataset": "fashion-mnist", "agents": 100, "partition": "classes", "classes_per_agent": 6, "epsilon": 4.3,
-    },
-}  # fmt: skip
 RIDGE_EXPONENTS = np.arange(-4.0, 3.01, 0.25)  # λ = mean squared singular value × 10^e
 
 
@@ -105,22 +91,12 @@ def cp_ridge(singular: np.ndarray, coefficients: np.ndarray, noise: float) -> tu
 def measure(label: str, settings: dict[str, Any], data_dir: str) -> dict[str, Any]:
     """Every row for one federation: dense and projected releases, clean and noisy."""
     started = time.perf_counter()
-    config = build_config("pate-fl", data_dir=data_dir, seed=SEED, **settings)
-    federation = prepare_public(config, make_federation(config))
-    planned = plan(config, federation.public_metadata())
-    sigma, classes = float(planned.sigma), federation.num_classes
-    pool, test = federation.public.features.astype(np.float64), federation.test.features.astype(np.float64)
-    test_labels = np.asarray(federation.test.labels)
+    bar = prepared(settings, data_dir)
+    federation, sigma, classes = bar.federation, bar.sigma, bar.federation.num_classes
+    pool, test, test_labels = bar.pool, bar.test, bar.test_labels
     queries = pool.shape[0]
-    ensemble = fit_ensemble(
-        [agent.features for agent in federation.agents],
-        [np.asarray(agent.labels) for agent in federation.agents],
-        planned.teacher,
-        [SEED * 1_000 + i for i in range(federation.num_agents)],
-        num_classes=classes,
-    )
     with torch.no_grad():
-        votes = ensemble.logits(federation.public.features).argmax(-1).cpu().numpy()  # (A, Q)
+        votes = fit_teachers(bar).logits(federation.public.features).argmax(-1).cpu().numpy()  # (A, Q)
     centred = centred_votes(votes, classes)  # (A, Q, C)
     mean = pool.mean(axis=0)
     left, singular, right_t = np.linalg.svd(pool - mean, full_matrices=False)  # (Q, r), (r,), (r, d)
@@ -132,10 +108,6 @@ def measure(label: str, settings: dict[str, Any], data_dir: str) -> dict[str, An
         beta, _ = cp_ridge(singular[:k], released[1:], noise)  # (k, C)
         weights = right_t[:k].T @ beta  # (d, C)
         return accuracy(weights, released[0] / np.sqrt(queries) - mean @ weights)
-
-    def draws(clean: np.ndarray, noise: float, read: Any) -> list[float]:
-        return [read(clean + np.random.default_rng([SEED, 43, draw]).normal(0.0, noise, clean.shape))
-                for draw in range(DRAWS)]  # fmt: skip
 
     rows: list[dict[str, Any]] = []
     dense = centred.sum(axis=0)  # (Q, C)
@@ -149,9 +121,9 @@ def measure(label: str, settings: dict[str, Any], data_dir: str) -> dict[str, An
         return projected_accuracy(full.T @ sums, len(singular), sigma)
 
     rows.append({"release": "dense votes (the defaults')", "student": "ridge, λ by leave-one-out (the defaults')",
-                 "sigma": sigma, "clipped": 0.0, "clean": loo(dense), "noisy": draws(dense, sigma, loo)})  # fmt: skip
+                 "sigma": sigma, "clipped": 0.0, "clean": loo(dense), "noisy": noisy_reads(dense, sigma, loo)})  # fmt: skip
     rows.append({"release": "dense votes (the defaults')", "student": "ridge, λ by C_p", "sigma": sigma,
-                 "clipped": 0.0, "clean": dense_cp(dense), "noisy": draws(dense, sigma, dense_cp)})  # fmt: skip
+                 "clipped": 0.0, "clean": dense_cp(dense), "noisy": noisy_reads(dense, sigma, dense_cp)})  # fmt: skip
     largest = np.sqrt(queries * (1.0 - 1.0 / classes))
     for k in DIRECTIONS:
         basis = full[:, : k + 1]  # (Q, k + 1)
@@ -168,25 +140,11 @@ def measure(label: str, settings: dict[str, Any], data_dir: str) -> dict[str, An
 
             rows.append({"release": f"projected on k = {k} directions, c² = {share:g}·Q(1 − 1/C)",
                          "student": "ridge, λ by C_p", "sigma": noise, "clipped": clipped,
-                         "clean": read(total), "noisy": draws(total, noise, read)})  # fmt: skip
+                         "clean": read(total), "noisy": noisy_reads(total, noise, read)})  # fmt: skip
             print(f"[{NAME}] {label}: {rows[-1]['release']}: {np.round(rows[-1]['noisy'], 4)}",
                   file=sys.stderr, flush=True)  # fmt: skip
     return {"federation": label, "sigma_dense": sigma, "queries": queries, "rows": rows,
             "wall_seconds": time.perf_counter() - started}  # fmt: skip
-
-
-def main() -> None:
-    if "--render" in sys.argv[1:]:  # the section again from the saved record, without rerunning
-        record = json.loads((HERE / "results" / f"{NAME}.json").read_text())
-        save_results(NAME, record, section(record))
-        return
-    data_dir = require_data_dir(f"experiments/{NAME}.py", holding="cifar10/ and fashion-mnist/")
-    started = time.perf_counter()
-    parts = [measure(label, settings, data_dir) for label, settings in FEDERATIONS.items()]
-    record = {"name": NAME, "machine": machine(), "date": time.strftime("%Y-%m-%d"), "seed": SEED,
-              "draws": DRAWS, "parts": parts, "wall_seconds": time.perf_counter() - started}  # fmt: skip
-    save_results(NAME, record, section(record))
-    print(section(record))
 
 
 def section(record: dict[str, Any]) -> str:
@@ -243,4 +201,4 @@ def section(record: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    main_over_federations(NAME, measure, section)

@@ -25,7 +25,6 @@ Usage (repository root)::
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -37,17 +36,11 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from projected_votes import FEDERATIONS  # noqa: E402  (the two Bars' federations, as that script measures them)
-from run import machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from bar_federations import fit_teachers, main_over_federations, noisy_reads, prepared  # noqa: E402
 
-from fedvote.models.ensemble import fit_ensemble  # noqa: E402
 from fedvote.models.vote_regression import fit_vote_regression, prior_matched_offsets  # noqa: E402
-from fedvote.runner import make_federation, plan, prepare_public  # noqa: E402
-from fedvote.settings import build_config  # noqa: E402
 
 NAME = "teacher_variants"
-SEED = 0
-DRAWS = 3
 TRAINING = ((1e-4, 40), (1e-3, 40), (1e-2, 40), (1e-4, 10))  # (weight decay, epochs); the first: defaults
 ABSTAIN_BELOW = (0.7, 0.9)
 
@@ -76,14 +69,9 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 def measure(label: str, settings: dict[str, Any], data_dir: str) -> dict[str, Any]:
     """Every row for one federation: each teacher variant's clean and noisy student accuracy."""
     started = time.perf_counter()
-    config = build_config("pate-fl", data_dir=data_dir, seed=SEED, **settings)
-    federation = prepare_public(config, make_federation(config))
-    planned = plan(config, federation.public_metadata())
-    sigma, classes = float(planned.sigma), federation.num_classes
-    pool, test = federation.public.features.astype(np.float64), federation.test.features.astype(np.float64)
-    test_labels = np.asarray(federation.test.labels)
-    pool = pool.reshape(len(pool), -1)
-    test = test.reshape(len(test), -1)
+    bar = prepared(settings, data_dir)
+    federation, sigma, classes = bar.federation, bar.sigma, bar.federation.num_classes
+    pool, test, test_labels = bar.pool, bar.test, bar.test_labels
     counts = np.stack(
         [np.bincount(np.asarray(a.labels), minlength=classes) for a in federation.agents]
     )  # (A, C)
@@ -96,22 +84,14 @@ def measure(label: str, settings: dict[str, Any], data_dir: str) -> dict[str, An
 
     def row(name: str, votes: np.ndarray, teacher_accuracy: float) -> dict[str, Any]:
         sums = votes.sum(axis=0)  # (Q, C)
-        noisy = [student(sums + np.random.default_rng([SEED, 43, draw]).normal(0.0, sigma, sums.shape))
-                 for draw in range(DRAWS)]  # fmt: skip
+        noisy = noisy_reads(sums, sigma, student)
         print(f"[{NAME}] {label}: {name}: {np.round(noisy, 4)}", file=sys.stderr, flush=True)
         return {"teachers": name, "teacher_accuracy": teacher_accuracy, "votes_cast": float(votes.sum() / votes.shape[0]
                 / votes.shape[1]), "clean": student(sums), "noisy": noisy}  # fmt: skip
 
     rows: list[dict[str, Any]] = []
     for weight_decay, epochs in TRAINING:
-        teacher = dataclasses.replace(planned.teacher, weight_decay=weight_decay, epochs=epochs)
-        ensemble = fit_ensemble(
-            [agent.features for agent in federation.agents],
-            [np.asarray(agent.labels) for agent in federation.agents],
-            teacher,
-            [SEED * 1_000 + i for i in range(federation.num_agents)],
-            num_classes=classes,
-        )
+        ensemble = fit_teachers(bar, dataclasses.replace(bar.teacher, weight_decay=weight_decay, epochs=epochs))
         with torch.no_grad():
             logits = ensemble.logits(federation.public.features).double().cpu().numpy()  # (A, Q, C)
             on_test = ensemble.logits(federation.test.features[:1000]).argmax(-1).cpu().numpy()  # (A, 1000)
@@ -129,20 +109,6 @@ def measure(label: str, settings: dict[str, Any], data_dir: str) -> dict[str, An
         rows.append(row("the defaults', soft votes (probabilities)", softmax(logits), accuracy))
     return {"federation": label, "sigma": sigma, "queries": int(pool.shape[0]), "rows": rows,
             "wall_seconds": time.perf_counter() - started}  # fmt: skip
-
-
-def main() -> None:
-    if "--render" in sys.argv[1:]:
-        record = json.loads((HERE / "results" / f"{NAME}.json").read_text())
-        save_results(NAME, record, section(record))
-        return
-    data_dir = require_data_dir(f"experiments/{NAME}.py", holding="cifar10/ and fashion-mnist/")
-    started = time.perf_counter()
-    parts = [measure(label, settings, data_dir) for label, settings in FEDERATIONS.items()]
-    record = {"name": NAME, "machine": machine(), "date": time.strftime("%Y-%m-%d"), "seed": SEED,
-              "draws": DRAWS, "parts": parts, "wall_seconds": time.perf_counter() - started}  # fmt: skip
-    save_results(NAME, record, section(record))
-    print(section(record))
 
 
 def section(record: dict[str, Any]) -> str:
@@ -195,4 +161,4 @@ def section(record: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    main_over_federations(NAME, measure, section)

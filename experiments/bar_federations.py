@@ -1,0 +1,98 @@
+"""Issue 43's two Bar federations as the release measurements see them (projected_votes, teacher_variants).
+
+One job: build each Bar's federation through the defaults' public features, plan its σ, train
+the defaults' teachers, draw the shared noise, and drive a script over both federations, so
+that the scripts measuring other releases or other teachers differ only in what they measure.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from run import machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+
+from fedvote.data.federation import Federation  # noqa: E402
+from fedvote.models.config import TrainingConfig  # noqa: E402
+from fedvote.models.ensemble import fit_ensemble  # noqa: E402
+from fedvote.runner import make_federation, plan, prepare_public  # noqa: E402
+from fedvote.settings import build_config  # noqa: E402
+
+SEED = 0
+DRAWS = 3
+FEDERATIONS: dict[str, dict[str, Any]] = {
+    "CIFAR-10 (JPEG copy), the Bar's command": {
+        "dataset": "cifar10", "agents": 100, "partition": "dirichlet", "dirichlet_alpha": 0.5, "epsilon": 4.0,
+    },
+    "Fashion-MNIST, the Bar's command": {
+        "dataset": "fashion-mnist", "agents": 100, "partition": "classes", "classes_per_agent": 6, "epsilon": 4.3,
+    },
+}  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class BarFederation:
+    """A Bar's federation seen through the defaults' φ, its planned teachers and σ, the pool and test as float64."""
+
+    federation: Federation
+    teacher: TrainingConfig
+    sigma: float
+    pool: np.ndarray  # (Q, d)
+    test: np.ndarray  # (T, d)
+    test_labels: np.ndarray  # (T,)
+
+
+def prepared(settings: dict[str, Any], data_dir: str) -> BarFederation:
+    """PATE-FL's federation for ``settings`` (one of :data:`FEDERATIONS`) at :data:`SEED`, planned as a run plans it."""
+    config = build_config("pate-fl", data_dir=data_dir, seed=SEED, **settings)
+    federation = prepare_public(config, make_federation(config))
+    planned = plan(config, federation.public_metadata())
+    pool = federation.public.features.astype(np.float64)
+    test = federation.test.features.astype(np.float64)
+    return BarFederation(federation, planned.teacher, float(planned.sigma), pool.reshape(len(pool), -1),
+                         test.reshape(len(test), -1), np.asarray(federation.test.labels))  # fmt: skip
+
+
+def fit_teachers(bar: BarFederation, teacher: TrainingConfig | None = None) -> Any:
+    """Every agent's teacher (the planned one unless ``teacher``), seeded as the scripts' rows compare them."""
+    federation = bar.federation
+    return fit_ensemble(
+        [agent.features for agent in federation.agents],
+        [np.asarray(agent.labels) for agent in federation.agents],
+        bar.teacher if teacher is None else teacher,
+        [SEED * 1_000 + i for i in range(federation.num_agents)],
+        num_classes=federation.num_classes,
+    )
+
+
+def noisy_reads(clean: np.ndarray, noise: float, read: Callable[[np.ndarray], float]) -> list[float]:
+    """``read`` of ``clean`` plus N(0, noise²) for each of the :data:`DRAWS` draws every row shares."""
+    return [read(clean + np.random.default_rng([SEED, 43, draw]).normal(0.0, noise, clean.shape))
+            for draw in range(DRAWS)]  # fmt: skip
+
+
+def main_over_federations(
+    name: str, measure: Callable[[str, dict[str, Any], str], dict[str, Any]], section: Callable[[dict[str, Any]], str]
+) -> None:
+    """A script's main: ``measure`` each federation, save the record and its section (``--render``: the section only)."""
+    if "--render" in sys.argv[1:]:  # the section again from the saved record, without rerunning
+        record = json.loads((HERE / "results" / f"{name}.json").read_text())
+        save_results(name, record, section(record))
+        return
+    data_dir = require_data_dir(f"experiments/{name}.py", holding="cifar10/ and fashion-mnist/")
+    started = time.perf_counter()
+    parts = [measure(label, settings, data_dir) for label, settings in FEDERATIONS.items()]
+    record = {"name": name, "machine": machine(), "date": time.strftime("%Y-%m-%d"), "seed": SEED,
+              "draws": DRAWS, "parts": parts, "wall_seconds": time.perf_counter() - started}  # fmt: skip
+    save_results(name, record, section(record))
+    print(section(record))
