@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from dp_accounting import dp_event, pld
 
 from fedvote.privacy.accountant import epsilon_for
 from fedvote.privacy.events import gaussian_release_event
@@ -65,3 +66,44 @@ def test_the_cp_ridge_keeps_clean_coefficients_and_shrinks_pure_noise(projected)
     beta, ridge = projected.cp_ridge(singular, noise, 10.0)
     assert ridge == pytest.approx(float((singular**2).mean()) * 1e3)
     assert np.abs(beta).max() < 0.1 * np.abs(noise / singular[:, None]).max()
+
+
+def test_normalised_releases_all_have_the_clips_norm(projected):
+    rng = np.random.default_rng(4)
+    agents, queries, classes, k = 5, 30, 3, 4
+    centred = projected.centred_votes(rng.integers(0, classes, size=(agents, queries)), classes)
+    released = projected.projected_release(centred, _basis(queries, k, 2), 0.7, normalise=True)
+    np.testing.assert_allclose(np.sqrt((released**2).sum(axis=(1, 2))), 0.7, rtol=1e-12)
+
+
+def test_one_agents_clipped_release_moves_by_at_most_the_instance_sensitivity(projected):
+    """Brute force over vote pairs of one agent: ‖release(V) − release(V')‖ ≤ min(2c, √(2Q))."""
+    rng = np.random.default_rng(5)
+    queries, classes, k = 12, 3, 3
+    basis = _basis(queries, k, 3)
+    largest = 0.0
+    for clip in (0.5, 2.0, 10.0):
+        bound = min(2 * clip, math.sqrt(2 * queries))
+        for _ in range(400):
+            pair = projected.centred_votes(rng.integers(0, classes, size=(2, queries)), classes)
+            for normalise in (False, True) if clip < 1 else (False,):
+                moved = projected.projected_release(pair, basis, clip, normalise=normalise)
+                distance = float(np.linalg.norm(moved[0] - moved[1]))
+                assert distance <= bound * (1 + 1e-12)
+                largest = max(largest, distance / bound)
+    assert largest > 0.9  # the bound is nearly reached, so the test can fail where the bound is wrong
+
+
+def test_instance_epsilon_is_dp_accountings_gaussian_at_the_instance_sensitivity(projected):
+    sigma, queries = 45.08, 3000
+    dense = (
+        pld.PLDAccountant()
+        .compose(dp_event.GaussianDpEvent(sigma / math.sqrt(2 * queries)))
+        .get_epsilon(1e-3)
+    )
+    assert projected.instance_epsilon(sigma, queries, None) == pytest.approx(dense, rel=1e-3)
+    clip = math.sqrt(0.5 * queries * 0.9)  # 2c < √(2Q): the clip binds
+    noise = projected.clipped_sigma(sigma, queries, clip)
+    clipped = pld.PLDAccountant().compose(dp_event.GaussianDpEvent(noise / (2 * clip))).get_epsilon(1e-3)
+    assert projected.instance_epsilon(noise, queries, clip) == pytest.approx(clipped, rel=1e-3)
+    assert projected.instance_epsilon(noise, queries, clip) > projected.instance_epsilon(sigma, queries, None)
