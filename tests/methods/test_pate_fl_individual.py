@@ -144,6 +144,9 @@ def test_requirements_name_the_new_capability():
     [
         (["--agent-budgets", SPEC, "--epsilon", "2"], "--agent-budgets"),
         (["--agent-budgets", SPEC, "--sigma", "2"], "--agent-budgets"),
+        (["--agent-budgets", SPEC, "--calibrate-level", "instance"], "--agent-budgets"),
+        (["--method", "private-knn-fl", "--agent-budgets", SPEC, "--epsilon", "2"], "--agent-budgets"),
+        (["--method", "private-knn-fl", "--agent-budgets", SPEC, "--calibrate-level", "instance"], "--agent-budgets"),
         (["--agent-budgets", "1:0.5,2:0.6"], "--agent-budgets"),
         (["--agent-budgets", "file:/nonexistent/budgets"], "--agent-budgets"),
         (["--agent-budgets", SPEC, "--release", "labels"], "--agent-budgets"),

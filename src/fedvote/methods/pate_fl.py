@@ -59,11 +59,10 @@ from fedvote.privacy.events import (
 from fedvote.privacy.individual_budgets import (
     BudgetPlan,
     IndividualRelease,
-    assign_budgets,
     check_group_budgets,
     individual_release,
-    parse_budget_spec,
-    plan_budgets,
+    plan_budget_spec,
+    refuse_fixed_noise_with_budgets,
 )
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.privacy.smooth_sensitivity import ReleasePlan, plan_release, release_events, with_release
@@ -183,16 +182,7 @@ class PateFL(IndividualBudgets, Method):
         """
         options: PateFLOptions = cls.options_from(config)
         if options.agent_budgets is not None:
-            privacy = config.privacy
-            if privacy.epsilon is not None or privacy.sigma is not None:
-                raise ConfigError(
-                    "agent_budgets",
-                    "sets each agent's ε (σ follows from the largest): drop --epsilon/--sigma"
-                )
-            if privacy.calibrate_level == "instance":
-                raise ConfigError(
-                    "agent_budgets", "budgets are agent-level ε: drop --calibrate-level instance"
-                )
+            refuse_fixed_noise_with_budgets(config.privacy)
         return cls(
             sigma=sigma,
             queries=queries,
@@ -252,8 +242,8 @@ class PateFL(IndividualBudgets, Method):
         spec = self.release_options.agent_budgets
         if spec is None:
             return method
-        budgets = assign_budgets(parse_budget_spec(spec), public.num_agents, self.seed)  # (N,)
-        return dataclasses.replace(method, budget_plan=plan_budgets(budgets, self.unit_sigma))
+        plan = plan_budget_spec(spec, public.num_agents, self.seed, self.unit_sigma)
+        return dataclasses.replace(method, budget_plan=plan)
 
     def unit_sigma(self, budget: float) -> float:
         """σ_b: the smallest noise at which an agent of weight 1 spends at most ``budget`` (agent level).

@@ -44,7 +44,7 @@ from fedvote.data.federation import PublicMetadata, ServerData
 from fedvote.errors import ConfigError
 from fedvote.methods.base import Method, MethodOutcome
 from fedvote.methods.integer_votes import VoteSumFn, on_integer_scale
-from fedvote.methods.options.voting import KnnOptions, check_student_targets
+from fedvote.methods.options.voting import IndividualVoteSettings, KnnOptions, check_student_targets
 from fedvote.methods.voting import (
     IndividualBudgets,
     check_voting_run,
@@ -74,11 +74,10 @@ from fedvote.privacy.events import (
 from fedvote.privacy.individual_budgets import (
     BudgetPlan,
     IndividualRelease,
-    assign_budgets,
     check_group_budgets,
     individual_release,
-    parse_budget_spec,
-    plan_budgets,
+    plan_budget_spec,
+    refuse_fixed_noise_with_budgets,
 )
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.privacy.subsampled_votes import individual_knn_events
@@ -96,7 +95,7 @@ PAPER_STATEMENT = "paper's instance sensitivity √(2/k_min)"
 
 
 @dataclass(frozen=True)
-class PrivateKnnFL(IndividualBudgets, Method):
+class PrivateKnnFL(IndividualBudgets, IndividualVoteSettings, Method):
     """Private-kNN-FL with aggregate noise std ``sigma`` over ``queries`` public queries.
 
     Parameters
@@ -213,16 +212,7 @@ class PrivateKnnFL(IndividualBudgets, Method):
         """Private-kNN-FL with the run's options (:class:`KnnOptions`), student settings and seed."""
         options: KnnOptions = cls.options_from(config)
         if options.agent_budgets is not None:
-            privacy = config.privacy
-            if privacy.epsilon is not None or privacy.sigma is not None:
-                raise ConfigError(
-                    "agent_budgets",
-                    "sets each agent's ε (σ follows from the largest): drop --epsilon/--sigma",
-                )
-            if privacy.calibrate_level == "instance":
-                raise ConfigError(
-                    "agent_budgets", "budgets are agent-level ε: drop --calibrate-level instance"
-                )
+            refuse_fixed_noise_with_budgets(config.privacy)
         return cls(
             sigma=sigma,
             queries=queries,
@@ -274,9 +264,8 @@ class PrivateKnnFL(IndividualBudgets, Method):
         targets = resolve_student_targets(self.student_targets, public.example_shape)
         method = dataclasses.replace(self, student_targets=targets)
         if self.agent_budgets is not None:
-            spec = parse_budget_spec(self.agent_budgets)
-            budgets = assign_budgets(spec, public.num_agents, self.seed)  # (N,)
-            method = dataclasses.replace(method, budget_plan=plan_budgets(budgets, self.unit_sigma))
+            plan = plan_budget_spec(self.agent_budgets, public.num_agents, self.seed, self.unit_sigma)
+            method = dataclasses.replace(method, budget_plan=plan)
         if public.agent_records is None:
             return method
         smallest = min((int(n) for n in public.agent_records), default=0)
@@ -287,16 +276,6 @@ class PrivateKnnFL(IndividualBudgets, Method):
                 "(or --k-fraction, a share of each agent's records)",
             )
         return method.with_agent_records(public.agent_records)
-
-    @property
-    def individual(self) -> bool:
-        """Whether votes are weighted by agent budgets or subsampled (issue 45)."""
-        return self.agent_budgets is not None or self.vote_sampling is not None
-
-    @property
-    def sampling_rate(self) -> float:
-        """Q (1 without ``--vote-sampling``)."""
-        return 1.0 if self.vote_sampling is None else float(self.vote_sampling)
 
     def unit_sigma(self, budget: float) -> float:
         """σ_b: the smallest noise at which an agent of weight 1 spends at most ``budget`` (agent level)."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from dp_accounting import dp_event
@@ -37,6 +38,9 @@ from fedvote.privacy.budget_spec import BudgetSpec, assign_budgets, parse_budget
 from fedvote.privacy.events import LevelEvents, compose_events
 from fedvote.privacy.ledger import PrivacyLedger
 from fedvote.results import AgentGroup
+
+if TYPE_CHECKING:
+    from fedvote.config import PrivacyConfig
 
 __all__ = [
     "AgentGroup",
@@ -49,7 +53,9 @@ __all__ = [
     "individual_release",
     "group_privacy",
     "parse_budget_spec",
+    "plan_budget_spec",
     "plan_budgets",
+    "refuse_fixed_noise_with_budgets",
 ]
 
 @dataclass(frozen=True)
@@ -95,6 +101,23 @@ def plan_budgets(budgets: Sequence[float] | np.ndarray, unit_sigma: Callable[[fl
     return BudgetPlan(
         budgets=tuple(float(b) for b in budgets), levels=levels, weights=weights, unit_sigmas=sigmas
     )
+
+
+def plan_budget_spec(
+    spec: str, num_agents: int, seed: int, unit_sigma: Callable[[float], float]
+) -> BudgetPlan:
+    """``--agent-budgets``' plan: ``spec`` parsed, dealt to ``num_agents`` by ``seed``, then planned."""
+    return plan_budgets(assign_budgets(parse_budget_spec(spec), num_agents, seed), unit_sigma)
+
+
+def refuse_fixed_noise_with_budgets(privacy: PrivacyConfig) -> None:
+    """Refuse, by name, what ``--agent-budgets`` decides: σ (from the largest budget) and the level."""
+    if privacy.epsilon is not None or privacy.sigma is not None:
+        raise ConfigError(
+            "agent_budgets", "sets each agent's ε (σ follows from the largest): drop --epsilon/--sigma"
+        )
+    if privacy.calibrate_level == "instance":
+        raise ConfigError("agent_budgets", "budgets are agent-level ε: drop --calibrate-level instance")
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,25 @@ def check_student_targets(targets: str) -> None:
         raise ConfigError("student_targets", f"must be one of {choices}, got {targets!r}")
 
 
+class IndividualVoteSettings:
+    """What ``--agent-budgets`` and ``--vote-sampling`` (issue 45) mean to whatever holds them as fields."""
+
+    agent_budgets: str | None
+    vote_sampling: float | None
+
+    @property
+    def individual(self) -> bool:
+        """Whether votes are weighted by agent budgets or subsampled (issue 45)."""
+        return self.agent_budgets is not None or self.vote_sampling is not None
+
+    @property
+    def sampling_rate(self) -> float:
+        """q, the probability that an agent's vote enters a query's sum (1 without --vote-sampling)."""
+        return 1.0 if self.vote_sampling is None else float(self.vote_sampling)
+
+
 @dataclass(frozen=True)
-class PateFLOptions:
+class PateFLOptions(IndividualVoteSettings):
     """The settings of ``--method pate-fl`` (each is a ``fedvote run`` flag).
 
     ``release`` "sums" (default): Algorithm 1 of the voting paper, the server receives the
@@ -145,16 +162,6 @@ class PateFLOptions:
     def labels_only(self) -> bool:
         """Whether only labels leave the aggregator (Confident-GNMax)."""
         return self.release == "labels"
-
-    @property
-    def individual(self) -> bool:
-        """Whether votes are weighted by agent budgets or subsampled (issue 45)."""
-        return self.agent_budgets is not None or self.vote_sampling is not None
-
-    @property
-    def sampling_rate(self) -> float:
-        """q, the probability that an agent's vote enters a query's sum (1 without --vote-sampling)."""
-        return 1.0 if self.vote_sampling is None else float(self.vote_sampling)
 
     @property
     def releases_data_dependent(self) -> bool:
@@ -273,7 +280,7 @@ class WeightedVotingOptions:
 
 
 @dataclass(frozen=True)
-class KnnOptions:
+class KnnOptions(IndividualVoteSettings):
     """The settings of ``--method private-knn-fl`` (each a ``fedvote run`` flag).
 
     ``k`` neighbours per agent, or (when ``k`` is None) ``round(k_fraction · n_i)`` of each
@@ -340,16 +347,6 @@ class KnnOptions:
         if self.vote_sampling is not None:
             check_rate(self.vote_sampling)
         check_student_targets(self.student_targets)
-
-    @property
-    def individual(self) -> bool:
-        """Whether votes are weighted by agent budgets or subsampled (issue 45)."""
-        return self.agent_budgets is not None or self.vote_sampling is not None
-
-    @property
-    def sampling_rate(self) -> float:
-        """q, the probability that an agent's vote enters a query's sum (1 without --vote-sampling)."""
-        return 1.0 if self.vote_sampling is None else float(self.vote_sampling)
 
 
 @dataclass(frozen=True)
