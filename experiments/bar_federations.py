@@ -45,6 +45,7 @@ class BarFederation:
     """A Bar's federation seen through the defaults' φ, its planned teachers and σ, the pool and test as float64."""
 
     federation: Federation
+    seed: int
     teacher: TrainingConfig
     sigma: float
     pool: np.ndarray  # (Q, d)
@@ -52,14 +53,14 @@ class BarFederation:
     test_labels: np.ndarray  # (T,)
 
 
-def prepared(settings: dict[str, Any], data_dir: str) -> BarFederation:
-    """PATE-FL's federation for ``settings`` (one of :data:`FEDERATIONS`) at :data:`SEED`, planned as a run plans it."""
-    config = build_config("pate-fl", data_dir=data_dir, seed=SEED, **settings)
+def prepared(settings: dict[str, Any], data_dir: str, seed: int = SEED) -> BarFederation:
+    """PATE-FL's federation for ``settings`` (one of :data:`FEDERATIONS`) at ``seed``, planned as a run plans it."""
+    config = build_config("pate-fl", data_dir=data_dir, seed=seed, **settings)
     federation = prepare_public(config, make_federation(config))
     planned = plan(config, federation.public_metadata())
     pool = federation.public.features.astype(np.float64)
     test = federation.test.features.astype(np.float64)
-    return BarFederation(federation, planned.teacher, float(planned.sigma), pool.reshape(len(pool), -1),
+    return BarFederation(federation, seed, planned.teacher, float(planned.sigma), pool.reshape(len(pool), -1),
                          test.reshape(len(test), -1), np.asarray(federation.test.labels))  # fmt: skip
 
 
@@ -70,19 +71,23 @@ def fit_teachers(bar: BarFederation, teacher: TrainingConfig | None = None) -> A
         [agent.features for agent in federation.agents],
         [np.asarray(agent.labels) for agent in federation.agents],
         bar.teacher if teacher is None else teacher,
-        [SEED * 1_000 + i for i in range(federation.num_agents)],
+        [bar.seed * 1_000 + i for i in range(federation.num_agents)],
         num_classes=federation.num_classes,
     )
 
 
-def noisy_reads(clean: np.ndarray, noise: float, read: Callable[[np.ndarray], float]) -> list[float]:
-    """``read`` of ``clean`` plus N(0, noise²) for each of the :data:`DRAWS` draws every row shares."""
-    return [read(clean + np.random.default_rng([SEED, 43, draw]).normal(0.0, noise, clean.shape))
+def noisy_reads(
+    clean: np.ndarray, noise: float, read: Callable[[np.ndarray], float], seed: int = SEED
+) -> list[float]:
+    """``read`` of ``clean`` plus N(0, noise²) for each of the :data:`DRAWS` draws every row at ``seed`` shares."""
+    return [read(clean + np.random.default_rng([seed, 43, draw]).normal(0.0, noise, clean.shape))
             for draw in range(DRAWS)]  # fmt: skip
 
 
 def main_over_federations(
-    name: str, measure: Callable[[str, dict[str, Any], str], dict[str, Any]], section: Callable[[dict[str, Any]], str]
+    name: str,
+    measure: Callable[[str, dict[str, Any], str], dict[str, Any]],
+    section: Callable[[dict[str, Any]], str],
 ) -> None:
     """A script's main: ``measure`` each federation, save the record and its section (``--render``: the section only)."""
     if "--render" in sys.argv[1:]:  # the section again from the saved record, without rerunning

@@ -3,6 +3,7 @@ agent ε, and the C_p ridge that reads it."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -107,3 +108,42 @@ def test_instance_epsilon_is_dp_accountings_gaussian_at_the_instance_sensitivity
     clipped = pld.PLDAccountant().compose(dp_event.GaussianDpEvent(noise / (2 * clip))).get_epsilon(1e-3)
     assert projected.instance_epsilon(noise, queries, clip) == pytest.approx(clipped, rel=1e-3)
     assert projected.instance_epsilon(noise, queries, clip) > projected.instance_epsilon(sigma, queries, None)
+
+
+def _part(label: str, means: dict[int, float]) -> dict:
+    """A saved projected_votes part whose normalised k = 200 row reads ``means[seed]`` at each seed."""
+
+    def rows(mean: float) -> list[dict]:
+        dense = {"release": "dense votes (the defaults')", "matched": [0.5], "instance_epsilon": 6.22}
+        normalised = {"release": "projected on k = 200 directions, every agent normalised",
+                      "matched": [mean - 0.01, mean + 0.01], "instance_epsilon": 9.82}  # fmt: skip
+        return [dense, normalised]
+
+    return {"federation": label, "rows": rows(means[0]),
+            "seeds": {str(seed): rows(mean) for seed, mean in means.items() if seed}}  # fmt: skip
+
+
+@pytest.mark.parametrize(("dp_fedavg", "verdict"), [(0.567, "above"), (0.59, "not above")])
+def test_the_cifar10_table_says_whether_the_projected_release_passes_dp_fedavg(
+    load_experiment, tmp_path, monkeypatch, dp_fedavg, verdict
+):
+    voting = load_experiment("cifar10_voting")
+    (tmp_path / "results").mkdir()
+    record = {"parts": [_part("Fashion-MNIST, the Bar's command", {0: 0.9, 1: 0.9}),
+                        _part("CIFAR-10 (JPEG copy), the Bar's command", {0: 0.574, 1: 0.571, 2: 0.571})]}  # fmt: skip
+    (tmp_path / "results" / "projected_votes.json").write_text(json.dumps(record))
+    monkeypatch.setattr(voting, "HERE", tmp_path)
+    (line,) = voting.projected_release_lines(dp_fedavg)
+    assert f"0.572 over seeds 0–2, {verdict} DP-FedAvg's {dp_fedavg:.3f}" in line
+    assert "instance ε 9.82 against the dense votes' 6.22" in line
+    assert voting.projected_release_lines(None)[0].startswith("A release that is not fedvote's")
+    (tmp_path / "results" / "projected_votes.json").unlink()
+    assert voting.projected_release_lines(dp_fedavg) == []
+
+
+def test_the_seeds_table_gives_each_seed_and_the_means(projected, monkeypatch):
+    monkeypatch.setattr(projected, "dp_fedavg_runs", lambda: {0: 0.566, 1: 0.568, 2: 0.567})
+    lines = projected.seeds_table(_part("CIFAR-10 (JPEG copy), the Bar's command", {0: 0.574, 1: 0.571, 2: 0.571}))
+    assert "| 1 | 0.500 | 0.571 | +7.1 points | 0.568 |" in lines
+    assert lines[-1] == "| mean | 0.500 | 0.572 | +7.2 points | 0.567 |"
+    assert projected.seeds_table({"federation": "x", "rows": []}) == []  # one seed: no table
