@@ -182,6 +182,20 @@ def _tls_server_options(command: Any) -> Any:
     return command
 
 
+def _release_options(command: Any) -> Any:
+    """--clip-sigmas and --secure-noise: how votes are released, for the server and the simulation alike."""
+    for option in reversed(
+        [
+            click.option("--clip-sigmas", type=float, default=DEFAULT_CLIP_SIGMAS, show_default=True,
+                         callback=_positive_finite, help=CLIP_SIGMAS_HELP),
+            click.option("--secure-noise/--no-secure-noise", default=True, show_default=True,
+                         help=SECURE_NOISE_HELP),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
 def _superlink_tls_flags(
     insecure: bool, certfile: str | None, keyfile: str | None, ca_certfile: str | None
 ) -> list[str]:
@@ -378,9 +392,7 @@ def _superlink_command(host: str, port: int, tls: list[str]) -> list[str]:
 @click.option("--record-votes", is_flag=True, help="Write every released vote sum into result.json.")
 @click.option("--query-batch-size", type=int, default=0, callback=_not_negative,
               help="Queries per vote round (one SecAgg+ round each) [default: the method's].")
-@click.option("--clip-sigmas", type=float, default=DEFAULT_CLIP_SIGMAS, show_default=True,
-              callback=_positive_finite, help=CLIP_SIGMAS_HELP)
-@click.option("--secure-noise/--no-secure-noise", default=True, show_default=True, help=SECURE_NOISE_HELP)
+@_release_options
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Flower's home for the SuperLink and flwr (FLWR_HOME) [default: a temporary directory].")
 def server(
@@ -569,9 +581,7 @@ def _toml(value: Any) -> str:
               help="Directory for result.json.")
 @click.option("--cpus-per-agent", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPUs Ray reserves for each ClientApp (fewer: more agents at once).")
-@click.option("--clip-sigmas", type=float, default=DEFAULT_CLIP_SIGMAS, show_default=True,
-              callback=_positive_finite, help=CLIP_SIGMAS_HELP)
-@click.option("--secure-noise/--no-secure-noise", default=True, show_default=True, help=SECURE_NOISE_HELP)
+@_release_options
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Flower's home (FLWR_HOME) [default: a temporary directory].")
 def simulate(
