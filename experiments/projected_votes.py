@@ -216,7 +216,7 @@ def section(record: dict[str, Any]) -> str:
         f"Ran {record['date']} on {record['machine']}; {record['wall_seconds']:.0f} s wall.",
         "",
         f"Command: `FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/{NAME}.py`. Each Bar's "
-        "federation at seed 0, the defaults' patch features and logistic teachers. Dense: the defaults' "
+        "federation at seed 0 (and at seeds 1 and 2 for the seeds table), the defaults' patch features and logistic teachers. Dense: the defaults' "
         "release (every agent's one-hot vote on all Q pool images, σ from fedvote's planner). Projected: each "
         "agent sends its row-centred votes' coefficients on the constant and the pool's top k principal "
         "directions of φ (public), scaled to L2 norm c where longer, with c² a fixed share of the largest "
