@@ -112,9 +112,10 @@ def projected_release_lines(dp_fedavg: float | None) -> list[str]:
     part = next((p for p in record["parts"] if p["federation"].startswith("CIFAR-10")), None)
     if part is None or not part.get("seeds"):
         return []
-    release = "projected on k = 200 directions, every agent normalised"
-    rows = [part["rows"], *part["seeds"].values()]
-    chosen = [next(row for row in seed_rows if row["release"] == release) for seed_rows in rows]
+    from projected_votes import SEEDS_DIRECTIONS, rows_by_seed  # its rows' names and layout
+
+    by_seed = rows_by_seed(part)
+    chosen = [normalised for _, normalised in by_seed.values()]
     mean = statistics.mean(statistics.mean(row["matched"]) for row in chosen)
     against = (
         ""
@@ -125,8 +126,8 @@ def projected_release_lines(dp_fedavg: float | None) -> list[str]:
     )
     return [
         f"A release that is not fedvote's, measured in 'Projected votes' below (each agent's votes "
-        f"projected on the pool's top 200 principal directions of the features and normalised, the same "
-        f"agent ε): {mean:.3f} over seeds 0–{len(rows) - 1}{against}, at instance "
+        f"projected on the pool's top {SEEDS_DIRECTIONS} principal directions of the features and normalised, the same "
+        f"agent ε): {mean:.3f} over seeds {min(by_seed)}–{max(by_seed)}{against}, at instance "
         f"ε {chosen[0]['instance_epsilon']:.2f} against the dense votes' {part['rows'][0]['instance_epsilon']:.2f} "
         "(DP-FedAvg's: the table)."
     ]

@@ -275,12 +275,19 @@ def section(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def seeds_table(part: dict[str, Any]) -> list[str]:
-    """The defaults' and the normalised release, prior-matched, at every seed (and DP-FedAvg's runs on CIFAR-10)."""
+def rows_by_seed(part: dict[str, Any]) -> dict[int, tuple[dict[str, Any], dict[str, Any]]]:
+    """A saved part's (dense defaults' row, normalised k = :data:`SEEDS_DIRECTIONS` row) at every seed it ran."""
     normalised = f"projected on k = {SEEDS_DIRECTIONS} directions, every agent normalised"
     by_seed = {SEED: part["rows"], **{int(seed): rows for seed, rows in part.get("seeds", {}).items()}}
-    if len(by_seed) == 1:
+    return {seed: (rows[0], next(row for row in rows if row["release"] == normalised))
+            for seed, rows in by_seed.items()}  # fmt: skip
+
+
+def seeds_table(part: dict[str, Any]) -> list[str]:
+    """The defaults' and the normalised release, prior-matched, at every seed (and DP-FedAvg's runs on CIFAR-10)."""
+    if not part.get("seeds"):
         return []
+    by_seed = rows_by_seed(part)
     gradient = dp_fedavg_runs() if part["federation"].startswith("CIFAR-10") else {}
     lines = [
         "",
@@ -294,9 +301,8 @@ def seeds_table(part: dict[str, Any]) -> list[str]:
         "| --- | --- | --- | --- |" + (" --- |" if gradient else ""),
     ]  # fmt: skip
     dense_means, normalised_means = [], []
-    for seed, rows in sorted(by_seed.items()):
-        dense = float(np.mean(rows[0]["matched"]))
-        projected = float(np.mean(next(row for row in rows if row["release"] == normalised)["matched"]))
+    for seed, (dense_row, normalised_row) in sorted(by_seed.items()):
+        dense, projected = float(np.mean(dense_row["matched"])), float(np.mean(normalised_row["matched"]))
         dense_means.append(dense)
         normalised_means.append(projected)
         extra = f" {gradient[seed]:.3f} |" if seed in gradient else (" — |" if gradient else "")
