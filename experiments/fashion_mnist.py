@@ -7,10 +7,12 @@ a. **The Bar command**: ``fedvote run --dataset fashion-mnist --data-dir DIR --a
    --partition classes --classes-per-agent 6 --epsilon 4.3 --seed s --noise-seed s`` for
    s = 0, 1, 2 (PATE-FL; 100 agents × 600 records of 6 classes each, the public pool 30 % of
    the test split — 3,000 images — and the other 7,000 the test set; agent ε 4.3, δ 1e-3).
-   Issue 43's bar: test accuracy ≥ 0.85 at agent ε ≤ 4.3.
+   Issue 43's bar: test accuracy ≥ 0.85 at agent ε ≤ 4.3. DP-FedAvg runs the same command
+   (``--method dp-fedavg``) at the same seeds: the paper's Table 1 non-iid row compares the two.
 b. **Every registered method** (:data:`fedvote.methods.METHODS`) with a 20-agent federation:
-   ``fedvote run --method M --dataset fashion-mnist --data-dir DIR --agents 20`` (seed 0; iid,
-   ε 4 at the method's own level, δ 1e-3).
+   ``fedvote run --method M --dataset fashion-mnist --data-dir DIR --agents 20`` (iid, ε 4 at
+   the method's own level, δ 1e-3), at seed 0 as typed and at ``--seed s --noise-seed s`` for
+   s = 1, 2.
 
 The wall time includes start-up; CPU seconds are the child's user + system time; the 1-minute
 load average is recorded before and after each run (the 2-core host is shared). Results are
@@ -57,6 +59,9 @@ BAR_COMMAND = (
 EVERY_FLAGS = ("--dataset", "fashion-mnist", "--agents", "20")
 EVERY_COMMAND = "fedvote run --method M --dataset fashion-mnist --data-dir DIR --agents 20"
 SEEDS = (0, 1, 2)
+# Part (a) runs the Bar command (PATE-FL, the default method) and DP-FedAvg on it: the voting
+# paper's Table 1 non-iid row compares the two at equal agent ε.
+BAR_METHODS = ("pate-fl", "dp-fedavg")
 BAR_ACCURACY = 0.85
 BAR_EPSILON = 4.3
 
@@ -155,35 +160,92 @@ def bar_lines(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def every_lines(runs: list[dict[str, Any]]) -> list[str]:
-    """Part (b): one row per method."""
+def claim_lines(voting: list[dict[str, Any]], rival: list[dict[str, Any]]) -> list[str]:
+    """Part (a)'s DP-FedAvg rows on the Bar command and whether the voting paper's claim holds there."""
+    runs = [r for r in rival if not r.get("refused")]
+    if not runs:
+        return []
     lines = [
-        f"**(b) Every method on its defaults, 20 agents**: `{EVERY_COMMAND}` (seed 0; iid; ε 4 at the "
-        "method's own level, δ 1e-3; FedAvg, majority vote and FedAUX+F are not private).",
         "",
-        "| method | test accuracy | pseudo-label accuracy | agent ε | instance ε | wall s | CPU s "
-        "| load before → after | commit |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"**DP-FedAvg on the same command**: `{BAR_COMMAND} --method dp-fedavg --seed s --noise-seed s`.",
+        "",
+        "| seed | test accuracy | agent ε | instance ε | wall s | CPU s | load before → after | commit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for run in sorted(runs, key=lambda r: r["method"]):
-        if run.get("refused"):
+    lines += [
+        f"| {r['seed']} | {r['accuracy']:.4f} | {_epsilon(r['epsilon_agent'])} | {_epsilon(r['epsilon_instance'])} "
+        f"| {r['wall_seconds']:.0f} | {r['cpu_seconds']:.0f} | {r['load_before']:.1f} → {r['load_after']:.1f} "
+        f"| {r['commit']} |"
+        for r in sorted(runs, key=lambda r: r["seed"])
+    ]
+    theirs = {r["seed"]: r["accuracy"] for r in runs}
+    ours = {r["seed"]: r["accuracy"] for r in voting if not r.get("refused") and r["seed"] in theirs}
+    if ours:
+        ahead = sum(ours[s] > theirs[s] for s in ours)
+        verdict = (
+            "holds" if ahead == len(ours) else "does not hold" if ahead == 0 else "holds on some seeds only"
+        )
+        lines += [
+            "",
+            f"**The voting paper's claim (Table 1, non-iid: PATE-FL above DP-FedAvg at equal agent ε) on "
+            f"Fashion-MNIST: {verdict}**: PATE-FL {statistics.mean(ours.values()):.4f} against DP-FedAvg "
+            f"{statistics.mean(theirs[s] for s in ours):.4f} (mean over seeds {', '.join(str(s) for s in sorted(ours))}); "
+            f"PATE-FL ahead on {ahead} of {len(ours)} seeds.",
+        ]
+    return lines
+
+
+def every_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """Part (b): one row per method, its seeds' accuracies side by side."""
+    seeds = sorted(set(SEEDS) | {key(r)[1] for r in runs})
+    lines = [
+        f"**(b) Every method on its defaults, 20 agents**: `{EVERY_COMMAND}` (iid; ε 4 at the method's own "
+        "level, δ 1e-3; FedAvg, majority vote and FedAUX+F are not private). Seed 0 is the command as typed "
+        "(`--seed` 0, noise drawn from the OS); seeds 1 and 2 add `--seed s --noise-seed s`. Accuracies in "
+        "seed order ('—': not run yet), then mean ± sample std over the seeds run; ε, wall and CPU seconds: "
+        "the largest over the seeds; the load: the lowest before → the highest after.",
+        "",
+        f"| method | test accuracy, seeds {', '.join(str(s) for s in seeds)} | mean ± std | pseudo-label "
+        "accuracy, mean | agent ε | instance ε | wall s | CPU s | load | commits |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for method in sorted({r["method"] for r in runs}):
+        mine = {key(r)[1]: r for r in runs if r["method"] == method}
+        timing = (
+            f"| {max(r['wall_seconds'] for r in mine.values()):.0f} | {max(r['cpu_seconds'] for r in mine.values()):.0f} "
+            f"| {min(r['load_before'] for r in mine.values()):.1f} → {max(r['load_after'] for r in mine.values()):.1f} "
+            f"| {', '.join(sorted({r.get('commit', '') for r in mine.values()}))} |"
+        )
+        refused = [r for r in mine.values() if r.get("refused")]
+        if refused:
             lines.append(
-                f"| {run['method']} | refused: {run['refused'].removeprefix('fedvote: error: ')} | | | "
-                f"| {run['wall_seconds']:.0f} | {run['cpu_seconds']:.0f} | {run['load_before']:.1f} → {run['load_after']:.1f} "
-                f"| {run.get('commit', '')} |"
+                f"| {method} | refused: {refused[0]['refused'].removeprefix('fedvote: error: ')} | | | | "
+                + timing
             )
             continue
+        accuracies = [mine[s]["accuracy"] for s in seeds if s in mine]
+        spread = f" ± {statistics.stdev(accuracies):.4f}" if len(accuracies) > 1 else ""
+        labels = [r["label_accuracy"] for r in mine.values() if r.get("label_accuracy") is not None]
+        per_seed = ", ".join(f"{mine[s]['accuracy']:.4f}" if s in mine else "—" for s in seeds)
         lines.append(
-            f"| {run['method']} | {run['accuracy']:.4f} | {_labels(run['label_accuracy'])} "
-            f"| {_epsilon(run['epsilon_agent'])} | {_epsilon(run['epsilon_instance'])} | {run['wall_seconds']:.0f} "
-            f"| {run['cpu_seconds']:.0f} | {run['load_before']:.1f} → {run['load_after']:.1f} | {run.get('commit', '')} |"
+            f"| {method} | {per_seed} "
+            f"| {statistics.mean(accuracies):.4f}{spread} | {_labels(statistics.mean(labels) if labels else None)} "
+            f"| {_epsilon(_largest(r['epsilon_agent'] for r in mine.values()))} "
+            f"| {_epsilon(_largest(r['epsilon_instance'] for r in mine.values()))} " + timing
         )
     return lines
 
 
+def _largest(values: Any) -> float | None:
+    """The largest ε of a method's seeds (None, unbounded, counts as ∞)."""
+    values = [float("inf") if v is None else v for v in values]
+    return max(values)
+
+
 def section(record: dict[str, Any]) -> str:
     """The markdown section for docs/results.md."""
-    bar = [r for r in record["runs"] if r["part"] == "a"]
+    bar = [r for r in record["runs"] if r["part"] == "a" and r["method"] == "pate-fl"]
+    rival = [r for r in record["runs"] if r["part"] == "a" and r["method"] == "dp-fedavg"]
     every = [r for r in record["runs"] if r["part"] == "b"]
     lines = [
         "## Fashion-MNIST: the voting paper's non-IID command and every method on its defaults (issue 43, table 3d)",
@@ -196,6 +258,7 @@ def section(record: dict[str, Any]) -> str:
         "before → after each run: the 2-core host is shared, and wall time moves with it.",
         "",
         *bar_lines(bar),
+        *claim_lines(bar, rival),
         "",
         *every_lines(every),
     ]
@@ -211,10 +274,10 @@ def main(argv: list[str]) -> None:
     """Run the parts asked for, saving after every run, then write the results and the section."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=("a", "b", "both"), default="both")
-    parser.add_argument("--seeds", default=",".join(str(s) for s in SEEDS), help="part a (default 0,1,2)")
+    parser.add_argument("--seeds", default=",".join(str(s) for s in SEEDS), help="both parts (default 0,1,2)")
     parser.add_argument(
-        "--methods", default=",".join(sorted(METHODS)),
-        help="part b (default: every method not saved yet; methods named here are run again)",
+        "--methods", default=None,
+        help="part b (default: every method, its saved runs kept; methods named here are run again)",
     )  # fmt: skip
     parser.add_argument("--fresh", action="store_true", help="forget the saved runs and run everything again")
     parser.add_argument(
@@ -228,7 +291,9 @@ def main(argv: list[str]) -> None:
         return
     script = f"experiments/{NAME}.py"
     data_dir = require_data_dir(script, holding="fashion-mnist/")
-    methods = tuple(m for m in args.methods.split(",") if m)
+    methods = (
+        tuple(sorted(METHODS)) if args.methods is None else tuple(m for m in args.methods.split(",") if m)
+    )
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         refuse(script, f"--methods: unknown {', '.join(unknown)}; choose from {', '.join(sorted(METHODS))}")
@@ -240,17 +305,35 @@ def main(argv: list[str]) -> None:
         path.unlink()
     record: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"runs": []}
     record.update(name=NAME, machine=machine(), date=time.strftime("%Y-%m-%d"), methods=sorted(METHODS))
-    again: frozenset[tuple[str, int | None, str]] = frozenset()
-    if args.part in ("b", "both") and args.methods != parser.get_default("methods"):
+    again: frozenset[tuple[str, int, str]] = frozenset()
+    if args.part in ("b", "both") and args.methods is not None:
         # methods named again: their part (b) rows are measured anew (e.g. after a default changed)
-        again = frozenset(("b", None, m) for m in methods)
+        again = frozenset(("b", s, m) for s in seeds for m in methods)
         record["runs"] = [r for r in record["runs"] if key(r) not in again]
     done = {key(r) for r in record["runs"]}
-    jobs: list[tuple[str, int | None, str, tuple[str, ...]]] = []
+    jobs: list[tuple[str, int, str, tuple[str, ...]]] = []
     if args.part in ("a", "both"):
-        jobs += [("a", s, "pate-fl", (*BAR_FLAGS, "--seed", str(s), "--noise-seed", str(s))) for s in seeds]
+        jobs += [
+            (
+                "a",
+                s,
+                m,
+                (
+                    *BAR_FLAGS,
+                    *(() if m == "pate-fl" else ("--method", m)),
+                    "--seed",
+                    str(s),
+                    "--noise-seed",
+                    str(s),
+                ),
+            )
+            for m in BAR_METHODS
+            for s in seeds
+        ]
     if args.part in ("b", "both"):
-        jobs += [("b", None, m, ("--method", m, *EVERY_FLAGS)) for m in methods]
+        jobs += [
+            ("b", s, m, ("--method", m, *EVERY_FLAGS, *every_seed_flags(s))) for s in seeds for m in methods
+        ]
     for part, seed, method, flags in jobs:
         if (part, seed, method) in done:
             continue
@@ -265,12 +348,17 @@ def main(argv: list[str]) -> None:
     print(section(record))
 
 
-def key(run: dict[str, Any]) -> tuple[str, int | None, str]:
-    """What identifies a run: its part, seed and method."""
-    return run["part"], run.get("seed"), run["method"]
+def every_seed_flags(seed: int) -> tuple[str, ...]:
+    """Part (b)'s seed flags: none at seed 0 (the command as typed: ``--seed`` 0, noise from the OS), else ``--seed s --noise-seed s``."""
+    return () if seed == 0 else ("--seed", str(seed), "--noise-seed", str(seed))
 
 
-def save(path: Path, record: dict[str, Any], dropped: frozenset[tuple[str, int | None, str]] = frozenset()) -> None:
+def key(run: dict[str, Any]) -> tuple[str, int, str]:
+    """What identifies a run: its part, seed and method (part (b) rows saved without a seed ran as typed: seed 0)."""
+    return run["part"], 0 if run.get("seed") is None else int(run["seed"]), run["method"]
+
+
+def save(path: Path, record: dict[str, Any], dropped: frozenset[tuple[str, int, str]] = frozenset()) -> None:
     """Save ``record`` with the runs another process saved meanwhile (parts a and b may run side by side).
 
     ``dropped``: the keys this process measures anew — their saved rows are not brought back.
