@@ -31,7 +31,7 @@ Saves after every run.
 Usage (repository root)::
 
     FEDVOTE_DATA=../shared/datasets nice .venv/bin/python experiments/prifedsync_cifar10.py \
-        [--seeds 0,1,2] [--sigmas 0.5,1.0] [--max-rounds 30] [--no-reference] [--render]
+        [--seeds 0,1,2] [--sigmas 0.5,0.75,1.0] [--max-rounds 30] [--no-reference] [--render]
 """
 
 from __future__ import annotations
@@ -526,7 +526,7 @@ def main(argv: list[str]) -> None:
     """Run the requested rows on one federation, saving after each."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--sigmas", default="0.5,1.0", help="comma-separated paper σ values (default 0.5,1.0)"
+        "--sigmas", default="0.5,0.75,1.0", help="comma-separated paper σ values (default 0.5,0.75,1.0)"
     )
     parser.add_argument("--max-rounds", type=int, default=30, help="configured R of each private run")
     parser.add_argument("--no-reference", action="store_true", help="skip the non-private run")

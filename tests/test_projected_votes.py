@@ -143,7 +143,30 @@ def test_the_cifar10_table_says_whether_the_projected_release_passes_dp_fedavg(
 
 def test_the_seeds_table_gives_each_seed_and_the_means(projected, monkeypatch):
     monkeypatch.setattr(projected, "dp_fedavg_runs", lambda: {0: 0.566, 1: 0.568, 2: 0.567})
-    lines = projected.seeds_table(_part("CIFAR-10 (JPEG copy), the Bar's command", {0: 0.574, 1: 0.571, 2: 0.571}))
+    lines = projected.seeds_table(
+        _part("CIFAR-10 (JPEG copy), the Bar's command", {0: 0.574, 1: 0.571, 2: 0.571})
+    )
     assert "| 1 | 0.500 | 0.571 | +7.1 points | 0.568 |" in lines
     assert lines[-1] == "| mean | 0.500 | 0.572 | +7.2 points | 0.567 |"
     assert projected.seeds_table({"federation": "x", "rows": []}) == []  # one seed: no table
+
+
+@pytest.mark.parametrize(("grown_mean", "verdict"), [(0.584, "still under"), (0.605, "at or above")])
+def test_the_pool_table_gives_each_pool_share_and_says_whether_the_best_passes_060(
+    projected, grown_mean, verdict
+):
+    part = {**_part("CIFAR-10 (JPEG copy), the Bar's command", {0: 0.574}), "queries": 3000}
+    for row in part["rows"]:
+        row["sigma"] = 45.08
+    grown = _part("unused", {0: grown_mean})["rows"]
+    for row in grown:
+        row["sigma"] = 68.87
+    pools = [{"public_fraction": 0.7, "queries": 7000, "test_size": 3000, "rows": grown}]
+    lines = projected.pool_table(part, pools)
+    assert "| 0.3 (the defaults) | 3,000 | 7,000 | 45.08 | 0.500 | 0.574 | 6.22 / 9.82 |" in lines
+    assert f"| 0.7 | 7,000 | 3,000 | 68.87 | 0.500 | {grown_mean:.3f} | 6.22 / 9.82 |" in lines
+    assert lines[-1].startswith(
+        f"The best: {grown_mean:.3f} (normalised, pool share 0.7), {verdict} the Bar's 0.60."
+    )
+    assert projected.pool_table({**part, "federation": "Fashion-MNIST, the Bar's command"}, pools) == []
+    assert projected.pool_table(part, []) == []
