@@ -31,7 +31,7 @@ release.
 
 Usage (repository root)::
 
-    FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/projected_votes.py
+    FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/projected_votes.py  # every table
     FEDVOTE_DATA=../shared/datasets .venv/bin/python experiments/projected_votes.py --part pool  # larger pools only
     .venv/bin/python experiments/projected_votes.py --render   # the section from the saved record
 """
@@ -420,3 +420,5 @@ if __name__ == "__main__":
         measure_pools()
     else:
         main_over_federations(NAME, measure, section)
+        if "--render" not in sys.argv[1:]:  # a full run measures the larger pools too
+            measure_pools()
