@@ -170,3 +170,42 @@ def test_the_pool_table_gives_each_pool_share_and_says_whether_the_best_passes_0
     )
     assert projected.pool_table({**part, "federation": "Fashion-MNIST, the Bar's command"}, pools) == []
     assert projected.pool_table(part, []) == []
+
+
+def test_the_perfect_table_compares_each_release_with_its_bar(projected):
+    def perfect(label: str, dense: float, normalised: float) -> dict:
+        return {
+            "federation": label,
+            "rows": [{"matched": [dense]}, {"matched": [normalised - 0.01, normalised + 0.01]}],
+        }
+
+    lines = projected.perfect_table([perfect("CIFAR-10 (JPEG copy), the Bar's command", 0.587, 0.602),
+                                     perfect("Fashion-MNIST, the Bar's command", 0.832, 0.838)])  # fmt: skip
+    assert "| CIFAR-10 (JPEG copy), the Bar's command | 0.587 | 0.602 | 0.60 |" in lines
+    assert "| Fashion-MNIST, the Bar's command | 0.832 | 0.838 | 0.85 |" in lines
+    assert lines[-1].startswith(
+        "Teachers right on every pool image reach the Bar through the defaults' release on neither command, "
+        "through the normalised one on CIFAR-10. Where even they fall short"
+    )
+    assert projected.perfect_table([]) == []
+
+
+def test_perfect_teachers_vote_the_pools_true_labels(projected, monkeypatch):
+    """rows_at(perfect=True) never trains a teacher: every agent's vote is the pool's true label."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(1)
+    labels = np.repeat(np.arange(3), 30)
+    pool = 5.0 * np.eye(3)[labels] + rng.normal(0.0, 0.2, (90, 3))
+    test_labels = np.repeat(np.arange(3), 10)
+    test = 5.0 * np.eye(3)[test_labels] + rng.normal(0.0, 0.2, (30, 3))
+    federation = SimpleNamespace(
+        num_classes=3, num_agents=4, public=SimpleNamespace(labels=labels, features=pool)
+    )
+    bar = SimpleNamespace(federation=federation, sigma=1e-6, pool=pool, test=test, test_labels=test_labels)
+    monkeypatch.setattr(projected, "prepared", lambda settings, data_dir, seed: bar)
+    monkeypatch.setattr(projected, "fit_teachers", lambda bar: pytest.fail("perfect teachers train nothing"))
+    rows, _, queries = projected.rows_at("x", {}, "d", 0, (2,), (), perfect=True)
+    assert (
+        queries == 90 and rows[0]["clean"] == 1.0
+    )  # the dense sums of the true labels teach every test point
