@@ -60,7 +60,7 @@ from bar_federations import (  # noqa: E402
     noisy_reads,
     prepared,
 )
-from run import require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from run import code_version, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 from fedvote.models.vote_regression import fit_vote_regression, prior_matched_offsets  # noqa: E402
 from fedvote.privacy.accountant import gaussian_epsilon  # noqa: E402
@@ -302,8 +302,8 @@ def section(record: dict[str, Any]) -> str:
             f"(instance ε {part['rows'][0]['instance_epsilon']:.2f}; {100 * (means[best] - means[0]):+.1f} points).",
         ]
         lines += seeds_table(part)
-        lines += pool_table(part, record.get("pools", []))
-    lines += perfect_table(record.get("perfect", []))
+        lines += pool_table(part, record.get("pools", []), part_ran(record, "pool"))
+    lines += perfect_table(record.get("perfect", []), part_ran(record, "perfect"))
     lines += [
         "",
         "The clip pays where the teachers' votes spread over many of φ's directions (CIFAR-10: an agent's "
@@ -362,7 +362,7 @@ def seeds_table(part: dict[str, Any]) -> list[str]:
     return lines
 
 
-def pool_table(part: dict[str, Any], pools: list[dict[str, Any]]) -> list[str]:
+def pool_table(part: dict[str, Any], pools: list[dict[str, Any]], ran: str = "") -> list[str]:
     """CIFAR-10's defaults and normalised release, prior-matched, as the public pool grows (seed 0)."""
     if not pools or not part["federation"].startswith("CIFAR-10"):
         return []
@@ -381,7 +381,7 @@ def pool_table(part: dict[str, Any], pools: list[dict[str, Any]]) -> list[str]:
     ]
     lines = [
         "",
-        "Larger public pools (seed 0; `--part pool`): the pool is a larger share of the test split and "
+        f"Larger public pools (seed 0; `--part pool`{ran}): the pool is a larger share of the test split and "
         "every pool image a query (σ planned for that Q), the test set the rest of the split; the "
         f"defaults take {DEFAULT_POOL_FRACTION:g} (the voting paper's MNIST split), the voting paper takes "
         "0.7 for its natural-image datasets (Office-Caltech, DomainNet):",
@@ -425,13 +425,23 @@ def perfect_rows(data_dir: str) -> list[dict[str, Any]]:
             for label, settings in FEDERATIONS.items()]  # fmt: skip
 
 
-def perfect_table(perfects: list[dict[str, Any]]) -> list[str]:
+def part_ran(record: dict[str, Any], part: str) -> str:
+    """', ran DATE at fedvote commit C, N s' for a table measured by ``--part`` (empty if not recorded)."""
+    ran = record.get("parts_ran", {}).get(part)
+    return (
+        ""
+        if ran is None
+        else f", ran {ran['date']} at fedvote commit {ran['commit']}, {ran['wall_seconds']:.0f} s"
+    )
+
+
+def perfect_table(perfects: list[dict[str, Any]], ran: str = "") -> list[str]:
     """What teachers right on every pool image would give the dense and the normalised release, against each Bar."""
     if not perfects:
         return []
     lines = [
         "",
-        "**Perfect teachers** (seed 0; `--part perfect`): every agent votes every pool image's true label "
+        f"**Perfect teachers** (seed 0; `--part perfect`{ran}): every agent votes every pool image's true label "
         "(read for this reference only), the same releases, σ and students, prior-matched means over the draws:",
         "",
         f"| federation | dense votes (the defaults' release) | normalised on k = {SEEDS_DIRECTIONS} directions "
@@ -461,10 +471,13 @@ def measure_part(part: str) -> None:
     data_dir = require_data_dir(f"experiments/{NAME}.py", holding="cifar10/ and fashion-mnist/")
     path = HERE / "results" / f"{NAME}.json"
     record = json.loads(path.read_text())
+    started = time.perf_counter()
     if part == "pool":
         record["pools"] = pool_rows(data_dir)
     else:
         record["perfect"] = perfect_rows(data_dir)
+    record.setdefault("parts_ran", {})[part] = {"date": time.strftime("%Y-%m-%d"), "commit": code_version(),
+                                                "wall_seconds": time.perf_counter() - started}  # fmt: skip
     save_results(NAME, record, section(record))
     print(section(record))
 
