@@ -431,7 +431,7 @@ def part_ran(record: dict[str, Any], part: str) -> str:
     return (
         ""
         if ran is None
-        else f", ran {ran['date']} at fedvote commit {ran['commit']}, {ran['wall_seconds']:.0f} s"
+        else f", ran {ran['date']} at fedvote commit {ran['commit'].removeprefix('commit ')}, {ran['wall_seconds']:.0f} s"
     )
 
 
