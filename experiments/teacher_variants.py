@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bar_federations import FEDERATIONS, fit_teachers, main_over_federations, noisy_reads, prepared  # noqa: E402
-from run import require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from run import code_version, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 from fedvote.models.vote_regression import fit_vote_regression, prior_matched_offsets  # noqa: E402
 
@@ -175,7 +175,7 @@ def section(record: dict[str, Any]) -> str:
             f"Best: {means[best]:.3f} ({part['rows'][best]['teachers']}) against the defaults' {means[0]:.3f} "
             f"({100 * (means[best] - means[0]):+.1f} points).",
         ]
-        lines += perfect_lines(part.get("perfect"))
+        lines += perfect_lines(part.get("perfect"), record.get("perfect_ran"))
     moves = [abs(float(np.mean(row["noisy"])) - float(np.mean(part["rows"][0]["noisy"])))
              for part in record["parts"] for row in part["rows"][1:]]  # fmt: skip
     costs = [part["rows"][0]["clean"] - float(np.mean(part["rows"][0]["noisy"])) for part in record["parts"]]
@@ -188,14 +188,19 @@ def section(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def perfect_lines(perfect: dict[str, Any] | None) -> list[str]:
-    """The bound's sentence: perfect teachers through the defaults' release and student, against the Bar."""
+def perfect_lines(perfect: dict[str, Any] | None, ran: dict[str, Any] | None = None) -> list[str]:
+    """The reference's sentence: perfect teachers through the defaults' release and student, against the Bar."""
     if perfect is None:
         return []
     mean = float(np.mean(perfect["noisy"]))
+    when = (
+        ""
+        if ran is None
+        else f"; `--part perfect`, {ran['date']}, fedvote commit {ran['commit']}, {ran['wall_seconds']:.0f} s"
+    )
     return [
         "",
-        f"Perfect teachers (every agent votes every pool image's true label; a reference): clean "
+        f"Perfect teachers (every agent votes every pool image's true label; a reference{when}): clean "
         f"sums {perfect['clean']:.3f}, noisy {', '.join(f'{a:.3f}' for a in perfect['noisy'])}, mean {mean:.3f} — "
         f"{'at or above' if mean >= perfect['bar'] else 'below'} the Bar's {perfect['bar']:.2f}"
         + (
@@ -211,9 +216,12 @@ def measure_perfect() -> None:
     data_dir = require_data_dir(f"experiments/{NAME}.py", holding="cifar10/ and fashion-mnist/")
     path = HERE / "results" / f"{NAME}.json"
     record = json.loads(path.read_text())
+    started = time.perf_counter()
     for part in record["parts"]:
         settings = FEDERATIONS[part["federation"]]
         part["perfect"] = perfect_row(prepared(settings, data_dir), BARS[settings["dataset"]])
+    record["perfect_ran"] = {"date": time.strftime("%Y-%m-%d"), "commit": code_version().removeprefix("commit "),
+                             "wall_seconds": time.perf_counter() - started}  # fmt: skip
     save_results(NAME, record, section(record))
     print(section(record))
 
