@@ -20,7 +20,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from run import code_version, machine, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 from fedvote.data.federation import Federation  # noqa: E402
 from fedvote.models.config import TrainingConfig  # noqa: E402
@@ -38,6 +38,7 @@ FEDERATIONS: dict[str, dict[str, Any]] = {
         "dataset": "fashion-mnist", "agents": 100, "partition": "classes", "classes_per_agent": 6, "epsilon": 4.3,
     },
 }  # fmt: skip
+BAR_ACCURACY = {"cifar10": 0.60, "fashion-mnist": 0.85}  # issue 43's accuracy bar on each command above
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,3 +102,31 @@ def main_over_federations(
               "draws": DRAWS, "parts": parts, "wall_seconds": time.perf_counter() - started}  # fmt: skip
     save_results(name, record, section(record))
     print(section(record))
+
+
+def measure_part_into_saved(
+    name: str,
+    part: str,
+    measure_into: Callable[[str, dict[str, Any]], None],
+    section: Callable[[dict[str, Any]], str],
+) -> None:
+    """A script's ``--part P``: ``measure_into(data_dir, record)`` adds P's rows to the saved record, stamped with
+    when, at which commit and in how long (``record["parts_ran"][P]``, :func:`part_ran`), then saved and rendered."""
+    data_dir = require_data_dir(f"experiments/{name}.py", holding="cifar10/ and fashion-mnist/")
+    path = HERE / "results" / f"{name}.json"
+    record = json.loads(path.read_text())
+    started = time.perf_counter()
+    measure_into(data_dir, record)
+    record.setdefault("parts_ran", {})[part] = {"date": time.strftime("%Y-%m-%d"),
+                                                "commit": code_version().removeprefix("commit "),
+                                                "wall_seconds": time.perf_counter() - started}  # fmt: skip
+    save_results(name, record, section(record))
+    print(section(record))
+
+
+def part_ran(record: dict[str, Any], part: str) -> str:
+    """'--part P, DATE, fedvote commit C, N s' for a part measured by :func:`measure_part_into_saved` ('' if not)."""
+    ran = record.get("parts_ran", {}).get(part)
+    if ran is None:
+        return ""
+    return f"`--part {part}`, {ran['date']}, fedvote commit {ran['commit']}, {ran['wall_seconds']:.0f} s"

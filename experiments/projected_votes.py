@@ -53,14 +53,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bar_federations import (  # noqa: E402
+    BAR_ACCURACY,
     FEDERATIONS,
     SEED,
     fit_teachers,
     main_over_federations,
+    measure_part_into_saved,
     noisy_reads,
+    part_ran,
     prepared,
 )
-from run import code_version, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
 
 from fedvote.models.vote_regression import fit_vote_regression, prior_matched_offsets  # noqa: E402
 from fedvote.privacy.accountant import gaussian_epsilon  # noqa: E402
@@ -80,7 +82,6 @@ SEEDS_DIRECTIONS = 200
 POOL_FRACTIONS = (0.5, 0.7)
 DEFAULT_POOL_FRACTION = 0.3  # fedvote's public_fraction of the test split (runner.make_federation)
 TEST_SPLIT = 10_000  # CIFAR-10's test split, which the pool and the test set share
-BAR_ACCURACY = {"cifar10": 0.60, "fashion-mnist": 0.85}  # issue 43's accuracy bar on each Bar's command
 RIDGE_EXPONENTS = np.arange(-4.0, 3.01, 0.25)  # λ = mean squared singular value × 10^e
 
 
@@ -381,7 +382,7 @@ def pool_table(part: dict[str, Any], pools: list[dict[str, Any]], ran: str = "")
     ]
     lines = [
         "",
-        f"Larger public pools (seed 0; `--part pool`{ran}): the pool is a larger share of the test split and "
+        f"Larger public pools (seed 0; {ran or '`--part pool`'}): the pool is a larger share of the test split and "
         "every pool image a query (σ planned for that Q), the test set the rest of the split; the "
         f"defaults take {DEFAULT_POOL_FRACTION:g} (the voting paper's MNIST split), the voting paper takes "
         "0.7 for its natural-image datasets (Office-Caltech, DomainNet):",
@@ -425,23 +426,13 @@ def perfect_rows(data_dir: str) -> list[dict[str, Any]]:
             for label, settings in FEDERATIONS.items()]  # fmt: skip
 
 
-def part_ran(record: dict[str, Any], part: str) -> str:
-    """', ran DATE at fedvote commit C, N s' for a table measured by ``--part`` (empty if not recorded)."""
-    ran = record.get("parts_ran", {}).get(part)
-    return (
-        ""
-        if ran is None
-        else f", ran {ran['date']} at fedvote commit {ran['commit'].removeprefix('commit ')}, {ran['wall_seconds']:.0f} s"
-    )
-
-
 def perfect_table(perfects: list[dict[str, Any]], ran: str = "") -> list[str]:
     """What teachers right on every pool image would give the dense and the normalised release, against each Bar."""
     if not perfects:
         return []
     lines = [
         "",
-        f"**Perfect teachers** (seed 0; `--part perfect`{ran}): every agent votes every pool image's true label "
+        f"**Perfect teachers** (seed 0; {ran or '`--part perfect`'}): every agent votes every pool image's true label "
         "(read for this reference only), the same releases, σ and students, prior-matched means over the draws:",
         "",
         f"| federation | dense votes (the defaults' release) | normalised on k = {SEEDS_DIRECTIONS} directions "
@@ -451,7 +442,7 @@ def perfect_table(perfects: list[dict[str, Any]], ran: str = "") -> list[str]:
     reached: dict[str, list[str]] = {"dense": [], "normalised": []}
     for perfect in perfects:
         dense, normalised = (float(np.mean(row["matched"])) for row in perfect["rows"][:2])
-        bar = BAR_ACCURACY["cifar10" if perfect["federation"].startswith("CIFAR-10") else "fashion-mnist"]
+        bar = BAR_ACCURACY[FEDERATIONS[perfect["federation"]]["dataset"]]
         lines.append(f"| {perfect['federation']} | {dense:.3f} | {normalised:.3f} | {bar:.2f} |")
         name = perfect["federation"].split(" (")[0].split(",")[0]
         reached["dense"] += [name] if dense >= bar else []
@@ -466,29 +457,26 @@ def perfect_table(perfects: list[dict[str, Any]], ran: str = "") -> list[str]:
     return lines
 
 
-def measure_part(part: str) -> None:
-    """``--part pool`` or ``--part perfect``: that table's rows only, added to the saved record and its section."""
-    data_dir = require_data_dir(f"experiments/{NAME}.py", holding="cifar10/ and fashion-mnist/")
-    path = HERE / "results" / f"{NAME}.json"
-    record = json.loads(path.read_text())
-    started = time.perf_counter()
-    if part == "pool":
-        record["pools"] = pool_rows(data_dir)
-    else:
-        record["perfect"] = perfect_rows(data_dir)
-    record.setdefault("parts_ran", {})[part] = {"date": time.strftime("%Y-%m-%d"), "commit": code_version(),
-                                                "wall_seconds": time.perf_counter() - started}  # fmt: skip
-    save_results(NAME, record, section(record))
-    print(section(record))
+def measure_pools_into(data_dir: str, record: dict[str, Any]) -> None:
+    """``--part pool``: the larger pools' rows."""
+    record["pools"] = pool_rows(data_dir)
+
+
+def measure_perfect_into(data_dir: str, record: dict[str, Any]) -> None:
+    """``--part perfect``: the perfect teachers' rows."""
+    record["perfect"] = perfect_rows(data_dir)
+
+
+PARTS = {"pool": measure_pools_into, "perfect": measure_perfect_into}
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--part"] and sys.argv[2:] in (["pool"], ["perfect"]):
-        measure_part(sys.argv[2])
+    if sys.argv[1:2] == ["--part"] and len(sys.argv) == 3 and sys.argv[2] in PARTS:
+        measure_part_into_saved(NAME, sys.argv[2], PARTS[sys.argv[2]], section)
     else:
         main_over_federations(NAME, measure, section)
         if (
             "--render" not in sys.argv[1:]
         ):  # a full run measures the larger pools and the perfect teachers too
-            measure_part("pool")
-            measure_part("perfect")
+            for part, measure_into in PARTS.items():
+                measure_part_into_saved(NAME, part, measure_into, section)

@@ -30,7 +30,6 @@ Usage (repository root)::
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -42,15 +41,22 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bar_federations import FEDERATIONS, fit_teachers, main_over_federations, noisy_reads, prepared  # noqa: E402
-from run import code_version, require_data_dir, save_results  # noqa: E402  (experiments/run.py)
+from bar_federations import (  # noqa: E402
+    BAR_ACCURACY,
+    FEDERATIONS,
+    fit_teachers,
+    main_over_federations,
+    measure_part_into_saved,
+    noisy_reads,
+    part_ran,
+    prepared,
+)
 
 from fedvote.models.vote_regression import fit_vote_regression, prior_matched_offsets  # noqa: E402
 
 NAME = "teacher_variants"
 TRAINING = ((1e-4, 40), (1e-3, 40), (1e-2, 40), (1e-4, 10))  # (weight decay, epochs); the first: defaults
 ABSTAIN_BELOW = (0.7, 0.9)
-BARS = {"cifar10": 0.60, "fashion-mnist": 0.85}  # issue 43's accuracy bar on each Bar's command
 
 
 def balanced_logits(logits: np.ndarray, counts: np.ndarray, smoothing: float = 1.0) -> np.ndarray:
@@ -115,7 +121,7 @@ def measure(label: str, settings: dict[str, Any], data_dir: str) -> dict[str, An
                             abstaining_votes(logits, threshold), accuracy))  # fmt: skip
         rows.append(row("the defaults', soft votes (probabilities)", softmax(logits), accuracy))
     return {"federation": label, "sigma": sigma, "queries": int(pool.shape[0]), "rows": rows,
-            "perfect": perfect_row(bar, BARS[settings["dataset"]]), "wall_seconds": time.perf_counter() - started}  # fmt: skip
+            "perfect": perfect_row(bar, BAR_ACCURACY[settings["dataset"]]), "wall_seconds": time.perf_counter() - started}  # fmt: skip
 
 
 def read_sums(bar: Any, sums: np.ndarray) -> float:
@@ -175,7 +181,7 @@ def section(record: dict[str, Any]) -> str:
             f"Best: {means[best]:.3f} ({part['rows'][best]['teachers']}) against the defaults' {means[0]:.3f} "
             f"({100 * (means[best] - means[0]):+.1f} points).",
         ]
-        lines += perfect_lines(part.get("perfect"), record.get("perfect_ran"))
+        lines += perfect_lines(part.get("perfect"), part_ran(record, "perfect"))
     moves = [abs(float(np.mean(row["noisy"])) - float(np.mean(part["rows"][0]["noisy"])))
              for part in record["parts"] for row in part["rows"][1:]]  # fmt: skip
     costs = [part["rows"][0]["clean"] - float(np.mean(part["rows"][0]["noisy"])) for part in record["parts"]]
@@ -188,16 +194,12 @@ def section(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def perfect_lines(perfect: dict[str, Any] | None, ran: dict[str, Any] | None = None) -> list[str]:
+def perfect_lines(perfect: dict[str, Any] | None, ran: str = "") -> list[str]:
     """The reference's sentence: perfect teachers through the defaults' release and student, against the Bar."""
     if perfect is None:
         return []
     mean = float(np.mean(perfect["noisy"]))
-    when = (
-        ""
-        if ran is None
-        else f"; `--part perfect`, {ran['date']}, fedvote commit {ran['commit']}, {ran['wall_seconds']:.0f} s"
-    )
+    when = f"; {ran}" if ran else ""
     return [
         "",
         f"Perfect teachers (every agent votes every pool image's true label; a reference{when}): clean "
@@ -211,23 +213,15 @@ def perfect_lines(perfect: dict[str, Any] | None, ran: dict[str, Any] | None = N
     ]
 
 
-def measure_perfect() -> None:
-    """``--part perfect``: the bound's row of each federation, added to the saved record and its section."""
-    data_dir = require_data_dir(f"experiments/{NAME}.py", holding="cifar10/ and fashion-mnist/")
-    path = HERE / "results" / f"{NAME}.json"
-    record = json.loads(path.read_text())
-    started = time.perf_counter()
+def measure_perfect_into(data_dir: str, record: dict[str, Any]) -> None:
+    """``--part perfect``: the perfect teachers' row of each federation."""
     for part in record["parts"]:
         settings = FEDERATIONS[part["federation"]]
-        part["perfect"] = perfect_row(prepared(settings, data_dir), BARS[settings["dataset"]])
-    record["perfect_ran"] = {"date": time.strftime("%Y-%m-%d"), "commit": code_version().removeprefix("commit "),
-                             "wall_seconds": time.perf_counter() - started}  # fmt: skip
-    save_results(NAME, record, section(record))
-    print(section(record))
+        part["perfect"] = perfect_row(prepared(settings, data_dir), BAR_ACCURACY[settings["dataset"]])
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--part", "perfect"]:
-        measure_perfect()
+        measure_part_into_saved(NAME, "perfect", measure_perfect_into, section)
     else:
         main_over_federations(NAME, measure, section)

@@ -13,6 +13,27 @@ def experiment(load_experiment):
     return load_experiment("fashion_mnist")
 
 
+@pytest.fixture
+def record_path(experiment, tmp_path, monkeypatch):
+    """The script pointed at an empty data directory and results folder: the path its record is saved to."""
+    (tmp_path / "data" / "fashion-mnist").mkdir(parents=True)
+    monkeypatch.setenv("FEDVOTE_DATA", str(tmp_path / "data"))
+    monkeypatch.setattr(experiment, "HERE", tmp_path)
+    path = tmp_path / "results" / "fashion_mnist.json"
+    path.parent.mkdir()
+    monkeypatch.setattr(
+        experiment, "save_results", lambda name, record, text: path.write_text(json.dumps(record))
+    )
+    monkeypatch.setattr(experiment, "section", lambda record: "")
+    return path
+
+
+def _outcome(accuracy, commit="abc1234"):
+    """What one_run returns: a run's figures without its part, method and seed."""
+    run = _run("b", "unused", None, accuracy, commit=commit)
+    return {k: v for k, v in run.items() if k not in ("part", "method", "seed")}
+
+
 def _run(part, method, seed, accuracy, **extra):
     return {
         "part": part, "method": method, "seed": seed, "accuracy": accuracy, "label_accuracy": 0.8,
@@ -57,28 +78,19 @@ def test_a_save_keeps_the_runs_another_process_saved(experiment, tmp_path, monke
     }
 
 
-def test_a_rerun_method_replaces_its_saved_row_and_never_brings_it_back(experiment, tmp_path, monkeypatch):
+def test_a_rerun_method_replaces_its_saved_row_and_never_brings_it_back(experiment, record_path, monkeypatch):
     """``--methods dp-fedavg,dp-ftrl`` after a default changed: their new rows only, the others kept."""
-    (tmp_path / "data" / "fashion-mnist").mkdir(parents=True)
-    monkeypatch.setenv("FEDVOTE_DATA", str(tmp_path / "data"))
-    monkeypatch.setattr(experiment, "HERE", tmp_path)
-    path = tmp_path / "results" / "fashion_mnist.json"
-    path.parent.mkdir()
+    path = record_path
     old = [
         _run("b", "dp-fedavg", None, 0.37),
         _run("b", "dp-ftrl", None, 0.17),
         _run("b", "fedavg", None, 0.83),
     ]
     path.write_text(json.dumps({"runs": old}))
-    monkeypatch.setattr(
-        experiment, "save_results", lambda name, record, text: path.write_text(json.dumps(record))
-    )
-    monkeypatch.setattr(experiment, "section", lambda record: "")
     fresh = iter([0.55, 0.59])
 
     def one_run(data_dir, flags):  # noqa: ANN001, ANN202
-        run = _run("b", "unused", None, next(fresh), commit="new")
-        return {k: v for k, v in run.items() if k not in ("part", "method", "seed")}
+        return _outcome(next(fresh), commit="new")
 
     monkeypatch.setattr(experiment, "one_run", one_run)
     experiment.main(["--part", "b", "--seeds", "0", "--methods", "dp-fedavg,dp-ftrl"])
@@ -99,25 +111,16 @@ def test_every_method_row_gives_each_seed_then_mean_and_std(experiment):
 
 
 def test_every_method_runs_each_seed_and_a_row_saved_without_a_seed_is_seed_0(
-    experiment, tmp_path, monkeypatch
+    experiment, record_path, monkeypatch
 ):
     """Seed 0 is the command as typed (a saved row without a seed is it); seeds 1, 2 pass their seeds."""
-    (tmp_path / "data" / "fashion-mnist").mkdir(parents=True)
-    monkeypatch.setenv("FEDVOTE_DATA", str(tmp_path / "data"))
-    monkeypatch.setattr(experiment, "HERE", tmp_path)
-    path = tmp_path / "results" / "fashion_mnist.json"
-    path.parent.mkdir()
+    path = record_path
     path.write_text(json.dumps({"runs": [_run("b", "fedavg", None, 0.83)]}))
-    monkeypatch.setattr(
-        experiment, "save_results", lambda name, record, text: path.write_text(json.dumps(record))
-    )
-    monkeypatch.setattr(experiment, "section", lambda record: "")
     typed: list[tuple[str, ...]] = []
 
     def one_run(data_dir, flags):  # noqa: ANN001, ANN202
         typed.append(flags)
-        run = _run("b", "unused", None, 0.8, commit="new")
-        return {k: v for k, v in run.items() if k not in ("part", "method", "seed")}
+        return _outcome(0.8, commit="new")
 
     monkeypatch.setattr(experiment, "one_run", one_run)
     experiment.main(["--part", "b"])  # no --methods: every method, the saved seed-0 row kept
@@ -146,22 +149,12 @@ def test_the_claim_line_compares_pate_fl_with_dp_fedavg_seed_by_seed(experiment,
     )  # the bar reads PATE-FL only
 
 
-def test_part_a_runs_dp_fedavg_on_the_bar_command(experiment, tmp_path, monkeypatch):
-    (tmp_path / "data" / "fashion-mnist").mkdir(parents=True)
-    monkeypatch.setenv("FEDVOTE_DATA", str(tmp_path / "data"))
-    monkeypatch.setattr(experiment, "HERE", tmp_path)
-    path = tmp_path / "results" / "fashion_mnist.json"
-    path.parent.mkdir()
-    monkeypatch.setattr(
-        experiment, "save_results", lambda name, record, text: path.write_text(json.dumps(record))
-    )
-    monkeypatch.setattr(experiment, "section", lambda record: "")
+def test_part_a_runs_dp_fedavg_on_the_bar_command(experiment, record_path, monkeypatch):
     typed: list[tuple[str, ...]] = []
 
     def one_run(data_dir, flags):  # noqa: ANN001, ANN202
         typed.append(flags)
-        run = _run("a", "unused", None, 0.8)
-        return {k: v for k, v in run.items() if k not in ("part", "method", "seed")}
+        return _outcome(0.8)
 
     monkeypatch.setattr(experiment, "one_run", one_run)
     experiment.main(["--part", "a", "--seeds", "2"])
@@ -171,21 +164,11 @@ def test_part_a_runs_dp_fedavg_on_the_bar_command(experiment, tmp_path, monkeypa
     ]
 
 
-def test_every_method_named_again_is_run_again(experiment, tmp_path, monkeypatch):
+def test_every_method_named_again_is_run_again(experiment, record_path, monkeypatch):
     """``--methods`` naming every method (the default's list, typed) still measures them anew."""
-    (tmp_path / "data" / "fashion-mnist").mkdir(parents=True)
-    monkeypatch.setenv("FEDVOTE_DATA", str(tmp_path / "data"))
-    monkeypatch.setattr(experiment, "HERE", tmp_path)
-    path = tmp_path / "results" / "fashion_mnist.json"
-    path.parent.mkdir()
+    path = record_path
     path.write_text(json.dumps({"runs": [_run("b", "fedavg", None, 0.83)]}))
-    monkeypatch.setattr(
-        experiment, "save_results", lambda name, record, text: path.write_text(json.dumps(record))
-    )
-    monkeypatch.setattr(experiment, "section", lambda record: "")
-    fresh = _run("b", "unused", None, 0.5, commit="new")
-    fresh = {k: v for k, v in fresh.items() if k not in ("part", "method", "seed")}
-    monkeypatch.setattr(experiment, "one_run", lambda data_dir, flags: fresh)
+    monkeypatch.setattr(experiment, "one_run", lambda data_dir, flags: _outcome(0.5, commit="new"))
     experiment.main(["--part", "b", "--seeds", "0", "--methods", ",".join(sorted(experiment.METHODS))])
     runs = json.loads(path.read_text())["runs"]
     assert [(r["accuracy"], r["commit"]) for r in runs if r["method"] == "fedavg"] == [(0.5, "new")]
